@@ -1,0 +1,31 @@
+import { admit, deny, denyForever } from './deny.js'
+import type { FixedWindowPolicy, NumericRule, Row, Verdict } from './types.js'
+
+/**
+ * Fixed window (REFERENCE §2). Row: `[windowIndex, count]`.
+ * Windows are aligned to the epoch; `count` belongs to window `windowIndex` only.
+ */
+export function compileFixedWindow(policy: FixedWindowPolicy): NumericRule {
+  const { limit, windowMs: w } = policy
+  return {
+    kind: 'numeric',
+    policy,
+    limit,
+    width: 2,
+    decide(row: Row, o: number, now: number, cost: number, out: Verdict) {
+      const k = Math.floor(now / w)
+      const count = row[o] === k ? (row[o + 1] as number) : 0
+      const toEnd = (k + 1) * w - now
+      if (cost > limit) return denyForever(out, limit - count, count > 0 ? toEnd : 0)
+      const after = count + cost
+      if (after > limit) return deny(out, toEnd, limit - count, toEnd)
+      out.next[0] = k
+      out.next[1] = after
+      const reset = after > 0 ? toEnd : 0
+      admit(out, limit - after, reset, reset)
+    },
+    expiresAt(row: Row, o: number) {
+      return ((row[o] as number) + 1) * w
+    },
+  }
+}

@@ -1,0 +1,50 @@
+/** Codes carried by every edgelimit error. */
+export type ErrorCode =
+  | 'ERR_EDGELIMIT_CONFIG'
+  | 'ERR_EDGELIMIT_COST'
+  | 'ERR_EDGELIMIT_KEY'
+  | 'ERR_EDGELIMIT_SYNC_UNSUPPORTED'
+
+/** An error with a stable `code`; denials are never errors (they are decisions). */
+export class EdgelimitError extends Error {
+  readonly code: ErrorCode
+  constructor(code: ErrorCode, message: string) {
+    super(message)
+    this.name = 'EdgelimitError'
+    this.code = code
+  }
+}
+
+/** One problem found in options: where, what kind, and what was expected. */
+export interface ConfigIssue {
+  /** Where the problem is, e.g. `rules[2].algorithm.window`. */
+  readonly path: string
+  /** A stable code, e.g. `ERR_DURATION`. */
+  readonly code: string
+  readonly message: string
+}
+
+/** Thrown once for invalid options, listing every problem found. */
+export class ConfigError extends EdgelimitError {
+  readonly issues: readonly ConfigIssue[]
+  constructor(issues: readonly ConfigIssue[]) {
+    super(
+      'ERR_EDGELIMIT_CONFIG',
+      `Invalid edgelimit options (${issues.length} problem${issues.length === 1 ? '' : 's'}):\n${issues
+        .map((i) => `  - ${i.path}: ${i.message} [${i.code}]`)
+        .join('\n')}`,
+    )
+    this.name = 'ConfigError'
+    this.issues = issues
+  }
+}
+
+/** Describes a value for error messages: `"60 sec" (string)`. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return `${JSON.stringify(value)} (string)`
+  if (typeof value === 'number' || typeof value === 'boolean') return `${value} (${typeof value})`
+  if (value === null) return 'null'
+  if (value === undefined) return 'undefined'
+  if (Array.isArray(value)) return 'an array'
+  return `a ${typeof value}`
+}

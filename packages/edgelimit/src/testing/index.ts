@@ -1,0 +1,2 @@
+export { type ManualClock, manualClock } from './manual-clock.js'
+export { type ConformanceOptions, storeConformance } from './store-conformance.js'

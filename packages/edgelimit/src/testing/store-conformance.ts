@@ -1,0 +1,210 @@
+import type { AlgorithmSpec } from '../algorithms.js'
+import { fixedWindow, gcra, leakyBucket, slidingLog, slidingWindow, tokenBucket } from '../algorithms.js'
+import { type PlainState, step } from '../core/index.js'
+import { createLimiter, type Decision, type Rule } from '../limiter.js'
+import type { Store } from '../stores/types.js'
+import { manualClock } from './manual-clock.js'
+
+/** Options of the store conformance suite. */
+export interface ConformanceOptions {
+  /** A store to test; called once per case, so each case may get a fresh one. */
+  store(): Store | Promise<Store>
+  /** A prefix that keeps this run's keys apart from other runs on a shared server. */
+  keyPrefix?: string
+}
+
+/** One case of the suite: throws on failure. */
+export interface ConformanceCase {
+  readonly name: string
+  run(): Promise<void>
+}
+
+/** One rule per algorithm, small enough that short traces hit every branch. */
+export const CONFORMANCE_ALGORITHMS: Readonly<Record<string, AlgorithmSpec>> = {
+  'fixed-window': fixedWindow({ limit: 5, window: '1s' }),
+  'sliding-log': slidingLog({ limit: 5, window: '1s' }),
+  'sliding-window': slidingWindow({ limit: 5, window: '1s' }),
+  'token-bucket': tokenBucket({ capacity: 5, refillRate: 3, refillInterval: '1s' }),
+  'leaky-police': leakyBucket({ capacity: 5, leakRate: 3, leakInterval: '1s' }),
+  'leaky-shape': leakyBucket({ capacity: 3, leakRate: 3, leakInterval: '1s', mode: 'shape' }),
+  gcra: gcra({ limit: 3, period: '1s', burst: 5 }),
+}
+
+/** A deterministic generator, so every store sees the same traces. */
+function lcg(seed: number): () => number {
+  let x = seed >>> 0
+  return () => {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0
+    return x / 2 ** 32
+  }
+}
+
+function fail(message: string): never {
+  throw new Error(message)
+}
+
+function same(actual: unknown, expected: unknown, what: string): void {
+  const a = JSON.stringify(actual)
+  const e = JSON.stringify(expected)
+  if (a !== e) fail(`${what}: expected ${e}, got ${a}`)
+}
+
+/** The fields every store must agree on, from a decision's first rule. */
+function fields(d: Decision) {
+  return {
+    allowed: d.allowed,
+    remaining: d.remaining,
+    resetAfterMs: d.resetAfterMs,
+    retryAfterMs: d.retryAfterMs,
+    delayMs: d.delayMs ?? 0,
+    reason: d.reason ?? null,
+  }
+}
+
+/**
+ * The store conformance suite: the same cases for every store, so that every store is shown to
+ * give the decisions of the pure core. Framework-neutral: each case is a function that throws.
+ *
+ * @example
+ * for (const c of storeConformance({ store: () => memoryStore() })) it(c.name, c.run)
+ */
+export function storeConformance(options: ConformanceOptions): ConformanceCase[] {
+  const prefix =
+    options.keyPrefix ?? `conf-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+  let n = 0
+  const key = (name: string) => `${prefix}:${name}:${n++}`
+  const cases: ConformanceCase[] = []
+
+  for (const [name, algorithm] of Object.entries(CONFORMANCE_ALGORITHMS)) {
+    cases.push({
+      name: `${name}: a random trace gives the pure core's decisions`,
+      async run() {
+        const clock = manualClock(1_700_000_000_000)
+        const limiter = createLimiter({ rules: [{ name, algorithm }], store: await options.store(), clock })
+        const policy = limiter.rules[0]?.policy ?? fail('no rule')
+        const rnd = lcg(name.length * 7919)
+        const k = key(name)
+        let state: PlainState | undefined
+        for (let i = 0; i < 120; i++) {
+          clock.advance(Math.floor(rnd() * (rnd() < 0.2 ? 900 : 150)))
+          const cost = rnd() < 0.8 ? 1 : Math.floor(rnd() * 7)
+          const expected = step(policy, state, clock.now(), cost)
+          state = cost > 0 ? expected.state : state
+          const d = await limiter.limit(k, { cost })
+          const v = expected.verdict
+          same(
+            fields(d),
+            {
+              allowed: v.allowed,
+              remaining: v.remaining,
+              resetAfterMs: v.resetAfterMs,
+              retryAfterMs: v.retryAfterMs,
+              delayMs: v.delayMs,
+              reason: v.reason ?? null,
+            },
+            `${name} step ${i} (t=${clock.now()}, cost=${cost})`,
+          )
+        }
+      },
+    })
+  }
+
+  cases.push({
+    name: 'several rules are all-or-nothing',
+    async run() {
+      const clock = manualClock(1_700_000_000_000)
+      const rules: Rule[] = [
+        { name: 'burst', algorithm: tokenBucket({ capacity: 3, refillRate: 1 }) },
+        { name: 'window', algorithm: slidingWindow({ limit: 4, window: '1m' }) },
+      ]
+      const limiter = createLimiter({ rules, store: await options.store(), clock })
+      const k = key('hybrid')
+      const admitted: boolean[] = []
+      for (let i = 0; i < 4; i++) admitted.push((await limiter.limit(k)).allowed)
+      same(admitted, [true, true, true, false], 'burst of 4 against a bucket of 3')
+      const d = await limiter.limit(k)
+      // The window rule admitted but was not charged by the denied requests.
+      same(d.rules[1]?.remaining, 1, 'window remaining after two denials')
+      same(d.rules[1]?.allowed, true, 'window rule admits')
+      same(d.retryAfterMs, 1000, 'retry after one refill')
+      clock.advance(1000)
+      same((await limiter.limit(k)).allowed, true, 'after refill')
+      clock.advance(3000)
+      const last = await limiter.limit(k)
+      same(
+        [last.allowed, last.rules[0]?.allowed, last.rules[1]?.allowed],
+        [false, true, false],
+        'window exhausted',
+      )
+      same(last.rules[0]?.remaining, 3, 'bucket not charged when the window denies')
+    },
+  })
+
+  cases.push({
+    name: 'peek and cost 0 never charge; reset forgets',
+    async run() {
+      const clock = manualClock(1_700_000_000_000)
+      const limiter = createLimiter({
+        rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 2, window: '1m' }) }],
+        store: await options.store(),
+        clock,
+      })
+      const k = key('peek')
+      for (let i = 0; i < 3; i++) same((await limiter.peek(k)).remaining, 2, 'peek on a fresh key')
+      await limiter.limit(k, { cost: 2 })
+      same((await limiter.peek(k)).remaining, 0, 'peek after charging 2')
+      same((await limiter.limit(k)).allowed, false, 'exhausted')
+      await limiter.reset(k)
+      same((await limiter.limit(k)).remaining, 1, 'fresh after reset')
+    },
+  })
+
+  cases.push({
+    name: 'keys are independent, including unusual ones',
+    async run() {
+      const clock = manualClock(1_700_000_000_000)
+      const limiter = createLimiter({
+        rules: [{ name: 'gcra', algorithm: gcra({ limit: 1, period: '1h' }) }],
+        store: await options.store(),
+        clock,
+      })
+      const keys = ['a', 'b', '', ' ', '{tag}', 'ключ', '🔑', 'x'.repeat(512)].map((s) => `${prefix}:${s}`)
+      for (const k of keys)
+        same((await limiter.limit(k)).allowed, true, `first request for ${JSON.stringify(k)}`)
+      for (const k of keys)
+        same((await limiter.limit(k)).allowed, false, `second request for ${JSON.stringify(k)}`)
+    },
+  })
+
+  cases.push({
+    name: 'a cost above the limit is denied for ever and charges nothing',
+    async run() {
+      const clock = manualClock(1_700_000_000_000)
+      const limiter = createLimiter({
+        rules: [{ name: 'tb', algorithm: tokenBucket({ capacity: 10, refillRate: 1 }) }],
+        store: await options.store(),
+        clock,
+      })
+      const k = key('huge')
+      const d = await limiter.limit(k, { cost: 11 })
+      same([d.allowed, d.reason, d.retryAfterMs], [false, 'cost-exceeds-limit', null], 'cost 11 of 10')
+      same((await limiter.limit(k, { cost: 10 })).allowed, true, 'cost 10 still passes')
+    },
+  })
+
+  cases.push({
+    name: 'state expires: a key left alone long enough is fresh again',
+    async run() {
+      const clock = manualClock(1_700_000_000_000)
+      const rules = Object.entries(CONFORMANCE_ALGORITHMS).map(([name, algorithm]) => ({ name, algorithm }))
+      const limiter = createLimiter({ rules, store: await options.store(), clock })
+      const k = key('expire')
+      const fresh = await limiter.peek(k)
+      for (let i = 0; i < 3; i++) await limiter.limit(k)
+      clock.advance(10_000)
+      same(fields(await limiter.peek(k)), fields(fresh), 'after every reset time')
+    },
+  })
+
+  return cases
+}
