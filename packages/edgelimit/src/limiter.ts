@@ -35,9 +35,10 @@ export interface RuleDecision {
   readonly resetAfterMs: number
   /** The smallest wait after which the same request would pass this rule (0 when allowed). */
   readonly retryAfterMs: number
-  /** How long to hold an admitted request (shaping leaky bucket only). */
-  readonly delayMs?: number
-  readonly reason?: DenyReason
+  /** How long to hold an admitted request (shaping leaky bucket only, else undefined). */
+  readonly delayMs: number | undefined
+  /** Why the request was denied (undefined when admitted). */
+  readonly reason: DenyReason | undefined
 }
 
 /** The answer for one request. A denial is a decision, never an error. */
@@ -93,32 +94,22 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   function decision(verdicts: readonly RuleVerdict[]): Decision {
     if (verdicts.length === 1) {
-      const part = ruleDecision(0, verdicts[0] as RuleVerdict)
-      const { name: _name, ...rest } = part
-      return { ...rest, rules: [part] }
+      const v = verdicts[0] as RuleVerdict
+      const delayMs = shaping[0] === true && v.allowed ? v.delayMs : undefined
+      return {
+        allowed: v.allowed,
+        limit: limits[0] as number,
+        remaining: v.remaining,
+        resetAfterMs: v.resetAfterMs,
+        retryAfterMs: v.retryAfterMs,
+        delayMs,
+        reason: v.reason,
+        rules: [ruleDecision(0, v)],
+      }
     }
     let allowed = true
     for (const v of verdicts) if (!v.allowed) allowed = false
-    return summarise(
-      verdicts.map((v, i) => ruleDecision(i, v)),
-      allowed,
-    )
-  }
-
-  function ruleDecision(i: number, v: RuleVerdict): RuleDecision {
-    return {
-      name: names[i] as string,
-      allowed: v.allowed,
-      limit: limits[i] as number,
-      remaining: v.remaining,
-      resetAfterMs: v.resetAfterMs,
-      retryAfterMs: v.retryAfterMs,
-      ...(shaping[i] === true && v.allowed ? { delayMs: v.delayMs } : {}),
-      ...(v.reason !== undefined ? { reason: v.reason } : {}),
-    }
-  }
-
-  function summarise(parts: RuleDecision[], allowed: boolean): Decision {
+    const parts = verdicts.map((v, i) => ruleDecision(i, v))
     // The binding rule: when admitted, the one closest to exhaustion; when denied, the one that
     // keeps the request out longest (the request passes once every rule would admit it).
     let bind = parts[0] as RuleDecision
@@ -133,12 +124,28 @@ export function createLimiter(options: LimiterOptions): Limiter {
       }
       if (p.delayMs !== undefined && p.delayMs > delay) delay = p.delayMs
     }
-    const { name: _name, ...rest } = bind
     return {
-      ...rest,
       allowed,
-      ...(allowed && anyShaping ? { delayMs: delay } : {}),
+      limit: bind.limit,
+      remaining: bind.remaining,
+      resetAfterMs: bind.resetAfterMs,
+      retryAfterMs: allowed ? 0 : bind.retryAfterMs,
+      delayMs: allowed && anyShaping ? delay : undefined,
+      reason: allowed ? undefined : bind.reason,
       rules: parts,
+    }
+  }
+
+  function ruleDecision(i: number, v: RuleVerdict): RuleDecision {
+    return {
+      name: names[i] as string,
+      allowed: v.allowed,
+      limit: limits[i] as number,
+      remaining: v.remaining,
+      resetAfterMs: v.resetAfterMs,
+      retryAfterMs: v.retryAfterMs,
+      delayMs: shaping[i] === true && v.allowed ? v.delayMs : undefined,
+      reason: v.reason,
     }
   }
 

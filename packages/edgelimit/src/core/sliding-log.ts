@@ -77,11 +77,11 @@ export function compileSlidingLog(policy: SlidingLogPolicy): LogRule {
     },
     commit(log: LogState | undefined, now: number, cost: number): LogState {
       const state = log ?? { times: [], sums: [], head: 0 }
-      const { times, sums } = state
-      const n = times.length
-      state.head = search(times, state.head, n, now - w, false)
+      const n = state.times.length
+      state.head = search(state.times, state.head, n, now - w, false)
       if (state.head > 16 && state.head * 2 > n) compact(state)
       if (cost === 0) return state
+      const { times, sums } = state
       const len = times.length
       const last = len > 0 ? (times[len - 1] as number) : Number.NEGATIVE_INFINITY
       const total = len > 0 ? (sums[len - 1] as number) : 0

@@ -15,6 +15,8 @@ export interface MemoryStoreOptions {
 export interface MemoryStore extends Store {
   readonly name: 'memory'
   bind(rules: readonly StoreRule[]): MemoryRules
+  /** Keys held, over every limiter bound to this store. */
+  readonly size: number
 }
 
 /** Rules bound to the memory store: synchronous, plus introspection. */
@@ -43,13 +45,20 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
     throw new RangeError(`Expected \`maxKeys\` to be a positive integer, got \`${String(maxKeys)}\``)
   }
+  const tables: MemoryRules[] = []
   return {
     name: 'memory',
-    bind: (rules) =>
-      createTable(
+    bind(rules) {
+      const table = createTable(
         rules.map((r) => compile(r.policy)),
         maxKeys,
-      ),
+      )
+      tables.push(table)
+      return table
+    },
+    get size() {
+      return tables.reduce((sum, t) => sum + t.size, 0)
+    },
   }
 }
 
@@ -101,7 +110,7 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     unlink(slot)
     index.delete(keys[slot] as string)
     keys[slot] = ''
-    rows.fill(0, slot * width, slot * width + width)
+    for (let i = slot * width, end = i + width; i < end; i++) rows[i] = 0
     for (const states of logStates) states[slot] = undefined
     free.push(slot)
   }
@@ -139,8 +148,9 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
 
   /** A slot for a new key: a freed one, an expired one, a new one, or the evicted LRU key's. */
   function allocate(key: string, now: number): number {
-    // Reclaiming the least recently used key once it has expired keeps memory at the live set.
-    if (tail !== NONE && expiredAt(tail) <= now) remove(tail)
+    // Reclaiming up to two expired least-recently-used keys per new key shrinks the table to the
+    // live set over time, at O(1) per decision and without timers.
+    for (let i = 0; i < 2 && tail !== NONE && expiredAt(tail) <= now; i++) remove(tail)
     let slot: number
     if (free.length > 0) slot = free.pop() as number
     else if (used < capacity) slot = used++

@@ -1,0 +1,168 @@
+import { describe, expect, it } from 'vitest'
+import { fixedWindow, gcra, leakyBucket, slidingWindow, tokenBucket } from './algorithms.js'
+import { parseDuration } from './duration.js'
+import { ConfigError, EdgelimitError } from './errors.js'
+import { createLimiter, type LimiterOptions } from './limiter.js'
+import type { Store } from './stores/types.js'
+import { manualClock } from './testing/index.js'
+
+function issuesOf(options: unknown) {
+  try {
+    createLimiter(options as LimiterOptions)
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError)
+    expect((error as ConfigError).code).toBe('ERR_EDGELIMIT_CONFIG')
+    return (error as ConfigError).issues.map((i) => `${i.path} ${i.code}`)
+  }
+  throw new Error('expected a ConfigError')
+}
+
+describe('durations', () => {
+  it.each([
+    [500, 500],
+    ['500ms', 500],
+    ['60s', 60_000],
+    ['1m', 60_000],
+    ['1h', 3_600_000],
+    ['1d', 86_400_000],
+    ['1.5s', 1500],
+    [' 2s ', 2000],
+  ])('%j is %i ms', (input, ms) => {
+    expect(parseDuration(input)).toBe(ms)
+  })
+  it.each([0, -1, 1.5, '60 sec', '1w', '', 's', '0s', '0.5ms', Number.NaN, null, {}, '1e3s'])(
+    '%j is invalid',
+    (input) => {
+      expect(parseDuration(input)).toBeUndefined()
+    },
+  )
+})
+
+describe('option validation', () => {
+  it('reports every problem at once, with its path and code', () => {
+    const issues = issuesOf({
+      rules: [
+        { name: 'a', algorithm: fixedWindow({ limit: -1, window: '60 sec' }) },
+        { name: 'a', algorithm: tokenBucket({ capacity: 0, refillRate: 1.5 }) },
+        { name: 'bad name', algorithm: { algorithm: 'magic', options: {} } },
+        { name: 'g', algorithm: gcra({ limit: 10, period: 0 }) },
+        { name: 'l', algorithm: leakyBucket({ capacity: 1, leakRate: 1, mode: 'drip' as 'shape' }) },
+      ],
+      clock: { now: 5 },
+    })
+    expect(issues).toEqual([
+      'rules[0].algorithm.limit ERR_INTEGER',
+      'rules[0].algorithm.window ERR_DURATION',
+      'rules[1].name ERR_DUPLICATE_RULE',
+      'rules[1].algorithm.capacity ERR_INTEGER',
+      'rules[1].algorithm.refillRate ERR_INTEGER',
+      'rules[2].name ERR_RULE_NAME',
+      'rules[2].algorithm.algorithm ERR_UNKNOWN_ALGORITHM',
+      'rules[3].algorithm.period ERR_DURATION',
+      'rules[4].algorithm.mode ERR_CHOICE',
+      'clock ERR_CLOCK',
+    ])
+  })
+  it('rejects empty or missing rules and a bad store', () => {
+    expect(issuesOf({ rules: [] })).toEqual(['rules ERR_EMPTY_RULES'])
+    expect(issuesOf({})).toEqual(['rules ERR_EMPTY_RULES'])
+    expect(issuesOf(null)).toEqual(['options ERR_OBJECT'])
+    expect(issuesOf({ rules: [null], store: 'redis' })).toEqual(['rules[0] ERR_OBJECT', 'store ERR_STORE'])
+  })
+  it('names the offending value in the message', () => {
+    expect(() =>
+      createLimiter({
+        rules: [{ name: 'w', algorithm: slidingWindow({ limit: 5, window: '60 sec' as '60s' }) }],
+      }),
+    ).toThrow(
+      'rules[0].algorithm.window: expected a duration like "60s" (ms, s, m, h, d) or whole milliseconds from 1 to 31622400000, got "60 sec" (string) [ERR_DURATION]',
+    )
+  })
+  it('refuses policies whose arithmetic would leave the exact range', () => {
+    expect(
+      issuesOf({ rules: [{ name: 'x', algorithm: fixedWindow({ limit: 2_000_000_000, window: '300d' }) }] }),
+    ).toEqual(['rules[0].algorithm.limit ERR_RANGE'])
+  })
+})
+
+describe('calls', () => {
+  const limiter = createLimiter({
+    rules: [{ name: 'r', algorithm: fixedWindow({ limit: 2, window: '1s' }) }],
+  })
+  it('rejects bad costs and keys with a code, never a crash', async () => {
+    for (const cost of [-1, 1.5, Number.NaN, '1' as unknown as number]) {
+      await expect(limiter.limit('k', { cost })).rejects.toMatchObject({ code: 'ERR_EDGELIMIT_COST' })
+      expect(() => limiter.limitSync('k', { cost })).toThrow(EdgelimitError)
+    }
+    await expect(limiter.limit(42 as unknown as string)).rejects.toMatchObject({ code: 'ERR_EDGELIMIT_KEY' })
+  })
+  it('limitSync needs a synchronous store', () => {
+    const asyncOnly: Store = {
+      name: 'remote',
+      bind: () => ({ evaluate: async () => [], reset: async () => {} }),
+    }
+    const remote = createLimiter({
+      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 2, window: '1s' }) }],
+      store: asyncOnly,
+    })
+    expect(() => remote.limitSync('k')).toThrow(
+      expect.objectContaining({ code: 'ERR_EDGELIMIT_SYNC_UNSUPPORTED' }),
+    )
+  })
+})
+
+describe('decisions', () => {
+  it('carries every field, per rule and overall', async () => {
+    const clock = manualClock(0)
+    const limiter = createLimiter({
+      rules: [
+        { name: 'burst', algorithm: tokenBucket({ capacity: 2, refillRate: 1 }) },
+        { name: 'minute', algorithm: fixedWindow({ limit: 10, window: '1m' }) },
+      ],
+      clock,
+    })
+    const first = await limiter.limit('k')
+    expect(first).toEqual({
+      allowed: true,
+      limit: 2,
+      remaining: 1,
+      resetAfterMs: 1000,
+      retryAfterMs: 0,
+      delayMs: undefined,
+      reason: undefined,
+      rules: [
+        { name: 'burst', allowed: true, limit: 2, remaining: 1, resetAfterMs: 1000, retryAfterMs: 0 },
+        { name: 'minute', allowed: true, limit: 10, remaining: 9, resetAfterMs: 60_000, retryAfterMs: 0 },
+      ],
+    })
+    await limiter.limit('k')
+    const denied = await limiter.limit('k')
+    expect(denied).toMatchObject({
+      allowed: false,
+      limit: 2,
+      remaining: 0,
+      retryAfterMs: 1000,
+      reason: 'limit-exceeded',
+    })
+    expect(denied.rules[1]).toMatchObject({ allowed: true, remaining: 8 })
+  })
+  it('reports the shaping delay to hold the request for', async () => {
+    const clock = manualClock(0)
+    const limiter = createLimiter({
+      rules: [{ name: 'queue', algorithm: leakyBucket({ capacity: 5, leakRate: 10, mode: 'shape' }) }],
+      clock,
+    })
+    const delays = []
+    for (let i = 0; i < 4; i++) delays.push(limiter.limitSync('k').delayMs)
+    expect(delays).toEqual([0, 100, 200, 300])
+    clock.advance(150)
+    expect(limiter.limitSync('k').delayMs).toBe(250)
+  })
+  it('a denied request is a value, and the default store and clock work', async () => {
+    const limiter = createLimiter({ rules: [{ name: 'one', algorithm: gcra({ limit: 1, period: '1h' }) }] })
+    expect((await limiter.limit('x')).allowed).toBe(true)
+    const d = await limiter.limit('x')
+    expect(d.allowed).toBe(false)
+    expect(d.retryAfterMs).toBeGreaterThan(3_590_000)
+  })
+})

@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest'
+import { fixedWindow, gcra, slidingLog, tokenBucket } from '../algorithms.js'
+import { createLimiter } from '../limiter.js'
+import { manualClock, storeConformance } from '../testing/index.js'
+import { memoryStore } from './memory.js'
+
+describe('memory store conformance', () => {
+  for (const c of storeConformance({ store: () => memoryStore() })) it(c.name, c.run)
+})
+
+describe('memory store', () => {
+  it('evicts the least recently used key beyond maxKeys', () => {
+    const clock = manualClock(0)
+    const store = memoryStore({ maxKeys: 3 })
+    const limiter = createLimiter({
+      rules: [{ name: 'g', algorithm: gcra({ limit: 1, period: '1h' }) }],
+      store,
+      clock,
+    })
+    for (const k of ['a', 'b', 'c']) limiter.limitSync(k)
+    limiter.limitSync('a') // a is now the most recent; b the least
+    limiter.limitSync('d') // evicts b
+    expect(limiter.limitSync('a').allowed).toBe(false)
+    expect(limiter.limitSync('c').allowed).toBe(false)
+    expect(limiter.limitSync('d').allowed).toBe(false)
+    expect(limiter.limitSync('b').allowed).toBe(true) // evicted, so fresh again
+  })
+
+  it('reclaims expired keys before growing, with no timers', () => {
+    const clock = manualClock(0)
+    const store = memoryStore({ maxKeys: 10_000 })
+    const limiter = createLimiter({
+      rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 5, window: '1s' }) }],
+      store,
+      clock,
+    })
+    for (let i = 0; i < 5000; i++) {
+      clock.set(i * 10) // each key's state expires with its 1 s window
+      limiter.limitSync(`k${i}`)
+    }
+    // 100 keys share each 1 s window; expired ones were reclaimed as new keys arrived.
+    expect(store.size).toBeLessThanOrEqual(200)
+    clock.set(60_000)
+    for (let i = 0; i < 100; i++) limiter.limitSync(`late${i}`)
+    expect(store.size).toBeLessThanOrEqual(100)
+  })
+
+  it('keeps at most maxKeys entries and a bounded heap for 2,000,000 distinct keys', () => {
+    const store = memoryStore({ maxKeys: 100_000 })
+    const clock = manualClock(0)
+    const rules = [
+      { name: 'tb', algorithm: tokenBucket({ capacity: 10, refillRate: 1, refillInterval: '1h' }) },
+    ]
+    const limiter = createLimiter({ rules, store, clock })
+    const sizes: number[] = []
+    const heaps: number[] = []
+    for (let i = 0; i < 2_000_000; i++) {
+      limiter.limitSync(`key-${i}`)
+      if (i % 500_000 === 499_999) {
+        sizes.push(store.size)
+        heaps.push(process.memoryUsage().heapUsed)
+      }
+    }
+    expect(sizes).toEqual([100_000, 100_000, 100_000, 100_000])
+    // Past the first 100,000 keys the heap stays flat: under 64 MB growth across 1.5M more keys.
+    expect((heaps[3] as number) - (heaps[0] as number)).toBeLessThan(64 * 1024 * 1024)
+  })
+
+  it('a sliding log keeps only entries inside the window', () => {
+    const clock = manualClock(0)
+    const limiter = createLimiter({
+      rules: [{ name: 'log', algorithm: slidingLog({ limit: 3, window: '1s' }) }],
+      clock,
+    })
+    for (let t = 0; t < 100_000; t += 100) {
+      clock.set(t)
+      limiter.limitSync('k')
+    }
+    const d = limiter.limitSync('k')
+    expect(d.allowed).toBe(false)
+    // Admitted at 99,000, 99,100 and 99,200; the oldest leaves the window at 100,000.
+    expect(d.retryAfterMs).toBe(100)
+  })
+})

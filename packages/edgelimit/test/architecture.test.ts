@@ -1,0 +1,52 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { join, relative } from 'node:path'
+import { describe, expect, it } from 'vitest'
+
+const src = join(import.meta.dirname, '..', 'src')
+
+function files(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) return files(path)
+    return path.endsWith('.ts') && !path.endsWith('.test.ts') ? [path] : []
+  })
+}
+
+function imports(path: string): string[] {
+  const text = readFileSync(path, 'utf8')
+  return [...text.matchAll(/(?:import|export)[^'"]*?from\s+['"]([^'"]+)['"]/g)].map((m) => m[1] as string)
+}
+
+describe('architecture (STYLE.md boundaries)', () => {
+  const all = files(src)
+
+  it('core/ imports nothing outside core/', () => {
+    for (const file of all.filter((f) => relative(src, f).startsWith('core'))) {
+      for (const spec of imports(file))
+        expect(spec, `${relative(src, file)} imports ${spec}`).toMatch(/^\.\/[\w-]+\.js$/)
+    }
+  })
+
+  it('nothing outside adapters, redis and the gateway touches node: or reads the clock', () => {
+    for (const file of all) {
+      const rel = relative(src, file)
+      if (rel.startsWith('adapters') || rel.startsWith(join('stores', 'redis'))) continue
+      for (const spec of imports(file))
+        expect(spec, `${rel} imports ${spec}`).not.toMatch(/^node:|^(fs|path|crypto|os)$/)
+      const text = readFileSync(file, 'utf8')
+      expect(
+        /\bBuffer\b|\bprocess\.|setTimeout|setInterval/.test(text),
+        `${rel} uses a Node global or a timer`,
+      ).toBe(false)
+      if (rel !== 'clock.ts' && !rel.startsWith('testing')) {
+        expect(/Date\.now|performance\.now|new Date\(/.test(text), `${rel} reads the clock`).toBe(false)
+      }
+    }
+  })
+
+  it('nothing imports the adapters', () => {
+    for (const file of all) {
+      for (const spec of imports(file)) expect(spec).not.toMatch(/adapters\//)
+    }
+  })
+})
