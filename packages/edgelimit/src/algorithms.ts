@@ -184,11 +184,10 @@ function build(
 
 /** Exact arithmetic needs the policy's largest product below 2^53. */
 function safe(product: number, path: string, what: string, issues: Issues): boolean {
-  if (product <= Number.MAX_SAFE_INTEGER / 4) return true
-  issues.add(
-    path,
-    'ERR_RANGE',
-    `${what} is ${product}, above the exact-arithmetic bound ${Number.MAX_SAFE_INTEGER / 4}`,
-  )
+  if (product <= EXACT_BOUND) return true
+  issues.add(path, 'ERR_RANGE', `${what} is ${product}, above the exact-arithmetic bound ${EXACT_BOUND}`)
   return false
 }
+
+/** The largest product a policy may need; leaves headroom below 2^53 for sums of them. */
+const EXACT_BOUND = Math.floor(Number.MAX_SAFE_INTEGER / 4)

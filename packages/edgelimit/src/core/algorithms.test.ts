@@ -181,3 +181,33 @@ describe('GCRA', () => {
     ])
   })
 })
+
+describe('sliding log', () => {
+  it('counts entries while now − ts < W and retries when enough cost has left', () => {
+    const rule = compile({ algorithm: 'sliding-log', limit: 4, windowMs: 1000 })
+    if (rule.kind !== 'log') throw new Error('log rule')
+    const out = newVerdict()
+    let log: Parameters<typeof rule.commit>[0]
+    const requests: [number, number][] = [
+      [0, 2],
+      [100, 1],
+      [100, 1], // coalesced with the entry at 100
+      [200, 1], // 4 counted → denied until the entry at 0 (cost 2) leaves at 1000
+      [999, 3], // still 4 counted; needs 3 free → both entries (0 and 100) must leave: 1100
+      [1000, 2], // the entry at 0 left: 2 counted, 2 fit
+    ]
+    const seen = requests.map(([now, cost]) => {
+      rule.decide(log, now, cost, out)
+      if (out.allowed) log = rule.commit(log, now, cost)
+      return [out.allowed, out.remaining, out.retryAfterMs, out.resetAfterMs]
+    })
+    expect(seen).toEqual([
+      [true, 2, 0, 1000],
+      [true, 1, 0, 1000],
+      [true, 0, 0, 1000],
+      [false, 0, 800, 900],
+      [false, 0, 101, 101],
+      [true, 0, 0, 1000],
+    ])
+  })
+})
