@@ -1,7 +1,8 @@
 import { defineConfig } from 'tsup'
 
 export default defineConfig({
-  entry: { index: 'src/index.ts', 'testing/index': 'src/testing/index.ts' },
+  entry: { index: 'src/index.ts', redis: 'src/redis.ts', 'testing/index': 'src/testing/index.ts' },
+  loader: { '.lua': 'text' },
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,

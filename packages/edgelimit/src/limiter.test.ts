@@ -42,7 +42,7 @@ describe('option validation', () => {
   it('reports every problem at once, with its path and code', () => {
     const issues = issuesOf({
       rules: [
-        { name: 'a', algorithm: fixedWindow({ limit: -1, window: '60 sec' }) },
+        { name: 'a', algorithm: fixedWindow({ limit: -1, window: '60 sec' as '60s' }) },
         { name: 'a', algorithm: tokenBucket({ capacity: 0, refillRate: 1.5 }) },
         { name: 'bad name', algorithm: { algorithm: 'magic', options: {} } },
         { name: 'g', algorithm: gcra({ limit: 10, period: 0 }) },

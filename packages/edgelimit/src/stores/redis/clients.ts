@@ -1,0 +1,60 @@
+/**
+ * The three calls the Redis store needs, over whichever client the user has. Each shim is glue
+ * only; the store never sees a client's own API.
+ */
+export interface ScriptClient {
+  readonly kind: 'ioredis' | 'node-redis' | 'upstash'
+  evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>
+  eval(script: string, keys: string[], args: string[]): Promise<unknown>
+  del(keys: string[]): Promise<unknown>
+}
+
+type Fn = (...args: never[]) => unknown
+type Loose = Record<string, unknown>
+
+function has(client: Loose, name: string): boolean {
+  return typeof client[name] === 'function'
+}
+
+function call(client: Loose, name: string, ...args: unknown[]): Promise<unknown> {
+  return Promise.resolve((client[name] as Fn).apply(client, args as never[]))
+}
+
+/**
+ * Wraps an ioredis `Redis` or `Cluster`, a node-redis client or cluster (`createClient`,
+ * `createCluster`), or an `@upstash/redis` `Redis`.
+ */
+export function toScriptClient(client: unknown): ScriptClient {
+  if (typeof client !== 'object' || client === null) {
+    throw new TypeError('Expected `client` to be an ioredis, node-redis or @upstash/redis client')
+  }
+  const c = client as Loose
+  // node-redis v4+ names the command evalSha and takes { keys, arguments }.
+  if (has(c, 'evalSha') && has(c, 'scriptLoad')) {
+    return {
+      kind: 'node-redis',
+      evalsha: (sha, keys, args) => call(c, 'evalSha', sha, { keys, arguments: args }),
+      eval: (script, keys, args) => call(c, 'eval', script, { keys, arguments: args }),
+      del: (keys) => call(c, 'del', keys),
+    }
+  }
+  // @upstash/redis: evalsha(sha, keys, args) over REST.
+  if (has(c, 'evalsha') && has(c, 'scriptLoad')) {
+    return {
+      kind: 'upstash',
+      evalsha: (sha, keys, args) => call(c, 'evalsha', sha, keys, args),
+      eval: (script, keys, args) => call(c, 'eval', script, keys, args),
+      del: (keys) => call(c, 'del', ...keys),
+    }
+  }
+  // ioredis (Redis and Cluster): evalsha(sha, numkeys, ...keys, ...args).
+  if (has(c, 'evalsha') && has(c, 'eval')) {
+    return {
+      kind: 'ioredis',
+      evalsha: (sha, keys, args) => call(c, 'evalsha', sha, keys.length, ...keys, ...args),
+      eval: (script, keys, args) => call(c, 'eval', script, keys.length, ...keys, ...args),
+      del: (keys) => call(c, 'del', ...keys),
+    }
+  }
+  throw new TypeError('Expected `client` to be an ioredis, node-redis or @upstash/redis client')
+}
