@@ -149,13 +149,23 @@ export function createLimiter(options: LimiterOptions): Limiter {
     }
   }
 
-  async function limit(key: string, opts?: LimitOptions): Promise<Decision> {
+  async function limitAsync(key: string, opts?: LimitOptions): Promise<Decision> {
     const cost = checkCall(key, opts)
-    const now = clock.now()
-    if (evaluateSync !== undefined) return decision(evaluateSync(key, cost, now))
-    const verdicts = await bound.evaluate(key, cost, now)
-    return decision(verdicts)
+    return decision(await bound.evaluate(key, cost, clock.now()))
   }
+
+  // A synchronous store answers with an already-settled promise: no async frame per call.
+  const limit =
+    evaluateSync === undefined
+      ? limitAsync
+      : (key: string, opts?: LimitOptions): Promise<Decision> => {
+          try {
+            const cost = checkCall(key, opts)
+            return Promise.resolve(decision(evaluateSync(key, cost, clock.now())))
+          } catch (error) {
+            return Promise.reject(error)
+          }
+        }
 
   return {
     rules,

@@ -28,21 +28,22 @@ describe('memory store', () => {
 
   it('reclaims expired keys before growing, with no timers', () => {
     const clock = manualClock(0)
-    const store = memoryStore({ maxKeys: 10_000 })
+    const store = memoryStore({ maxKeys: 100_000 })
     const limiter = createLimiter({
       rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 5, window: '1s' }) }],
       store,
       clock,
     })
-    for (let i = 0; i < 5000; i++) {
-      clock.set(i * 10) // each key's state expires with its 1 s window
+    // 50,000 keys, 100 per 1 s window: at most ~200 are live at any time.
+    for (let i = 0; i < 50_000; i++) {
+      clock.set(i * 10)
       limiter.limitSync(`k${i}`)
     }
-    // 100 keys share each 1 s window; expired ones were reclaimed as new keys arrived.
-    expect(store.size).toBeLessThanOrEqual(200)
-    clock.set(60_000)
-    for (let i = 0; i < 100; i++) limiter.limitSync(`late${i}`)
-    expect(store.size).toBeLessThanOrEqual(100)
+    // Expired keys were reused instead of growing past the first table of 1,024 slots.
+    expect(store.size).toBeLessThanOrEqual(1024)
+    expect(store.size).toBeGreaterThan(100)
+    // Live keys are never reclaimed early: the last window's keys are all still counted.
+    for (let i = 49_900; i < 50_000; i++) expect(limiter.limitSync(`k${i}`, { cost: 0 }).remaining).toBe(4)
   })
 
   it('keeps at most maxKeys entries and a bounded heap for 2,000,000 distinct keys', () => {

@@ -148,9 +148,12 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
 
   /** A slot for a new key: a freed one, an expired one, a new one, or the evicted LRU key's. */
   function allocate(key: string, now: number): number {
-    // Reclaiming up to two expired least-recently-used keys per new key shrinks the table to the
-    // live set over time, at O(1) per decision and without timers.
-    for (let i = 0; i < 2 && tail !== NONE && expiredAt(tail) <= now; i++) remove(tail)
+    // Before the table grows (or evicts a live key), expired least-recently-used keys give up
+    // their slots: memory follows the live set, at O(1) per decision and without timers, and a
+    // table with room left pays nothing for it.
+    if (free.length === 0 && used === capacity) {
+      for (let i = 0; i < 2 && tail !== NONE && expiredAt(tail) <= now; i++) remove(tail)
+    }
     let slot: number
     if (free.length > 0) slot = free.pop() as number
     else if (used < capacity) slot = used++

@@ -1,0 +1,107 @@
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createLimiter, fixedWindow, gcra, slidingLog, tokenBucket } from '../../src/index.js'
+import { redisStore } from '../../src/redis.js'
+import { type RedisServer, startRedis } from '../support/redis.js'
+
+let redis: RedisServer
+beforeAll(async () => {
+  redis = await startRedis()
+})
+afterAll(() => redis?.stop())
+
+const rules = [
+  { name: 'burst', algorithm: tokenBucket({ capacity: 50, refillRate: 1, refillInterval: '1h' }) },
+  { name: 'window', algorithm: fixedWindow({ limit: 400, window: '1h' }) },
+  { name: 'log', algorithm: slidingLog({ limit: 400, window: '1h' }) },
+  { name: 'gcra', algorithm: gcra({ limit: 400, period: '1h' }) },
+]
+
+describe('round trips', () => {
+  it('sends exactly one Redis command per decision (INFO commandstats)', async () => {
+    const client = new Redis({ port: redis.port, host: redis.host })
+    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'count' }) })
+    await limiter.limit('warm') // loads the script once (NOSCRIPT → EVAL)
+    await client.config('RESETSTAT')
+    await Promise.all(Array.from({ length: 200 }, (_, i) => limiter.limit(`k${i % 7}`)))
+    const stats = Object.fromEntries(
+      (await client.info('commandstats'))
+        .split('\n')
+        .filter((l) => l.startsWith('cmdstat_'))
+        .map((l) => [l.slice(8, l.indexOf(':')), Number(/calls=(\d+)/.exec(l)?.[1])]),
+    )
+    // commandstats also counts the commands a script runs inside Redis; the client sent EVALSHA only.
+    expect(stats.evalsha).toBe(200)
+    const insideScripts = [
+      'get',
+      'set',
+      'zrangebyscore',
+      'zadd',
+      'zrem',
+      'zremrangebyscore',
+      'pexpire',
+      'time',
+    ]
+    const ours = ['config|resetstat', 'info']
+    expect(
+      Object.keys(stats).filter((c) => c !== 'evalsha' && !insideScripts.includes(c) && !ours.includes(c)),
+    ).toEqual([])
+    await client.quit()
+  })
+})
+
+describe('script loading', () => {
+  it('SCRIPT FLUSH during a run causes zero failed decisions', async () => {
+    const client = new Redis({ port: redis.port, host: redis.host })
+    const admin = new Redis({ port: redis.port, host: redis.host })
+    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'flush' }) })
+    let failed = 0
+    let admitted = 0
+    for (let batch = 0; batch < 20; batch++) {
+      // Flush between and during batches of 25 concurrent decisions over 5 keys.
+      const flush = batch % 2 === 0 ? admin.script('FLUSH') : Promise.resolve()
+      const results = await Promise.allSettled(
+        Array.from({ length: 25 }, (_, i) => limiter.limit(`client-${i % 5}`)),
+      )
+      await flush
+      failed += results.filter((r) => r.status === 'rejected').length
+      admitted += results.filter((r) => r.status === 'fulfilled' && r.value.allowed).length
+    }
+    expect(failed).toBe(0)
+    // 100 requests per key; the 50-token bucket admits exactly 50 of each.
+    expect(admitted).toBe(5 * 50)
+    const stats = await admin.info('commandstats')
+    expect(stats).toMatch(/cmdstat_eval:calls=\d+/)
+    await Promise.all([client.quit(), admin.quit()])
+  })
+
+  it('a Redis restart between runs causes zero failed decisions', async () => {
+    const client = new Redis({ port: redis.port, host: redis.host })
+    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'restart' }) })
+    const run = async () => {
+      const results = await Promise.allSettled(Array.from({ length: 60 }, () => limiter.limit('k')))
+      return {
+        failed: results.filter((r) => r.status === 'rejected').length,
+        admitted: results.filter((r) => r.status === 'fulfilled' && r.value.allowed).length,
+      }
+    }
+    expect(await run()).toEqual({ failed: 0, admitted: 50 })
+    await redis.restart()
+    // The client reconnects by itself; the restarted server has neither state nor scripts.
+    await new Promise<void>((resolve) =>
+      client.status === 'ready' ? resolve() : client.once('ready', resolve),
+    )
+    expect(await run()).toEqual({ failed: 0, admitted: 50 })
+    await client.quit()
+  })
+
+  it('any error other than NOSCRIPT is an error, not a retry', async () => {
+    const client = new Redis({ port: redis.port, host: redis.host })
+    await client.set('wrongtype:burst:{k}', 'x')
+    await client.del('wrongtype:burst:{k}')
+    await client.lpush('wrongtype:log:{k}', 'not a sorted set')
+    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'wrongtype' }) })
+    await expect(limiter.limit('k')).rejects.toThrow(/WRONGTYPE/)
+    await client.quit()
+  })
+})
