@@ -110,20 +110,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     let allowed = true
     for (const v of verdicts) if (!v.allowed) allowed = false
     const parts = verdicts.map((v, i) => ruleDecision(i, v))
-    // The binding rule: when admitted, the one closest to exhaustion; when denied, the one that
-    // keeps the request out longest (the request passes once every rule would admit it).
-    let bind = parts[0] as RuleDecision
+    const bind = parts[bindingRule(parts, allowed)] as RuleDecision
     let delay = 0
-    for (const p of parts) {
-      if (
-        allowed
-          ? p.remaining < bind.remaining
-          : !p.allowed && (bind.allowed || p.retryAfterMs > bind.retryAfterMs)
-      ) {
-        bind = p
-      }
-      if (p.delayMs !== undefined && p.delayMs > delay) delay = p.delayMs
-    }
+    for (const p of parts) if (p.delayMs !== undefined && p.delayMs > delay) delay = p.delayMs
     return {
       allowed,
       limit: bind.limit,
@@ -187,6 +176,21 @@ export function createLimiter(options: LimiterOptions): Limiter {
       await bound.reset(key)
     },
   }
+}
+
+/**
+ * The index of the rule that binds a decision: when admitted, the one closest to exhaustion;
+ * when denied, the one that keeps the request out longest (it passes once every rule admits it).
+ */
+export function bindingRule(parts: readonly RuleDecision[], allowed: boolean): number {
+  let bind = 0
+  for (let i = 1; i < parts.length; i++) {
+    const p = parts[i] as RuleDecision
+    const b = parts[bind] as RuleDecision
+    if (allowed ? p.remaining < b.remaining : !p.allowed && (b.allowed || p.retryAfterMs > b.retryAfterMs))
+      bind = i
+  }
+  return bind
 }
 
 function checkCall(key: unknown, opts: LimitOptions | undefined): number {

@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type RedisServer, startRedis } from './support/redis.js'
 
 const root = join(import.meta.dirname, '..', '..', '..')
 const readme = readFileSync(join(root, 'README.md'), 'utf8')
@@ -22,6 +23,13 @@ function expectedLines(code: string): string[] {
 }
 
 describe('README examples run as written', () => {
+  // The Redis example reads REDIS_URL: point it at a server of the test's own.
+  let redis: RedisServer
+  beforeAll(async () => {
+    redis = await startRedis()
+  })
+  afterAll(() => redis?.stop())
+
   it('has examples', () => expect(blocks.length).toBeGreaterThanOrEqual(8))
   blocks.forEach((code, i) => {
     it(`example ${i + 1}: ${code.split('\n').find((l) => l.startsWith('//')) ?? code.split('\n')[0]}`, () => {

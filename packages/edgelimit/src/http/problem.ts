@@ -1,0 +1,55 @@
+import type { Decision } from '../limiter.js'
+import { ceilSeconds } from './headers.js'
+
+/** RFC 9457 problem types registered for rate limiting. */
+export const PROBLEM_TYPES = {
+  quotaExceeded: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+  reducedCapacity: 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
+} as const
+
+/** An RFC 9457 problem details object. */
+export interface ProblemDetails {
+  readonly type: string
+  readonly title: string
+  readonly status: number
+  readonly detail: string
+  readonly instance: string
+  readonly 'violated-policies'?: readonly string[]
+  readonly retryAfter?: number
+}
+
+/**
+ * The problem body for a denial: 429 quota-exceeded, naming the rules that denied; or 503
+ * temporary-reduced-capacity when the store is unavailable under fail-closed.
+ *
+ * @example
+ * problemFor(decision, '/api/orders') // { type: '…#quota-exceeded', status: 429, retryAfter: 3, … }
+ */
+export function problemFor(decision: Decision, instance: string): ProblemDetails {
+  const retryAfter = Number.isFinite(decision.retryAfterMs)
+    ? Math.max(1, ceilSeconds(decision.retryAfterMs))
+    : undefined
+  if ((decision.reason as string | undefined) === 'store-unavailable') {
+    return {
+      type: PROBLEM_TYPES.reducedCapacity,
+      title: 'Service Unavailable',
+      status: 503,
+      detail: 'The rate-limit store is unavailable; try again shortly.',
+      instance,
+      ...(retryAfter !== undefined ? { retryAfter } : {}),
+    }
+  }
+  const violated = decision.rules.filter((r) => !r.allowed).map((r) => r.name)
+  return {
+    type: PROBLEM_TYPES.quotaExceeded,
+    title: 'Too Many Requests',
+    status: 429,
+    detail:
+      retryAfter === undefined
+        ? `This request costs more than ${violated.join(', ')} can ever admit.`
+        : `Rate limit exceeded (${violated.join(', ')}); retry in ${retryAfter} s.`,
+    instance,
+    'violated-policies': violated,
+    ...(retryAfter !== undefined ? { retryAfter } : {}),
+  }
+}
