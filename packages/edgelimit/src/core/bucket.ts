@@ -37,22 +37,23 @@ export function compileMeter(
         const drained = (at - last) * perMs
         level = drained >= stored ? 0 : stored - drained
       }
-      if (cost > capacity) {
-        return denyForever(out, floorDiv(full - level, unit), skew + ceilDiv(level, perMs))
-      }
       const after = level + cost * unit
+      out.next[0] = after
+      out.next[1] = at
+      const ttl = skew + ceilDiv(after, perMs)
+      if (cost > capacity) {
+        return denyForever(out, floorDiv(Math.max(0, full - level), unit), skew + ceilDiv(level, perMs), ttl)
+      }
       if (after > full) {
         return deny(
           out,
           skew + ceilDiv(after - full, perMs),
-          floorDiv(full - level, unit),
+          floorDiv(Math.max(0, full - level), unit),
           skew + ceilDiv(level, perMs),
+          ttl,
         )
       }
-      out.next[0] = after
-      out.next[1] = at
-      const reset = skew + ceilDiv(after, perMs)
-      admit(out, floorDiv(full - after, unit), reset, reset)
+      admit(out, floorDiv(full - after, unit), ttl, ttl)
     },
     expiresAt(row: Row, o: number) {
       return (row[o + 1] as number) + ceilDiv(row[o] as number, perMs)

@@ -16,13 +16,15 @@ export function compileFixedWindow(policy: FixedWindowPolicy): NumericRule {
       const k = Math.floor(now / w)
       const count = row[o] === k ? (row[o + 1] as number) : 0
       const toEnd = (k + 1) * w - now
-      if (cost > limit) return denyForever(out, limit - count, count > 0 ? toEnd : 0)
       const after = count + cost
-      if (after > limit) return deny(out, toEnd, limit - count, toEnd)
       out.next[0] = k
       out.next[1] = after
-      const reset = after > 0 ? toEnd : 0
-      admit(out, limit - after, reset, reset)
+      const ttl = after > 0 ? toEnd : 0
+      // A forced charge (a sync of counts admitted elsewhere) can take count past the limit.
+      const left = Math.max(0, limit - count)
+      if (cost > limit) return denyForever(out, left, count > 0 ? toEnd : 0, ttl)
+      if (after > limit) return deny(out, toEnd, left, toEnd, ttl)
+      admit(out, limit - after, ttl, ttl)
     },
     expiresAt(row: Row, o: number) {
       return ((row[o] as number) + 1) * w

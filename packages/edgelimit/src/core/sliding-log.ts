@@ -20,7 +20,7 @@ export interface LogRule {
   readonly width: 0
   /** Reads `log` (never writes it) and fills `out`. */
   decide(log: LogState | undefined, now: number, cost: number, out: Verdict): void
-  /** Records an admitted request; returns the state to keep (the same object when given). */
+  /** Records a request's cost (admitted, or forced); returns the state to keep (the same object when given). */
   commit(log: LogState | undefined, now: number, cost: number): LogState
   expiresAt(log: LogState): number
 }
@@ -64,16 +64,16 @@ export function compileSlidingLog(policy: SlidingLogPolicy): LogRule {
         newest = log.times[n - 1] as number
       }
       const reset = counted > 0 ? newest + w - now : 0
-      if (cost > limit) return denyForever(out, Math.max(0, limit - counted), reset)
+      const ttl = cost > 0 ? Math.max(w, reset) : reset
+      if (cost > limit) return denyForever(out, Math.max(0, limit - counted), reset, ttl)
       if (counted + cost > limit) {
         // The request fits once the oldest entries holding more than `limit − cost` have left.
         const state = log as LogState
         const total = state.sums[n - 1] as number
         const i = search(state.sums, first, n, total - (limit - cost), true)
-        return deny(out, (state.times[i] as number) + w - now, Math.max(0, limit - counted), reset)
+        return deny(out, (state.times[i] as number) + w - now, Math.max(0, limit - counted), reset, ttl)
       }
-      const after = cost > 0 ? Math.max(w, reset) : reset
-      admit(out, limit - counted - cost, after, after)
+      admit(out, limit - counted - cost, ttl, ttl)
     },
     commit(log: LogState | undefined, now: number, cost: number): LogState {
       const state = log ?? { times: [], sums: [], head: 0 }

@@ -25,8 +25,13 @@ export function compileSlidingWindow(policy: SlidingWindowPolicy): NumericRule {
         prev = row[o + 2] as number
       } else if (sk === k - 1) prev = row[o + 1] as number
       const estimate = cur + (prev > 0 ? floorDiv(prev * (w - e), w) : 0)
+      const after = cur + cost
+      out.next[0] = k
+      out.next[1] = after
+      out.next[2] = prev
+      const ttl = resetAfter(w, start, now, after, prev)
       if (cost > limit) {
-        return denyForever(out, Math.max(0, limit - estimate), resetAfter(w, start, now, cur, prev))
+        return denyForever(out, Math.max(0, limit - estimate), resetAfter(w, start, now, cur, prev), ttl)
       }
       if (estimate + cost > limit) {
         const room = limit - cost - cur
@@ -36,14 +41,15 @@ export function compileSlidingWindow(policy: SlidingWindowPolicy): NumericRule {
           room >= 0
             ? start + w - ceilDiv((room + 1) * w, prev) + 1
             : start + w + Math.max(0, w - ceilDiv((limit - cost + 1) * w, cur) + 1)
-        return deny(out, retryAt - now, Math.max(0, limit - estimate), resetAfter(w, start, now, cur, prev))
+        return deny(
+          out,
+          retryAt - now,
+          Math.max(0, limit - estimate),
+          resetAfter(w, start, now, cur, prev),
+          ttl,
+        )
       }
-      const after = cur + cost
-      out.next[0] = k
-      out.next[1] = after
-      out.next[2] = prev
-      const reset = resetAfter(w, start, now, after, prev)
-      admit(out, limit - estimate - cost, reset, reset)
+      admit(out, limit - estimate - cost, ttl, ttl)
     },
     expiresAt(row: Row, o: number) {
       return ((row[o] as number) + 2) * w

@@ -33,22 +33,15 @@ export function compileTat(
       const tatSteps = row[o + 1] as number
       // Steps between now and the TAT, 0 when the TAT has passed.
       const wait = tatMs > now || (tatMs === now && tatSteps > 0) ? (tatMs - now) * k + tatSteps : 0
-      if (cost > slots)
-        return denyForever(out, floorDiv(horizon - Math.min(wait, horizon), t), ceilDiv(wait, k))
       const after = wait + cost * t
-      if (after > horizon) {
-        return deny(
-          out,
-          ceilDiv(after - horizon, k),
-          floorDiv(Math.max(0, horizon - wait), t),
-          ceilDiv(wait, k),
-        )
-      }
       const q = floorDiv(after, k)
       out.next[0] = now + q
       out.next[1] = after - q * k
-      const reset = ceilDiv(after, k)
-      admit(out, floorDiv(horizon - after, t), reset, reset, shape ? ceilDiv(wait, k) : 0)
+      const ttl = ceilDiv(after, k)
+      const remaining = floorDiv(Math.max(0, horizon - wait), t)
+      if (cost > slots) return denyForever(out, remaining, ceilDiv(wait, k), ttl)
+      if (after > horizon) return deny(out, ceilDiv(after - horizon, k), remaining, ceilDiv(wait, k), ttl)
+      admit(out, floorDiv(horizon - after, t), ttl, ttl, shape ? ceilDiv(wait, k) : 0)
     },
     expiresAt(row: Row, o: number) {
       return (row[o] as number) + ((row[o + 1] as number) > 0 ? 1 : 0)

@@ -70,9 +70,12 @@ export interface Verdict {
   retryAfterMs: number
   delayMs: number
   reason: DenyReason | undefined
-  /** How long the state written on admission must be kept; after that it equals a fresh key. */
+  /** How long `next` must be kept; after that it equals a fresh key. */
   ttlMs: number
-  /** The numeric state to store on admission (`width` entries). */
+  /**
+   * The numeric state after charging the cost (`width` entries), written on every path: stored on
+   * admission, or on denial when a charge is forced (syncing counts admitted elsewhere).
+   */
   next: number[]
 }
 

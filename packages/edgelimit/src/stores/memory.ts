@@ -1,5 +1,5 @@
 import { type CompiledRule, compile, type LogState, newVerdict, type Verdict } from '../core/index.js'
-import type { BoundRules, RuleVerdict, Store, StoreRule } from './types.js'
+import type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from './types.js'
 
 /** Options of the in-memory store. */
 export interface MemoryStoreOptions {
@@ -21,7 +21,7 @@ export interface MemoryStore extends Store {
 
 /** Rules bound to the memory store: synchronous, plus introspection. */
 export interface MemoryRules extends BoundRules {
-  evaluateSync(key: string, cost: number, now: number): readonly RuleVerdict[]
+  evaluateSync(key: string, cost: number, now: number, options?: EvaluateOptions): readonly RuleVerdict[]
   /** Keys currently held. */
   readonly size: number
 }
@@ -180,14 +180,21 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     return out
   }
 
-  function evaluateSync(key: string, cost: number, now: number): readonly RuleVerdict[] {
+  function evaluateSync(
+    key: string,
+    cost: number,
+    now: number,
+    options?: EvaluateOptions,
+  ): readonly RuleVerdict[] {
     let slot = index.get(key)
     if (slot !== undefined && slot !== head) {
       unlink(slot)
       pushFront(slot)
     }
-    if (single !== undefined && single.kind === 'numeric') {
-      // The common case: one numeric rule, no all-or-nothing bookkeeping.
+    const shadow = options?.shadow ?? 0
+    const force = options?.force === true
+    if (single !== undefined && single.kind === 'numeric' && shadow === 0 && !force) {
+      // The common case: one enforced numeric rule, no all-or-nothing bookkeeping.
       const out = outs[0] as Verdict
       if (slot === undefined) single.decide(zero, 0, now, cost, out)
       else single.decide(rows, slot * width, now, cost, out)
@@ -199,9 +206,11 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
       return outs
     }
     let allowed = true
-    for (let r = 0; r < count; r++) if (!decideRule(r, slot, now, cost).allowed) allowed = false
+    for (let r = 0; r < count; r++) {
+      if (!decideRule(r, slot, now, cost).allowed && (shadow & (1 << r)) === 0) allowed = false
+    }
     if (cost === 0) return outs
-    if (!allowed) {
+    if (!allowed && !force) {
       // Nothing is charged: admitting rules report their state as it stands.
       for (let r = 0; r < count; r++) if ((outs[r] as Verdict).allowed) decideRule(r, slot, now, 0)
       return outs
@@ -209,10 +218,12 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     if (slot === undefined) slot = allocate(key, now)
     for (let r = 0; r < count; r++) {
       const rule = rules[r] as CompiledRule
+      const out = outs[r] as Verdict
+      // Admitted: every enforced rule admitted; a shadow rule is charged only when it admits.
+      if (!force && !out.allowed) continue
       if (rule.kind === 'numeric') {
         const base = slot * width + (offsets[r] as number)
-        const nextState = (outs[r] as Verdict).next
-        for (let i = 0; i < rule.width; i++) rows[base + i] = nextState[i] as number
+        for (let i = 0; i < rule.width; i++) rows[base + i] = out.next[i] as number
       } else {
         const states = logStates[logIndex[r] as number] as (LogState | undefined)[]
         states[slot] = rule.commit(states[slot], now, cost)
@@ -223,9 +234,9 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
 
   return {
     evaluateSync,
-    evaluate(key, cost, now) {
+    evaluate(key, cost, now, options) {
       try {
-        return Promise.resolve(evaluateSync(key, cost, now).map(copy))
+        return Promise.resolve(evaluateSync(key, cost, now, options).map(copy))
       } catch (error) {
         return Promise.reject(error)
       }

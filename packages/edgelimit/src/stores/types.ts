@@ -16,19 +16,34 @@ export interface RuleVerdict {
   readonly reason: DenyReason | undefined
 }
 
+/** Per-call options of `evaluate`: plain data, so they cross into Lua or a Durable Object. */
+export interface EvaluateOptions {
+  /**
+   * Rules in shadow for this call (bit i = rule i): their denials do not block the request; a
+   * shadow rule is charged only when it admits, so it counts exactly as if it were enforced.
+   */
+  readonly shadow?: number
+  /**
+   * Charge every rule whatever it decides: syncing counts that were already admitted elsewhere
+   * (approximate consistency). The verdicts still report what the rules decided.
+   */
+  readonly force?: boolean
+}
+
 /**
  * The rules of one limiter bound to a store. `evaluate` runs every rule for a key atomically and
- * all-or-nothing: the request is charged to every rule only if every rule admits it. When another
- * rule denies, an admitting rule's verdict describes its uncharged state (as a peek would).
+ * all-or-nothing: the request is charged to every rule only if every enforced rule admits it.
+ * When another rule denies, an admitting rule's verdict describes its uncharged state (as a peek
+ * would).
  * `cost = 0` is a peek: it decides and writes nothing.
  */
 export interface BoundRules {
-  evaluate(key: string, cost: number, now: number): Promise<readonly RuleVerdict[]>
+  evaluate(key: string, cost: number, now: number, options?: EvaluateOptions): Promise<readonly RuleVerdict[]>
   /**
    * The synchronous form, for in-process stores. The returned array and its objects may be reused
    * by the next call: read them before calling again.
    */
-  evaluateSync?(key: string, cost: number, now: number): readonly RuleVerdict[]
+  evaluateSync?(key: string, cost: number, now: number, options?: EvaluateOptions): readonly RuleVerdict[]
   /** Forgets every rule's state for `key`. */
   reset(key: string): Promise<void>
 }

@@ -193,6 +193,101 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
   })
 
   cases.push({
+    name: 'shadow rules never block, and are charged only when they admit',
+    async run() {
+      const store = await options.store()
+      const limiter = createLimiter({
+        rules: [
+          { name: 'enforced', algorithm: fixedWindow({ limit: 3, window: '1h' }) },
+          { name: 'shadow', algorithm: fixedWindow({ limit: 1, window: '1h' }) },
+        ],
+        store,
+      })
+      const bound = store.bind(limiter.rules)
+      const k = key('shadow')
+      const now = 1_700_000_000_000
+      const call = async (cost = 1) =>
+        (await bound.evaluate(k, cost, now, { shadow: 0b10 })).map((v) => [v.allowed, v.remaining])
+      same(
+        await call(),
+        [
+          [true, 2],
+          [true, 0],
+        ],
+        'both admit and are charged',
+      )
+      same(
+        await call(),
+        [
+          [true, 1],
+          [false, 0],
+        ],
+        'the shadow rule denies: not charged, does not block',
+      )
+      same(
+        await call(),
+        [
+          [true, 0],
+          [false, 0],
+        ],
+        'the enforced rule is charged again',
+      )
+      same(
+        await call(),
+        [
+          [false, 0],
+          [false, 0],
+        ],
+        'the enforced rule blocks',
+      )
+    },
+  })
+
+  cases.push({
+    name: 'a forced charge counts whatever the rules decide',
+    async run() {
+      const store = await options.store()
+      const limiter = createLimiter({
+        rules: [
+          { name: 'fw', algorithm: fixedWindow({ limit: 2, window: '1h' }) },
+          { name: 'log', algorithm: slidingLog({ limit: 2, window: '1h' }) },
+          { name: 'tb', algorithm: tokenBucket({ capacity: 2, refillRate: 1, refillInterval: '1h' }) },
+        ],
+        store,
+      })
+      const bound = store.bind(limiter.rules)
+      const k = key('force')
+      const now = 1_700_000_000_000
+      const forced = await bound.evaluate(k, 3, now, { force: true })
+      same(
+        forced.map((v) => [v.allowed, v.reason]),
+        [
+          [false, 'cost-exceeds-limit'],
+          [false, 'cost-exceeds-limit'],
+          [false, 'cost-exceeds-limit'],
+        ],
+        'forced verdicts',
+      )
+      const after = await bound.evaluate(k, 1, now + 1)
+      same(
+        after.map((v) => [v.allowed, v.remaining]),
+        [
+          [false, 0],
+          [false, 0],
+          [false, 0],
+        ],
+        'every rule holds the forced cost',
+      )
+      // The bucket owes 3 tokens at 1 per hour: it admits again after 2 hours.
+      same(
+        (await bound.evaluate(k, 1, now + 2 * 3_600_000 + 1)).map((v) => v.allowed)[2],
+        true,
+        'bucket drains the debt',
+      )
+    },
+  })
+
+  cases.push({
     name: 'state expires: a key left alone long enough is fresh again',
     async run() {
       const clock = manualClock(1_700_000_000_000)

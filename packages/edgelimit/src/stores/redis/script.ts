@@ -56,7 +56,7 @@ function tatRule(count: number, intervalMs: number, slots: number, shape: number
 export interface CompiledScript {
   /** The whole script: library, the algorithms used, the rule table and main. */
   readonly text: string
-  /** ARGV after `now` and `cost`: every rule's params in order. */
+  /** ARGV after `now`, `cost`, the shadow flags and `force`: every rule's params in order. */
   readonly params: readonly string[]
 }
 

@@ -82,14 +82,28 @@ function bindRules(
   }
 
   return {
-    async evaluate(key, cost, now) {
-      const args = [clientClock ? String(now) : '', String(cost), ...script.params]
+    async evaluate(key, cost, now, options) {
+      const args = [
+        clientClock ? String(now) : '',
+        String(cost),
+        shadowFlags(options?.shadow ?? 0, rules.length),
+        options?.force === true ? '1' : '0',
+        ...script.params,
+      ]
       return decode(await run(keysOf(key), args), rules.length)
     },
     async reset(key) {
       await client.del(keysOf(key))
     },
   }
+}
+
+/** The shadow bitmask as one character per rule, as main.lua reads it. */
+function shadowFlags(mask: number, count: number): string {
+  if (mask === 0) return ''
+  let flags = ''
+  for (let i = 0; i < count; i++) flags += (mask & (1 << i)) === 0 ? '0' : '1'
+  return flags
 }
 
 /** A client key inside `{…}`: `}` and `%` escaped so the tag is always the whole key. */

@@ -9,14 +9,16 @@ local function fixed_window(key, p, now, cost)
   local count = 0
   if r[1] == k then count = r[2] end
   local toend = (k + 1) * w - now
+  local after = count + cost
+  local ttl = 0
+  if after > 0 then ttl = toend end
+  local nextstate = fmt(k) .. ':' .. fmt(after)
+  local left = math.max(0, limit - count)
   if cost > limit then
     local reset = 0
     if count > 0 then reset = toend end
-    return never(limit - count, reset)
+    return never(left, reset, ttl, nextstate)
   end
-  local after = count + cost
-  if after > limit then return deny(toend, limit - count, toend) end
-  local reset = 0
-  if after > 0 then reset = toend end
-  return admit(limit - after, reset, reset, 0, fmt(k) .. ':' .. fmt(after))
+  if after > limit then return deny(toend, left, toend, ttl, nextstate) end
+  return admit(limit - after, ttl, ttl, 0, nextstate)
 end

@@ -38,13 +38,14 @@ local function row(key, width)
 end
 
 -- Verdicts: allowed (1/0), remaining, resetAfterMs, retryAfterMs (-1 = never), delayMs,
--- reason (0 none, 1 limit-exceeded, 2 cost-exceeds-limit), ttlMs, next state (string or nil).
-local function never(remaining, reset)
-  return { 0, remaining, reset, -1, 0, 2, 0, nil }
+-- reason (0 none, 1 limit-exceeded, 2 cost-exceeds-limit), ttlMs, next state. Like the core,
+-- every verdict carries the state after charging the cost, stored on admission or when forced.
+local function never(remaining, reset, ttl, nextstate)
+  return { 0, remaining, reset, -1, 0, 2, ttl, nextstate }
 end
 
-local function deny(retry, remaining, reset)
-  return { 0, remaining, reset, retry, 0, 1, 0, nil }
+local function deny(retry, remaining, reset, ttl, nextstate)
+  return { 0, remaining, reset, retry, 0, 1, ttl, nextstate }
 end
 
 local function admit(remaining, reset, ttl, delay, nextstate)

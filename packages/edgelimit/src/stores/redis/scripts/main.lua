@@ -4,7 +4,10 @@
 -- KEYS[i]: rule i's state key; all carry the client's hash tag, so they share one cluster slot.
 -- ARGV[1]: now in ms, or '' to use the server's TIME (no clock skew between edge locations).
 -- ARGV[2]: cost; 0 is a peek (decides, writes nothing).
--- ARGV[3..]: each rule's params in order, RULES[i].n numbers each (see the algorithm's file).
+-- ARGV[3]: shadow rules, one character per rule ('1' = shadow: its denial does not block, and it is
+--          charged only when it admits); '' when none.
+-- ARGV[4]: '1' to charge every rule whatever it decides (syncing counts admitted elsewhere).
+-- ARGV[5..]: each rule's params in order, RULES[i].n numbers each (see the algorithm's file).
 -- Returns 6 integers per rule: allowed (1/0), remaining, resetAfterMs, retryAfterMs (-1: never),
 -- delayMs, reason (0 none, 1 limit-exceeded, 2 cost-exceeds-limit).
 
@@ -14,9 +17,11 @@ if not now then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local cost = tonumber(ARGV[2])
+local shadow = ARGV[3]
+local force = ARGV[4] == '1'
 local verdicts, params = {}, {}
 local allowed = true
-local a = 3
+local a = 5
 for i = 1, #KEYS do
   local p = {}
   for j = 1, RULES[i].n do
@@ -25,14 +30,16 @@ for i = 1, #KEYS do
   end
   params[i] = p
   verdicts[i] = RULES[i].decide(KEYS[i], p, now, cost)
-  if verdicts[i][1] == 0 then allowed = false end
+  if verdicts[i][1] == 0 and string.sub(shadow, i, i) ~= '1' then allowed = false end
 end
 if cost > 0 then
   for i = 1, #KEYS do
     local v = verdicts[i]
-    if not allowed then
+    if not allowed and not force then
       -- Nothing is charged: an admitting rule reports its state as it stands.
       if v[1] == 1 then verdicts[i] = RULES[i].decide(KEYS[i], params[i], now, 0) end
+    elseif v[1] == 0 and not force then
+      -- A shadow rule that denies is not charged, exactly as if it were enforced.
     elseif RULES[i].commit then
       RULES[i].commit(KEYS[i], now, params[i][2], v[8], v[7])
     else

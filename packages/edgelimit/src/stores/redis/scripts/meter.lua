@@ -17,11 +17,13 @@ local function meter(key, p, now, cost)
     if drained < stored then level = stored - drained end
   end
   local full = capacity * unit
-  if cost > capacity then return never(floordiv(full - level, unit), skew + ceildiv(level, perms)) end
   local after = level + cost * unit
+  local ttl = skew + ceildiv(after, perms)
+  local nextstate = fmt(after) .. ':' .. fmt(at)
+  local left = floordiv(math.max(0, full - level), unit)
+  if cost > capacity then return never(left, skew + ceildiv(level, perms), ttl, nextstate) end
   if after > full then
-    return deny(skew + ceildiv(after - full, perms), floordiv(full - level, unit), skew + ceildiv(level, perms))
+    return deny(skew + ceildiv(after - full, perms), left, skew + ceildiv(level, perms), ttl, nextstate)
   end
-  local reset = skew + ceildiv(after, perms)
-  return admit(floordiv(full - after, unit), reset, reset, 0, fmt(after) .. ':' .. fmt(at))
+  return admit(floordiv(full - after, unit), ttl, ttl, 0, nextstate)
 end

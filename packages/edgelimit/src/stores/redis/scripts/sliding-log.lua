@@ -24,7 +24,14 @@ local function sliding_log(key, p, now, cost)
   for i = 1, n do counted = counted + costs[i] end
   local reset = 0
   if counted > 0 then reset = times[n] + w - now end
-  if cost > limit then return never(math.max(0, limit - counted), reset) end
+  local ttl = reset
+  if cost > 0 then ttl = math.max(w, reset) end
+  -- A clock stepping back still appends in order: the entry joins the newest instant.
+  local entry = { at = now, cost = cost }
+  if n > 0 and times[n] >= now then
+    entry = { at = times[n], cost = costs[n] + cost, old = fmt(times[n]) .. ':' .. fmt(costs[n]) }
+  end
+  if cost > limit then return never(math.max(0, limit - counted), reset, ttl, entry) end
   if counted + cost > limit then
     -- The request fits once the oldest entries holding more than limit - cost have left.
     local left = counted
@@ -33,16 +40,9 @@ local function sliding_log(key, p, now, cost)
       i = i + 1
       left = left - costs[i]
     end
-    return deny(times[i] + w - now, math.max(0, limit - counted), reset)
+    return deny(times[i] + w - now, math.max(0, limit - counted), reset, ttl, entry)
   end
-  local after = reset
-  if cost > 0 then after = math.max(w, reset) end
-  -- A clock stepping back still appends in order: the entry joins the newest instant.
-  local entry = { at = now, cost = cost }
-  if n > 0 and times[n] >= now then
-    entry = { at = times[n], cost = costs[n] + cost, old = fmt(times[n]) .. ':' .. fmt(costs[n]) }
-  end
-  return admit(limit - counted - cost, after, after, 0, entry)
+  return admit(limit - counted - cost, ttl, ttl, 0, entry)
 end
 
 -- Stores an admission decided by sliding_log.

@@ -22,7 +22,12 @@ local function sliding_window(key, p, now, cost)
   end
   local estimate = cur
   if prev > 0 then estimate = cur + floordiv(prev * (w - e), w) end
-  if cost > limit then return never(math.max(0, limit - estimate), sw_reset(w, start, now, cur, prev)) end
+  local after = cur + cost
+  local ttl = sw_reset(w, start, now, after, prev)
+  local nextstate = fmt(k) .. ':' .. fmt(after) .. ':' .. fmt(prev)
+  if cost > limit then
+    return never(math.max(0, limit - estimate), sw_reset(w, start, now, cur, prev), ttl, nextstate)
+  end
   if estimate + cost > limit then
     local room = limit - cost - cur
     local at
@@ -31,9 +36,7 @@ local function sliding_window(key, p, now, cost)
     else
       at = start + w + math.max(0, w - ceildiv((limit - cost + 1) * w, cur) + 1)
     end
-    return deny(at - now, math.max(0, limit - estimate), sw_reset(w, start, now, cur, prev))
+    return deny(at - now, math.max(0, limit - estimate), sw_reset(w, start, now, cur, prev), ttl, nextstate)
   end
-  local after = cur + cost
-  local reset = sw_reset(w, start, now, after, prev)
-  return admit(limit - estimate - cost, reset, reset, 0, fmt(k) .. ':' .. fmt(after) .. ':' .. fmt(prev))
+  return admit(limit - estimate - cost, ttl, ttl, 0, nextstate)
 end

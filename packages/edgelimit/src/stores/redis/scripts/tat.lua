@@ -11,14 +11,14 @@ local function tat(key, p, now, cost)
   local horizon = slots * t
   local wait = 0
   if tatms > now or (tatms == now and tatsteps > 0) then wait = (tatms - now) * k + tatsteps end
-  if cost > slots then return never(floordiv(horizon - math.min(wait, horizon), t), ceildiv(wait, k)) end
   local after = wait + cost * t
-  if after > horizon then
-    return deny(ceildiv(after - horizon, k), floordiv(math.max(0, horizon - wait), t), ceildiv(wait, k))
-  end
   local q = floordiv(after, k)
-  local reset = ceildiv(after, k)
+  local ttl = ceildiv(after, k)
+  local nextstate = fmt(now + q) .. ':' .. fmt(after - q * k)
+  local left = floordiv(math.max(0, horizon - wait), t)
+  if cost > slots then return never(left, ceildiv(wait, k), ttl, nextstate) end
+  if after > horizon then return deny(ceildiv(after - horizon, k), left, ceildiv(wait, k), ttl, nextstate) end
   local delay = 0
   if shape == 1 then delay = ceildiv(wait, k) end
-  return admit(floordiv(horizon - after, t), reset, reset, delay, fmt(now + q) .. ':' .. fmt(after - q * k))
+  return admit(floordiv(horizon - after, t), ttl, ttl, delay, nextstate)
 end
