@@ -8,3 +8,9 @@ export interface Clock {
  * advances only between I/O events; that is the platform's clock and it is used as is.
  */
 export const systemClock: Clock = { now: () => Date.now() }
+
+/** A monotonic stopwatch in fractional ms, for measuring store latency (never for decisions). */
+export function stopwatch(): () => number {
+  const start = performance.now()
+  return () => performance.now() - start
+}

@@ -5,6 +5,7 @@ export type ErrorCode =
   | 'ERR_EDGELIMIT_KEY'
   | 'ERR_EDGELIMIT_SYNC_UNSUPPORTED'
   | 'ERR_EDGELIMIT_STORE'
+  | 'ERR_EDGELIMIT_TIMEOUT'
 
 /** An error with a stable `code`; denials are never errors (they are decisions). */
 export class EdgelimitError extends Error {

@@ -15,14 +15,20 @@ export { type Clock, systemClock } from './clock.js'
 export type { DenyReason, Policy } from './core/types.js'
 export { type Duration, parseDuration } from './duration.js'
 export { ConfigError, type ConfigIssue, EdgelimitError, type ErrorCode } from './errors.js'
+export type { DecisionSource, LimiterEvent, MeterLike } from './events.js'
 export {
+  type Consistency,
   createLimiter,
   type Decision,
+  type DecisionReason,
   type Limiter,
   type LimiterOptions,
   type LimitOptions,
   type Rule,
+  type RuleConfig,
   type RuleDecision,
+  type StoreErrorMode,
 } from './limiter.js'
+export type { BreakerOptions, BreakerState } from './resilience/breaker.js'
 export { type MemoryRules, type MemoryStore, type MemoryStoreOptions, memoryStore } from './stores/memory.js'
-export type { BoundRules, RuleVerdict, Store, StoreRule } from './stores/types.js'
+export type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from './stores/types.js'

@@ -131,8 +131,24 @@ describe('decisions', () => {
       delayMs: undefined,
       reason: undefined,
       rules: [
-        { name: 'burst', allowed: true, limit: 2, remaining: 1, resetAfterMs: 1000, retryAfterMs: 0 },
-        { name: 'minute', allowed: true, limit: 10, remaining: 9, resetAfterMs: 60_000, retryAfterMs: 0 },
+        {
+          name: 'burst',
+          allowed: true,
+          shadow: false,
+          limit: 2,
+          remaining: 1,
+          resetAfterMs: 1000,
+          retryAfterMs: 0,
+        },
+        {
+          name: 'minute',
+          allowed: true,
+          shadow: false,
+          limit: 10,
+          remaining: 9,
+          resetAfterMs: 60_000,
+          retryAfterMs: 0,
+        },
       ],
     })
     await limiter.limit('k')

@@ -1,51 +1,19 @@
-import { type AlgorithmSpec, toPolicy } from './algorithms.js'
-import { type Clock, systemClock } from './clock.js'
-import type { DenyReason } from './core/types.js'
-import { ConfigError, describe, EdgelimitError } from './errors.js'
+import { stopwatch, systemClock } from './clock.js'
+import { type Decision, decisionBuilder, limitOf } from './decision.js'
+import { describe, EdgelimitError } from './errors.js'
+import { type DecisionSource, type LimiterEvent, meterSink } from './events.js'
+import { type LimiterOptions, type RuleConfig, validateOptions } from './options.js'
+import { createApproximate } from './resilience/approximate.js'
+import { createBreaker } from './resilience/breaker.js'
+import { withDeadline } from './resilience/deadline.js'
+import { createDenyCache } from './resilience/deny-cache.js'
+import { enforcedFor } from './resilience/rollout.js'
 import { memoryStore } from './stores/memory.js'
-import type { BoundRules, RuleVerdict, Store, StoreRule } from './stores/types.js'
-import { createIssues } from './validate.js'
+import type { BoundRules, RuleVerdict } from './stores/types.js'
 
-/** A named rule: one algorithm applied to every key of the limiter. */
-export interface Rule {
-  /** Unique within the limiter; printable ASCII (it appears in headers and store keys). */
-  name: string
-  algorithm: AlgorithmSpec
-}
-
-/** Options of `createLimiter`. */
-export interface LimiterOptions {
-  /** One or more rules; a request is admitted only if every rule admits it. */
-  rules: readonly Rule[]
-  /** @default memoryStore() */
-  store?: Store
-  /** @default the system clock */
-  clock?: Clock
-}
-
-/** One rule's part of a decision. */
-export interface RuleDecision {
-  readonly name: string
-  /** Whether this rule admits the request (it is charged only if every rule admits it). */
-  readonly allowed: boolean
-  readonly limit: number
-  /** Further cost-1 requests this rule would admit right now. */
-  readonly remaining: number
-  /** Until this rule's state is back to fresh, assuming no further requests. */
-  readonly resetAfterMs: number
-  /** The smallest wait after which the same request would pass this rule (0 when allowed). */
-  readonly retryAfterMs: number
-  /** How long to hold an admitted request (shaping leaky bucket only, else undefined). */
-  readonly delayMs: number | undefined
-  /** Why the request was denied (undefined when admitted). */
-  readonly reason: DenyReason | undefined
-}
-
-/** The answer for one request. A denial is a decision, never an error. */
-export interface Decision extends Omit<RuleDecision, 'name'> {
-  /** Every rule's part, in rule order. */
-  readonly rules: readonly RuleDecision[]
-}
+export type { Decision, DecisionReason, RuleDecision } from './decision.js'
+export { bindingRule } from './decision.js'
+export type { Consistency, LimiterOptions, Rule, RuleConfig, StoreErrorMode } from './options.js'
 
 /** Per-call options. */
 export interface LimitOptions {
@@ -63,15 +31,28 @@ export interface Limiter {
   peek(key: string): Promise<Decision>
   /** Forgets `key` in every rule. */
   reset(key: string): Promise<void>
+  /** Sends counts that approximate rules still hold in-process (call before shutdown). */
+  flush(): Promise<void>
   /** The rules as validated. */
-  readonly rules: readonly StoreRule[]
+  readonly rules: readonly RuleConfig[]
 }
 
-const NAME = /^[\x21-\x7e]{1,64}$/
+/** A group of rules decided the same way, and where their verdicts go in the decision. */
+interface Group {
+  readonly index: readonly number[]
+  readonly bound: BoundRules
+  /** In-process limiter for the group's `onStoreError: 'local'` rules. */
+  readonly fallback: BoundRules | undefined
+  readonly fallbackIndex: readonly number[]
+}
 
 /**
  * Creates a limiter. Options are validated once, here: an invalid one throws a `ConfigError`
  * listing every problem with its path and code.
+ *
+ * On a remote store every call has a deadline (`timeout`, 45 ms by default) and a circuit breaker;
+ * when the store fails, each rule answers by its `onStoreError` (`closed` by default: deny with
+ * reason `store-unavailable`). Recent denials are answered in-process until their retry time.
  *
  * @example
  * const limiter = createLimiter({
@@ -82,115 +63,292 @@ const NAME = /^[\x21-\x7e]{1,64}$/
  * if (!d.allowed) console.log(`retry in ${d.retryAfterMs} ms`)
  */
 export function createLimiter(options: LimiterOptions): Limiter {
-  const rules = validate(options)
+  const config = validateOptions(options)
+  const rules = config.rules
   const clock = options.clock ?? systemClock
   const store = options.store ?? memoryStore()
-  const bound: BoundRules = store.bind(rules)
-  const evaluateSync = bound.evaluateSync?.bind(bound)
-  const names = rules.map((r) => r.name)
-  const limits = rules.map((r) => limitOf(r))
-  const shaping = rules.map((r) => r.policy.algorithm === 'leaky-bucket' && r.policy.mode === 'shape')
-  const anyShaping = shaping.includes(true)
+  const build = decisionBuilder(rules)
+  const sinks = [options.onEvent, options.meter === undefined ? undefined : meterSink(options.meter)].filter(
+    (f): f is (e: LimiterEvent) => void => f !== undefined,
+  )
+  const emit =
+    sinks.length === 0
+      ? undefined
+      : (event: LimiterEvent) => {
+          // An observer's failure never changes a decision.
+          for (const sink of sinks) {
+            try {
+              sink(event)
+            } catch {}
+          }
+        }
+  const rollout = rules.some((r) => r.shadow || r.enforce < 100)
+  const shadowOf = (key: string) => {
+    let mask = 0
+    rules.forEach((r, i) => {
+      if (r.shadow || !enforcedFor(r.name, key, r.enforce)) mask |= 1 << i
+    })
+    return mask
+  }
 
-  function decision(verdicts: readonly RuleVerdict[]): Decision {
-    if (verdicts.length === 1) {
-      const v = verdicts[0] as RuleVerdict
-      const delayMs = shaping[0] === true && v.allowed ? v.delayMs : undefined
+  const main = store.bind(rules)
+  const inProcess = main.evaluateSync?.bind(main)
+
+  function report(key: string, decision: Decision, source: DecisionSource): Decision {
+    if (emit === undefined) return decision
+    emit({ type: 'decision', key, decision, source })
+    for (const r of decision.rules)
+      if (r.shadow && !r.allowed) emit({ type: 'shadow-deny', key, rule: r.name, decision })
+    return decision
+  }
+
+  function inProcessDecision(key: string, cost: number): Decision {
+    const shadow = rollout ? shadowOf(key) : 0
+    const verdicts = (inProcess as NonNullable<typeof inProcess>)(
+      key,
+      cost,
+      clock.now(),
+      shadow === 0 ? undefined : { shadow },
+    )
+    const decision = build(verdicts, shadow)
+    return emit === undefined ? decision : report(key, decision, 'store')
+  }
+
+  const remote = inProcess === undefined ? remoteLimiter() : undefined
+
+  function remoteLimiter() {
+    const byConsistency = (c: RuleConfig['consistency']) =>
+      rules.flatMap((r, i) => (r.consistency === c ? [i] : []))
+    const group = (index: number[], bound?: BoundRules): Group => {
+      const subset = index.map((i) => rules[i] as RuleConfig)
+      const fallbackIndex = index.flatMap((i, j) =>
+        (rules[i] as RuleConfig).onStoreError === 'local' ? [j] : [],
+      )
       return {
-        allowed: v.allowed,
-        limit: limits[0] as number,
-        remaining: v.remaining,
-        resetAfterMs: v.resetAfterMs,
-        retryAfterMs: v.retryAfterMs,
-        delayMs,
-        reason: v.reason,
-        rules: [ruleDecision(0, v)],
+        index,
+        bound: bound ?? store.bind(subset),
+        fallback:
+          fallbackIndex.length === 0
+            ? undefined
+            : memoryStore().bind(fallbackIndex.map((j) => subset[j] as RuleConfig)),
+        fallbackIndex,
       }
     }
-    let allowed = true
-    for (const v of verdicts) if (!v.allowed) allowed = false
-    const parts = verdicts.map((v, i) => ruleDecision(i, v))
-    const bind = parts[bindingRule(parts, allowed)] as RuleDecision
-    let delay = 0
-    for (const p of parts) if (p.delayMs !== undefined && p.delayMs > delay) delay = p.delayMs
-    return {
-      allowed,
-      limit: bind.limit,
-      remaining: bind.remaining,
-      resetAfterMs: bind.resetAfterMs,
-      retryAfterMs: allowed ? 0 : bind.retryAfterMs,
-      delayMs: allowed && anyShaping ? delay : undefined,
-      reason: allowed ? undefined : bind.reason,
-      rules: parts,
+    const strictIndex = byConsistency('strict')
+    const localIndex = byConsistency('local')
+    const approxIndex = byConsistency('approximate')
+    const allStrict = strictIndex.length === rules.length
+    const strict = strictIndex.length > 0 ? group(strictIndex, allStrict ? main : undefined) : undefined
+    const local =
+      localIndex.length > 0 ? memoryStore().bind(localIndex.map((i) => rules[i] as RuleConfig)) : undefined
+    const approxGroup = approxIndex.length > 0 ? group(approxIndex) : undefined
+    const approx =
+      approxGroup === undefined
+        ? undefined
+        : createApproximate(
+            approxGroup.bound,
+            approxIndex.length,
+            Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
+            100_000,
+            (error) => emit?.({ type: 'store-error', kind: 'error', error, latencyMs: 0 }),
+          )
+    const breaker =
+      config.breaker === undefined
+        ? undefined
+        : createBreaker(config.breaker, (state) => emit?.({ type: 'breaker', state }))
+    const cache = allStrict && config.denyCacheKeys > 0 ? createDenyCache(config.denyCacheKeys) : undefined
+    const cached = new Map<string, { decision: Decision; at: number }>()
+    const untouched = (i: number): RuleVerdict => ({
+      allowed: true,
+      remaining: limitOf(rules[i] as RuleConfig),
+      resetAfterMs: 0,
+      retryAfterMs: 0,
+      delayMs: 0,
+      reason: undefined,
+    })
+    const sub = (mask: number, index: readonly number[]) =>
+      index.reduce((m, i, j) => ((mask & (1 << i)) !== 0 ? m | (1 << j) : m), 0)
+    const blocks = (verdicts: readonly RuleVerdict[], mask: number) =>
+      verdicts.some((v, j) => !v.allowed && (mask & (1 << j)) === 0)
+
+    function fallback(g: Group, key: string, cost: number, now: number, mask: number): RuleVerdict[] {
+      const out: RuleVerdict[] = []
+      const closed = g.index.some(
+        (i, j) => (rules[i] as RuleConfig).onStoreError === 'closed' && (mask & (1 << j)) === 0,
+      )
+      const retry =
+        breaker !== undefined && breaker.state === 'open' ? Math.max(1, breaker.reopensAt - now) : 1000
+      const local =
+        g.fallback === undefined
+          ? undefined
+          : g.fallback.evaluateSync?.(key, closed ? 0 : cost, now, { shadow: sub(mask, g.fallbackIndex) })
+      g.index.forEach((i, j) => {
+        const rule = rules[i] as RuleConfig
+        emit?.({ type: 'fallback', mode: rule.onStoreError, rule: rule.name, key })
+        if (rule.onStoreError === 'local') {
+          out.push({ ...(local?.[g.fallbackIndex.indexOf(j)] as RuleVerdict) })
+        } else if (rule.onStoreError === 'open') {
+          out.push({
+            allowed: true,
+            remaining: 0,
+            resetAfterMs: 0,
+            retryAfterMs: 0,
+            delayMs: 0,
+            reason: undefined,
+          })
+        } else {
+          out.push({
+            allowed: false,
+            remaining: 0,
+            resetAfterMs: 0,
+            retryAfterMs: retry,
+            delayMs: 0,
+            reason: 'store-unavailable',
+          })
+        }
+      })
+      return out
     }
-  }
 
-  function ruleDecision(i: number, v: RuleVerdict): RuleDecision {
-    return {
-      name: names[i] as string,
-      allowed: v.allowed,
-      limit: limits[i] as number,
-      remaining: v.remaining,
-      resetAfterMs: v.resetAfterMs,
-      retryAfterMs: v.retryAfterMs,
-      delayMs: shaping[i] === true && v.allowed ? v.delayMs : undefined,
-      reason: v.reason,
+    /** One store call under the breaker and the deadline; per-rule fallback when it fails. */
+    async function call(g: Group, key: string, cost: number, now: number, mask: number) {
+      if (breaker !== undefined && !breaker.allow(now)) {
+        emit?.({ type: 'store-error', kind: 'breaker-open', latencyMs: 0 })
+        return { verdicts: fallback(g, key, cost, now, mask), ok: false }
+      }
+      const elapsed = stopwatch()
+      const work = g.bound.evaluate(key, cost, now, mask === 0 ? undefined : { shadow: mask })
+      try {
+        const verdicts = await (config.timeoutMs === undefined ? work : withDeadline(work, config.timeoutMs))
+        breaker?.record(true, clock.now())
+        emit?.({ type: 'store-latency', ms: elapsed() })
+        return { verdicts, ok: true }
+      } catch (error) {
+        breaker?.record(false, clock.now())
+        const kind =
+          error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error'
+        emit?.({ type: 'store-error', kind, error, latencyMs: elapsed() })
+        return { verdicts: fallback(g, key, cost, now, mask), ok: false }
+      }
     }
+
+    async function decide(key: string, cost: number): Promise<Decision> {
+      const now = clock.now()
+      const shadow = rollout ? shadowOf(key) : 0
+      if (cache !== undefined && cost > 0) {
+        const until = cache.until(key, cost, now)
+        const hit = until === undefined ? undefined : cached.get(key)
+        if (hit !== undefined) return report(key, aged(hit.decision, now - hit.at), 'cache')
+      }
+      const verdicts = rules.map((_, i) => untouched(i))
+      const place = (index: readonly number[], vs: readonly RuleVerdict[]) => {
+        index.forEach((i, j) => {
+          verdicts[i] = vs[j] as RuleVerdict
+        })
+      }
+      let source: DecisionSource = 'store'
+      // Cheapest first: in-process rules shield the store, then approximate, then strict.
+      if (local !== undefined) {
+        const mask = sub(shadow, localIndex)
+        const vs = (local.evaluateSync as NonNullable<BoundRules['evaluateSync']>)(key, cost, now, {
+          shadow: mask,
+        })
+        place(localIndex, vs)
+        if (blocks(vs, mask)) return report(key, build(verdicts, shadow), 'local')
+      }
+      if (approx !== undefined && approxGroup !== undefined) {
+        const mask = sub(shadow, approxIndex)
+        let vs: readonly RuleVerdict[] | undefined = approx.decide(key, cost, now, mask)
+        if (vs === undefined) {
+          const result = await call(approxGroup, key, cost, now, mask)
+          vs = result.verdicts
+          if (result.ok) approx.seed(key, result.verdicts, now)
+          else source = 'fallback'
+        } else source = 'approximate'
+        place(approxIndex, vs)
+        if (blocks(vs, mask)) return report(key, build(verdicts, shadow), source)
+      }
+      if (strict !== undefined) {
+        const result = await call(strict, key, cost, now, sub(shadow, strictIndex))
+        place(strictIndex, result.verdicts)
+        if (!result.ok) source = 'fallback'
+      }
+      const decision = build(verdicts, shadow)
+      if (
+        cache !== undefined &&
+        source === 'store' &&
+        !decision.allowed &&
+        Number.isFinite(decision.retryAfterMs)
+      ) {
+        cache.set(key, cost, now + decision.retryAfterMs)
+        cached.set(key, { decision, at: now })
+        if (cached.size > config.denyCacheKeys) cached.delete(cached.keys().next().value as string)
+      }
+      return report(key, decision, source)
+    }
+
+    function resetKey(key: string): Promise<unknown> {
+      cache?.delete(key)
+      cached.delete(key)
+      return Promise.all([
+        strict?.bound.reset(key),
+        approxGroup?.bound.reset(key),
+        local?.reset(key),
+        strict?.fallback?.reset(key),
+        approxGroup?.fallback?.reset(key),
+      ])
+    }
+
+    return Object.assign(decide, { resetKey, flush: () => approx?.flush(clock.now()) ?? Promise.resolve() })
   }
 
-  async function limitAsync(key: string, opts?: LimitOptions): Promise<Decision> {
-    const cost = checkCall(key, opts)
-    return decision(await bound.evaluate(key, cost, clock.now()))
-  }
-
-  // A synchronous store answers with an already-settled promise: no async frame per call.
   const limit =
-    evaluateSync === undefined
-      ? limitAsync
-      : (key: string, opts?: LimitOptions): Promise<Decision> => {
+    remote === undefined
+      ? (key: string, opts?: LimitOptions): Promise<Decision> => {
+          // A synchronous store answers with an already-settled promise: no async frame per call.
           try {
-            const cost = checkCall(key, opts)
-            return Promise.resolve(decision(evaluateSync(key, cost, clock.now())))
+            return Promise.resolve(inProcessDecision(key, checkCall(key, opts)))
           } catch (error) {
             return Promise.reject(error)
           }
         }
+      : async (key: string, opts?: LimitOptions): Promise<Decision> => remote(key, checkCall(key, opts))
 
   return {
     rules,
     limit,
     limitSync(key, opts) {
-      if (evaluateSync === undefined) {
+      if (inProcess === undefined) {
         throw new EdgelimitError(
           'ERR_EDGELIMIT_SYNC_UNSUPPORTED',
           `The ${store.name} store is not synchronous; use limit() instead of limitSync()`,
         )
       }
-      const cost = checkCall(key, opts)
-      const now = clock.now()
-      return decision(evaluateSync(key, cost, now))
+      return inProcessDecision(key, checkCall(key, opts))
     },
     peek: (key) => limit(key, { cost: 0 }),
     async reset(key) {
       checkCall(key, undefined)
-      await bound.reset(key)
+      if (remote === undefined) await main.reset(key)
+      else await remote.resetKey(key)
     },
+    flush: () => remote?.flush() ?? Promise.resolve(),
   }
 }
 
-/**
- * The index of the rule that binds a decision: when admitted, the one closest to exhaustion;
- * when denied, the one that keeps the request out longest (it passes once every rule admits it).
- */
-export function bindingRule(parts: readonly RuleDecision[], allowed: boolean): number {
-  let bind = 0
-  for (let i = 1; i < parts.length; i++) {
-    const p = parts[i] as RuleDecision
-    const b = parts[bind] as RuleDecision
-    if (allowed ? p.remaining < b.remaining : !p.allowed && (b.allowed || p.retryAfterMs > b.retryAfterMs))
-      bind = i
+/** A cached denial as it stands `ms` later: every wait shortened by the time passed. */
+function aged(decision: Decision, ms: number): Decision {
+  const less = (x: number) => (Number.isFinite(x) ? Math.max(0, x - ms) : x)
+  return {
+    ...decision,
+    retryAfterMs: Math.max(1, less(decision.retryAfterMs)),
+    resetAfterMs: less(decision.resetAfterMs),
+    rules: decision.rules.map((r) => ({
+      ...r,
+      retryAfterMs: r.allowed ? 0 : Math.max(1, less(r.retryAfterMs)),
+      resetAfterMs: less(r.resetAfterMs),
+    })),
   }
-  return bind
 }
 
 function checkCall(key: unknown, opts: LimitOptions | undefined): number {
@@ -205,61 +363,4 @@ function checkCall(key: unknown, opts: LimitOptions | undefined): number {
     )
   }
   return cost
-}
-
-function limitOf(rule: StoreRule): number {
-  const p = rule.policy
-  switch (p.algorithm) {
-    case 'token-bucket':
-      return p.capacity
-    case 'leaky-bucket':
-      return p.mode === 'shape' ? p.capacity + 1 : p.capacity
-    case 'gcra':
-      return p.burst
-    default:
-      return p.limit
-  }
-}
-
-function validate(options: LimiterOptions): StoreRule[] {
-  const issues = createIssues()
-  const rules: StoreRule[] = []
-  if (!issues.object('options', options)) throw new ConfigError(issues.list)
-  const list = options.rules as unknown
-  if (!Array.isArray(list) || list.length === 0) {
-    issues.add('rules', 'ERR_EMPTY_RULES', `expected a non-empty array of rules, got ${describe(list)}`)
-  } else {
-    const seen = new Set<string>()
-    list.forEach((rule: unknown, i) => {
-      const path = `rules[${i}]`
-      if (!issues.object(path, rule)) return
-      const name = rule.name
-      if (typeof name !== 'string' || !NAME.test(name)) {
-        issues.add(
-          `${path}.name`,
-          'ERR_RULE_NAME',
-          `expected 1–64 printable ASCII characters without spaces, got ${describe(name)}`,
-        )
-      } else if (seen.has(name)) {
-        issues.add(`${path}.name`, 'ERR_DUPLICATE_RULE', `rule name "${name}" is used twice`)
-      } else seen.add(name)
-      const policy = toPolicy(rule.algorithm, `${path}.algorithm`, issues)
-      if (policy !== undefined && typeof name === 'string') rules.push({ name, policy })
-    })
-  }
-  const { clock, store } = options
-  if (
-    clock !== undefined &&
-    (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function')
-  ) {
-    issues.add('clock', 'ERR_CLOCK', `expected an object with a now() method, got ${describe(clock)}`)
-  }
-  if (
-    store !== undefined &&
-    (typeof store !== 'object' || store === null || typeof store.bind !== 'function')
-  ) {
-    issues.add('store', 'ERR_STORE', `expected a store such as memoryStore(), got ${describe(store)}`)
-  }
-  if (issues.list.length > 0) throw new ConfigError(issues.list)
-  return rules
 }

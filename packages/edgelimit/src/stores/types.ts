@@ -13,7 +13,8 @@ export interface RuleVerdict {
   readonly resetAfterMs: number
   readonly retryAfterMs: number
   readonly delayMs: number
-  readonly reason: DenyReason | undefined
+  /** `store-unavailable` only from a limiter's fail-closed fallback, never from a store. */
+  readonly reason: DenyReason | 'store-unavailable' | undefined
 }
 
 /** Per-call options of `evaluate`: plain data, so they cross into Lua or a Durable Object. */

@@ -30,6 +30,9 @@ export const CONFORMANCE_ALGORITHMS: Readonly<Record<string, AlgorithmSpec>> = {
   gcra: gcra({ limit: 3, period: '1s', burst: 5 }),
 }
 
+/** The store alone: no deadline, breaker or denial cache between the limiter and the store. */
+const PURE = { timeout: false, breaker: false, denyCache: false } as const
+
 /** A deterministic generator, so every store sees the same traces. */
 function lcg(seed: number): () => number {
   let x = seed >>> 0
@@ -80,7 +83,12 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
       name: `${name}: a random trace gives the pure core's decisions`,
       async run() {
         const clock = manualClock(1_700_000_000_000)
-        const limiter = createLimiter({ rules: [{ name, algorithm }], store: await options.store(), clock })
+        const limiter = createLimiter({
+          rules: [{ name, algorithm }],
+          store: await options.store(),
+          clock,
+          ...PURE,
+        })
         const policy = limiter.rules[0]?.policy ?? fail('no rule')
         const rnd = lcg(name.length * 7919)
         const k = key(name)
@@ -117,7 +125,7 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
         { name: 'burst', algorithm: tokenBucket({ capacity: 3, refillRate: 1 }) },
         { name: 'window', algorithm: slidingWindow({ limit: 4, window: '1m' }) },
       ]
-      const limiter = createLimiter({ rules, store: await options.store(), clock })
+      const limiter = createLimiter({ rules, store: await options.store(), clock, ...PURE })
       const k = key('hybrid')
       const admitted: boolean[] = []
       for (let i = 0; i < 4; i++) admitted.push((await limiter.limit(k)).allowed)
@@ -148,6 +156,7 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
         rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 2, window: '1m' }) }],
         store: await options.store(),
         clock,
+        ...PURE,
       })
       const k = key('peek')
       for (let i = 0; i < 3; i++) same((await limiter.peek(k)).remaining, 2, 'peek on a fresh key')
@@ -167,6 +176,7 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
         rules: [{ name: 'gcra', algorithm: gcra({ limit: 1, period: '1h' }) }],
         store: await options.store(),
         clock,
+        ...PURE,
       })
       const keys = ['a', 'b', '', ' ', '{tag}', 'ключ', '🔑', 'x'.repeat(512)].map((s) => `${prefix}:${s}`)
       for (const k of keys)
@@ -184,6 +194,7 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
         rules: [{ name: 'tb', algorithm: tokenBucket({ capacity: 10, refillRate: 1 }) }],
         store: await options.store(),
         clock,
+        ...PURE,
       })
       const k = key('huge')
       const d = await limiter.limit(k, { cost: 11 })
@@ -292,7 +303,7 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
     async run() {
       const clock = manualClock(1_700_000_000_000)
       const rules = Object.entries(CONFORMANCE_ALGORITHMS).map(([name, algorithm]) => ({ name, algorithm }))
-      const limiter = createLimiter({ rules, store: await options.store(), clock })
+      const limiter = createLimiter({ rules, store: await options.store(), clock, ...PURE })
       const k = key('expire')
       const fresh = await limiter.peek(k)
       for (let i = 0; i < 3; i++) await limiter.limit(k)

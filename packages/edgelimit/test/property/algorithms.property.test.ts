@@ -187,7 +187,7 @@ function replay(p: ModelPolicy, t0: number, trace: readonly Request[]): void {
     const decision = limiter.limitSync('k', { cost })
     const expected = expectedDecision(p, want)
     expect(observedDecision(decision), `limitSync(): ${at}`).toEqual(expected)
-    expect(decision.rules, `limitSync() rules: ${at}`).toEqual([{ name: 'r', ...expected }])
+    expect(decision.rules, `limitSync() rules: ${at}`).toEqual([{ name: 'r', shadow: false, ...expected }])
   })
 }
 

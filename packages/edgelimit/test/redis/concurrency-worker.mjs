@@ -30,6 +30,10 @@ const client = mode === 'cluster' ? new Cluster(nodes) : new Redis(nodes[0])
 const limiter = createLimiter({
   rules: [{ name: algorithm, algorithm: algorithms[algorithm] }],
   store: redisStore({ client, prefix }),
+  // Store atomicity alone: no deadline, breaker or denial cache in between.
+  timeout: false,
+  breaker: false,
+  denyCache: false,
 })
 // Warm the connection (and the cluster's slot map) before the start signal.
 await limiter.peek(`${key}:warm`)

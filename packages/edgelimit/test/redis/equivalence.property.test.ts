@@ -56,6 +56,10 @@ describe('Lua scripts ≡ TypeScript core (client clock), field by field', () =>
             rules: [{ name, algorithm: spec }],
             store: redisStore({ client, clock: 'client', prefix: 'eq' }),
             clock,
+            // The scripts alone: no deadline, breaker or denial cache in between.
+            timeout: false,
+            breaker: false,
+            denyCache: false,
           })
           const policy = limiter.rules[0]?.policy
           if (policy === undefined) throw new Error('no rule')

@@ -1,8 +1,18 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLimiter, fixedWindow, gcra, slidingLog, tokenBucket } from '../../src/index.js'
+import {
+  createLimiter,
+  fixedWindow,
+  gcra,
+  type LimiterEvent,
+  slidingLog,
+  tokenBucket,
+} from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
 import { type RedisServer, startRedis } from '../support/redis.js'
+
+// These tests are about the store itself: no deadline, breaker or denial cache in between.
+const PURE = { timeout: false, breaker: false, denyCache: false } as const
 
 let redis: RedisServer
 beforeAll(async () => {
@@ -20,7 +30,7 @@ const rules = [
 describe('round trips', () => {
   it('sends exactly one Redis command per decision (INFO commandstats)', async () => {
     const client = new Redis({ port: redis.port, host: redis.host })
-    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'count' }) })
+    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'count' }), ...PURE })
     await limiter.limit('warm') // loads the script once (NOSCRIPT → EVAL)
     await client.config('RESETSTAT')
     await Promise.all(Array.from({ length: 200 }, (_, i) => limiter.limit(`k${i % 7}`)))
@@ -54,7 +64,7 @@ describe('script loading', () => {
   it('SCRIPT FLUSH during a run causes zero failed decisions', async () => {
     const client = new Redis({ port: redis.port, host: redis.host })
     const admin = new Redis({ port: redis.port, host: redis.host })
-    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'flush' }) })
+    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'flush' }), ...PURE })
     let failed = 0
     let admitted = 0
     for (let batch = 0; batch < 20; batch++) {
@@ -77,7 +87,7 @@ describe('script loading', () => {
 
   it('a Redis restart between runs causes zero failed decisions', async () => {
     const client = new Redis({ port: redis.port, host: redis.host })
-    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'restart' }) })
+    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'restart' }), ...PURE })
     const run = async () => {
       const results = await Promise.allSettled(Array.from({ length: 60 }, () => limiter.limit('k')))
       return {
@@ -97,11 +107,16 @@ describe('script loading', () => {
 
   it('any error other than NOSCRIPT is an error, not a retry', async () => {
     const client = new Redis({ port: redis.port, host: redis.host })
-    await client.set('wrongtype:burst:{k}', 'x')
-    await client.del('wrongtype:burst:{k}')
     await client.lpush('wrongtype:log:{k}', 'not a sorted set')
-    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'wrongtype' }) })
-    await expect(limiter.limit('k')).rejects.toThrow(/WRONGTYPE/)
+    const store = redisStore({ client, prefix: 'wrongtype' })
+    const events: LimiterEvent[] = []
+    const limiter = createLimiter({ rules, store, onEvent: (e) => events.push(e) })
+    await expect(store.bind(limiter.rules).evaluate('k', 1, Date.now())).rejects.toThrow(/WRONGTYPE/)
+    // Through the limiter the error is a fail-closed decision and a reported fault, not a throw.
+    const d = await limiter.limit('k')
+    expect([d.allowed, d.reason]).toEqual([false, 'store-unavailable'])
+    const error = events.find((e) => e.type === 'store-error')
+    expect(error?.type === 'store-error' && String(error.error)).toMatch(/WRONGTYPE/)
     await client.quit()
   })
 })

@@ -1,0 +1,126 @@
+import type { DenyReason } from './core/types.js'
+import type { RuleConfig } from './options.js'
+import type { RuleVerdict } from './stores/types.js'
+
+/** Why a request was denied: by a rule, or because the store was unavailable under fail-closed. */
+export type DecisionReason = DenyReason | 'store-unavailable'
+
+/** One rule's part of a decision. */
+export interface RuleDecision {
+  readonly name: string
+  /** Whether this rule admits the request (it is charged only if every enforced rule admits it). */
+  readonly allowed: boolean
+  /** True when the rule only observes this request (shadow mode, or outside its `enforce` share). */
+  readonly shadow: boolean
+  readonly limit: number
+  /** Further cost-1 requests this rule would admit right now. */
+  readonly remaining: number
+  /** Until this rule's state is back to fresh, assuming no further requests. */
+  readonly resetAfterMs: number
+  /** The smallest wait after which the same request would pass this rule (0 when allowed). */
+  readonly retryAfterMs: number
+  /** How long to hold an admitted request (shaping leaky bucket only, else undefined). */
+  readonly delayMs: number | undefined
+  /** Why the rule denied (undefined when it admits). */
+  readonly reason: DecisionReason | undefined
+}
+
+/** The answer for one request. A denial is a decision, never an error. */
+export interface Decision extends Omit<RuleDecision, 'name' | 'shadow'> {
+  /** Every rule's part, in rule order. */
+  readonly rules: readonly RuleDecision[]
+}
+
+/** The quota a rule reports as `limit`. */
+export function limitOf(rule: RuleConfig): number {
+  const p = rule.policy
+  switch (p.algorithm) {
+    case 'token-bucket':
+      return p.capacity
+    case 'leaky-bucket':
+      return p.mode === 'shape' ? p.capacity + 1 : p.capacity
+    case 'gcra':
+      return p.burst
+    default:
+      return p.limit
+  }
+}
+
+/**
+ * The index of the rule that binds a decision, among enforced rules when there are any: when
+ * admitted, the one closest to exhaustion; when denied, the one that keeps the request out longest
+ * (it passes once every rule admits it, and each rule's admission only grows with time).
+ */
+export function bindingRule(parts: readonly RuleDecision[], allowed: boolean): number {
+  let bind = -1
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i] as RuleDecision
+    if (p.shadow) continue
+    const b = parts[bind] as RuleDecision | undefined
+    if (
+      b === undefined ||
+      (allowed ? p.remaining < b.remaining : !p.allowed && (b.allowed || p.retryAfterMs > b.retryAfterMs))
+    ) {
+      bind = i
+    }
+  }
+  return bind < 0 ? 0 : bind
+}
+
+/** Builds decisions from store verdicts for a fixed list of rules. */
+export function decisionBuilder(rules: readonly RuleConfig[]) {
+  const names = rules.map((r) => r.name)
+  const limits = rules.map(limitOf)
+  const shaping = rules.map((r) => r.policy.algorithm === 'leaky-bucket' && r.policy.mode === 'shape')
+  const anyShaping = shaping.includes(true)
+
+  function part(i: number, v: RuleVerdict, shadow: boolean): RuleDecision {
+    return {
+      name: names[i] as string,
+      allowed: v.allowed,
+      shadow,
+      limit: limits[i] as number,
+      remaining: v.remaining,
+      resetAfterMs: v.resetAfterMs,
+      retryAfterMs: v.retryAfterMs,
+      delayMs: shaping[i] === true && v.allowed ? v.delayMs : undefined,
+      reason: v.reason,
+    }
+  }
+
+  /** `shadow`: bit i set = rule i only observes this request. */
+  return function build(verdicts: readonly RuleVerdict[], shadow: number): Decision {
+    if (verdicts.length === 1 && shadow === 0) {
+      const v = verdicts[0] as RuleVerdict
+      return {
+        allowed: v.allowed,
+        limit: limits[0] as number,
+        remaining: v.remaining,
+        resetAfterMs: v.resetAfterMs,
+        retryAfterMs: v.retryAfterMs,
+        delayMs: shaping[0] === true && v.allowed ? v.delayMs : undefined,
+        reason: v.reason,
+        rules: [part(0, v, false)],
+      }
+    }
+    let allowed = true
+    const parts = verdicts.map((v, i) => {
+      const inShadow = (shadow & (1 << i)) !== 0
+      if (!v.allowed && !inShadow) allowed = false
+      return part(i, v, inShadow)
+    })
+    const bind = parts[bindingRule(parts, allowed)] as RuleDecision
+    let delay = 0
+    for (const p of parts) if (!p.shadow && p.delayMs !== undefined && p.delayMs > delay) delay = p.delayMs
+    return {
+      allowed,
+      limit: bind.limit,
+      remaining: allowed && !bind.allowed ? 0 : bind.remaining,
+      resetAfterMs: bind.resetAfterMs,
+      retryAfterMs: allowed ? 0 : bind.retryAfterMs,
+      delayMs: allowed && anyShaping ? delay : undefined,
+      reason: allowed ? undefined : bind.reason,
+      rules: parts,
+    }
+  }
+}

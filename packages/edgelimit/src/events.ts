@@ -1,0 +1,105 @@
+import type { Decision } from './limiter.js'
+import type { BreakerState } from './resilience/breaker.js'
+
+/** How a decision was reached. */
+export type DecisionSource = 'store' | 'cache' | 'local' | 'approximate' | 'fallback'
+
+/** What a limiter reports through `onEvent` (and the optional OpenTelemetry meter). */
+export type LimiterEvent =
+  | {
+      readonly type: 'decision'
+      readonly key: string
+      readonly decision: Decision
+      readonly source: DecisionSource
+    }
+  | { readonly type: 'shadow-deny'; readonly key: string; readonly rule: string; readonly decision: Decision }
+  | {
+      readonly type: 'store-error'
+      readonly kind: 'timeout' | 'error' | 'breaker-open'
+      readonly error?: unknown
+      readonly latencyMs: number
+    }
+  | {
+      readonly type: 'fallback'
+      readonly mode: 'open' | 'closed' | 'local'
+      readonly rule: string
+      readonly key: string
+    }
+  | { readonly type: 'breaker'; readonly state: BreakerState }
+  | { readonly type: 'store-latency'; readonly ms: number }
+
+/** The slice of an OpenTelemetry `Meter` edgelimit uses (from `@opentelemetry/api`). */
+export interface MeterLike {
+  createCounter(
+    name: string,
+    options?: { description?: string; unit?: string },
+  ): {
+    add(value: number, attributes?: Record<string, string>): void
+  }
+  createHistogram(
+    name: string,
+    options?: { description?: string; unit?: string },
+  ): {
+    record(value: number, attributes?: Record<string, string>): void
+  }
+  createUpDownCounter(
+    name: string,
+    options?: { description?: string },
+  ): {
+    add(value: number, attributes?: Record<string, string>): void
+  }
+}
+
+/**
+ * Turns events into OpenTelemetry instruments: `edgelimit.decisions` (by rule and outcome:
+ * allowed, denied, shadow_denied), `edgelimit.store.errors` (by kind), `edgelimit.fallbacks` (by
+ * mode), `edgelimit.breaker.open` (1 while open), `edgelimit.store.latency` (ms histogram).
+ *
+ * @example
+ * import { metrics } from '@opentelemetry/api'
+ * createLimiter({ rules, store, meter: metrics.getMeter('edgelimit') })
+ */
+export function meterSink(meter: MeterLike): (event: LimiterEvent) => void {
+  const decisions = meter.createCounter('edgelimit.decisions', {
+    description: 'Rate-limit decisions by rule and outcome',
+  })
+  const errors = meter.createCounter('edgelimit.store.errors', {
+    description: 'Store calls that failed or timed out',
+  })
+  const fallbacks = meter.createCounter('edgelimit.fallbacks', {
+    description: 'Rules decided by their onStoreError mode',
+  })
+  const breaker = meter.createUpDownCounter('edgelimit.breaker.open', {
+    description: '1 while the store breaker is open',
+  })
+  const latency = meter.createHistogram('edgelimit.store.latency', {
+    description: 'Store round trip',
+    unit: 'ms',
+  })
+  let open = false
+  return (event) => {
+    switch (event.type) {
+      case 'decision':
+        for (const r of event.decision.rules) {
+          const outcome = r.allowed ? 'allowed' : r.shadow ? 'shadow_denied' : 'denied'
+          decisions.add(1, { rule: r.name, outcome, source: event.source })
+        }
+        break
+      case 'store-error':
+        errors.add(1, { kind: event.kind })
+        break
+      case 'fallback':
+        fallbacks.add(1, { mode: event.mode, rule: event.rule })
+        break
+      case 'breaker': {
+        const nowOpen = event.state === 'open'
+        if (nowOpen !== open) breaker.add(nowOpen ? 1 : -1)
+        open = nowOpen
+        break
+      }
+      case 'store-latency':
+        latency.record(event.ms)
+        break
+    }
+  }
+}

@@ -1,0 +1,174 @@
+import { type AlgorithmSpec, toPolicy } from './algorithms.js'
+import type { Clock } from './clock.js'
+import type { Duration } from './duration.js'
+import { ConfigError, describe } from './errors.js'
+import type { LimiterEvent, MeterLike } from './events.js'
+import type { BreakerOptions } from './resilience/breaker.js'
+import type { Store, StoreRule } from './stores/types.js'
+import { createIssues } from './validate.js'
+
+/** What a rule does when the store fails or times out. There is a default, and it is stated: `closed`. */
+export type StoreErrorMode = 'open' | 'closed' | 'local'
+
+/** Where a rule's counts live. */
+export type Consistency = 'strict' | 'local' | 'approximate'
+
+/** A named rule: one algorithm applied to every key of the limiter. */
+export interface Rule {
+  /** Unique within the limiter; printable ASCII (it appears in headers and store keys). */
+  name: string
+  algorithm: AlgorithmSpec
+  /**
+   * When the store fails or misses the deadline: `open` admits (and reports the fault), `closed`
+   * denies with reason `store-unavailable` (HTTP 503), `local` decides with an in-process limiter
+   * of the same policy until the store is back. @default 'closed'
+   */
+  onStoreError?: StoreErrorMode
+  /** `shadow`: decide, count and report "would block", never block. @default 'enforce' */
+  mode?: 'enforce' | 'shadow'
+  /** Share of keys (0–100, by a stable hash of the key) the rule is enforced for; the rest are in shadow. @default 100 */
+  enforce?: number
+  /**
+   * `strict`: every decision atomic in the store. `local`: in-process only, per node (coarse DDoS
+   * filtering in front of the store). `approximate`: count in-process, sync to the store in
+   * batches every `syncInterval` (bounded over-admission, far fewer store calls).
+   * Rules on the in-process memory store are always strict. @default 'strict'
+   */
+  consistency?: Consistency
+  /** How often `approximate` rules sync their counts. @default '250ms' */
+  syncInterval?: Duration
+}
+
+/** Options of `createLimiter`. */
+export interface LimiterOptions {
+  /** One or more rules; a request is admitted only if every enforced rule admits it. */
+  rules: readonly Rule[]
+  /** @default memoryStore() */
+  store?: Store
+  /** @default the system clock */
+  clock?: Clock
+  /** Decision deadline for a remote store: a call never waits longer. `false`: no deadline. @default '45ms' */
+  timeout?: Duration | false
+  /** Circuit breaker in front of a remote store. `false` to disable. @default {} */
+  breaker?: BreakerOptions | false
+  /** In-process cache of denials from a remote store (answered until their retry time). @default { maxKeys: 10_000 } */
+  denyCache?: { maxKeys?: number } | false
+  /** Called for every decision, shadow denial, store error, fallback and breaker change. */
+  onEvent?: (event: LimiterEvent) => void
+  /** An OpenTelemetry `Meter` for counters and the store latency histogram. */
+  meter?: MeterLike
+}
+
+/** A rule as validated: its policy plus its resilience settings. */
+export interface RuleConfig extends StoreRule {
+  readonly onStoreError: StoreErrorMode
+  readonly shadow: boolean
+  readonly enforce: number
+  readonly consistency: Consistency
+  readonly syncIntervalMs: number
+}
+
+/** Validated limiter-wide settings. */
+export interface LimiterConfig {
+  readonly rules: readonly RuleConfig[]
+  readonly timeoutMs: number | undefined
+  readonly breaker: BreakerOptions | undefined
+  readonly denyCacheKeys: number
+}
+
+const NAME = /^[\x21-\x7e]{1,64}$/
+
+/** Validates limiter options once, reporting every problem with its path and code. */
+export function validateOptions(options: LimiterOptions): LimiterConfig {
+  const issues = createIssues()
+  const rules: RuleConfig[] = []
+  if (!issues.object('options', options)) throw new ConfigError(issues.list)
+  const list = options.rules as unknown
+  if (!Array.isArray(list) || list.length === 0) {
+    issues.add('rules', 'ERR_EMPTY_RULES', `expected a non-empty array of rules, got ${describe(list)}`)
+  } else if (list.length > 30) {
+    issues.add('rules', 'ERR_TOO_MANY_RULES', `expected at most 30 rules, got ${list.length}`)
+  } else {
+    const seen = new Set<string>()
+    list.forEach((rule: unknown, i) => {
+      const path = `rules[${i}]`
+      if (!issues.object(path, rule)) return
+      const name = rule.name
+      if (typeof name !== 'string' || !NAME.test(name)) {
+        issues.add(
+          `${path}.name`,
+          'ERR_RULE_NAME',
+          `expected 1–64 printable ASCII characters without spaces, got ${describe(name)}`,
+        )
+      } else if (seen.has(name)) {
+        issues.add(`${path}.name`, 'ERR_DUPLICATE_RULE', `rule name "${name}" is used twice`)
+      } else seen.add(name)
+      const policy = toPolicy(rule.algorithm, `${path}.algorithm`, issues)
+      const onStoreError = issues.oneOf(`${path}.onStoreError`, rule.onStoreError ?? 'closed', [
+        'open',
+        'closed',
+        'local',
+      ] as const)
+      const mode = issues.oneOf(`${path}.mode`, rule.mode ?? 'enforce', ['enforce', 'shadow'] as const)
+      const enforce = rule.enforce ?? 100
+      if (typeof enforce !== 'number' || !(enforce >= 0 && enforce <= 100)) {
+        issues.add(
+          `${path}.enforce`,
+          'ERR_PERCENT',
+          `expected a percentage from 0 to 100, got ${describe(enforce)}`,
+        )
+      }
+      const consistency = issues.oneOf(`${path}.consistency`, rule.consistency ?? 'strict', [
+        'strict',
+        'local',
+        'approximate',
+      ] as const)
+      const syncIntervalMs = issues.duration(`${path}.syncInterval`, rule.syncInterval ?? 250)
+      if (
+        policy !== undefined &&
+        typeof name === 'string' &&
+        onStoreError !== undefined &&
+        mode !== undefined &&
+        consistency !== undefined &&
+        syncIntervalMs !== undefined
+      ) {
+        rules.push({
+          name,
+          policy,
+          onStoreError,
+          shadow: mode === 'shadow',
+          enforce: enforce as number,
+          consistency,
+          syncIntervalMs,
+        })
+      }
+    })
+  }
+  const { clock, store } = options
+  if (
+    clock !== undefined &&
+    (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function')
+  ) {
+    issues.add('clock', 'ERR_CLOCK', `expected an object with a now() method, got ${describe(clock)}`)
+  }
+  if (
+    store !== undefined &&
+    (typeof store !== 'object' || store === null || typeof store.bind !== 'function')
+  ) {
+    issues.add('store', 'ERR_STORE', `expected a store such as memoryStore(), got ${describe(store)}`)
+  }
+  const timeoutMs = options.timeout === false ? undefined : issues.duration('timeout', options.timeout ?? 45)
+  const breaker = options.breaker === false ? undefined : (options.breaker ?? {})
+  if (breaker !== undefined && !issues.object('breaker', breaker)) return fail()
+  const denyCache = options.denyCache === false ? { maxKeys: 0 } : (options.denyCache ?? {})
+  const denyCacheKeys = issues.integer('denyCache.maxKeys', denyCache.maxKeys ?? 10_000, 0, 10_000_000)
+  if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
+    issues.add('onEvent', 'ERR_FUNCTION', `expected a function, got ${describe(options.onEvent)}`)
+  }
+  if (issues.list.length > 0) return fail()
+  return { rules, timeoutMs, breaker, denyCacheKeys: denyCacheKeys as number }
+
+  function fail(): never {
+    throw new ConfigError(issues.list)
+  }
+}

@@ -1,0 +1,118 @@
+import type { BoundRules, RuleVerdict } from '../stores/types.js'
+
+/** Per key: what the store said at the last sync, less what this process admitted since. */
+interface Entry {
+  remaining: number[]
+  resetAt: number[]
+  pending: number
+  syncedAt: number
+  syncing: Promise<void> | undefined
+}
+
+/** Approximate consistency for a group of rules. */
+export interface Approximate {
+  /** Decides from local counts, or `undefined` when the key has no synced state yet. */
+  decide(key: string, cost: number, now: number, shadow: number): RuleVerdict[] | undefined
+  /** Records the strict verdicts of a first call, which also charged the store. */
+  seed(key: string, verdicts: readonly RuleVerdict[], now: number): void
+  /** Sends every pending count now (for shutdown and tests). */
+  flush(now: number): Promise<void>
+  /** Store calls made for syncs. */
+  readonly syncs: number
+}
+
+/**
+ * Counts in-process and syncs deltas to the store in batches: a key's first request goes to the
+ * store (and learns its remaining quota); after that, requests are decided against
+ * `remaining − admitted here since the last sync`, and every `intervalMs` the admitted cost is
+ * charged to the store in one forced call whose verdict refreshes `remaining`, counting every
+ * process's admissions. Over-admission is bounded by what the other processes admit within one
+ * sync interval. Syncs happen on the next request after the interval (no timers); `flush()` sends
+ * the rest.
+ */
+export function createApproximate(
+  bound: BoundRules,
+  rules: number,
+  intervalMs: number,
+  maxKeys: number,
+  onError: (error: unknown) => void,
+): Approximate {
+  const entries = new Map<string, Entry>()
+  let syncs = 0
+
+  function sync(key: string, entry: Entry, now: number): Promise<void> {
+    const cost = entry.pending
+    entry.pending = 0
+    syncs++
+    const run = bound
+      .evaluate(key, cost, now, { force: true })
+      .then((verdicts) => {
+        verdicts.forEach((v, i) => {
+          // A forced charge that the rule would have denied reports the state before it.
+          const after = v.allowed || cost === 0 ? v.remaining : Math.max(0, v.remaining - cost)
+          entry.remaining[i] = Math.max(0, after - entry.pending)
+          entry.resetAt[i] = now + v.resetAfterMs
+        })
+        entry.syncedAt = now
+      })
+      .catch((error: unknown) => {
+        // Nothing was counted: keep the batch for the next sync.
+        entry.pending += cost
+        entry.syncedAt = now
+        onError(error)
+      })
+      .finally(() => {
+        entry.syncing = undefined
+      })
+    entry.syncing = run
+    return run
+  }
+
+  return {
+    decide(key, cost, now, shadow) {
+      const entry = entries.get(key)
+      if (entry === undefined) return undefined
+      if (entry.syncing === undefined && now - entry.syncedAt >= intervalMs) void sync(key, entry, now)
+      const wait = Math.max(1, entry.syncedAt + intervalMs - now)
+      let allowed = true
+      for (let i = 0; i < rules; i++) {
+        if (cost > (entry.remaining[i] as number) && (shadow & (1 << i)) === 0) allowed = false
+      }
+      if (allowed && cost > 0) entry.pending += cost
+      return entry.remaining.map((left, i) => {
+        const admits = cost <= left
+        if (allowed && admits && cost > 0) entry.remaining[i] = left - cost
+        return {
+          allowed: admits,
+          remaining: allowed && admits ? left - cost : left,
+          resetAfterMs: Math.max(0, (entry.resetAt[i] as number) - now),
+          // The exact wait is known only to the store: the next sync is when it can change.
+          retryAfterMs: admits ? 0 : wait,
+          delayMs: 0,
+          reason: admits ? undefined : 'limit-exceeded',
+        }
+      })
+    },
+    seed(key, verdicts, now) {
+      if (entries.size >= maxKeys) entries.delete(entries.keys().next().value as string)
+      entries.set(key, {
+        remaining: verdicts.map((v) => v.remaining),
+        resetAt: verdicts.map((v) => now + v.resetAfterMs),
+        pending: 0,
+        syncedAt: now,
+        syncing: undefined,
+      })
+    },
+    async flush(now) {
+      const work: Promise<void>[] = []
+      for (const [key, entry] of entries) {
+        if (entry.syncing !== undefined) work.push(entry.syncing)
+        if (entry.pending > 0) work.push(sync(key, entry, now))
+      }
+      await Promise.all(work)
+    },
+    get syncs() {
+      return syncs
+    },
+  }
+}

@@ -1,0 +1,100 @@
+/** Options of the circuit breaker in front of a remote store. */
+export interface BreakerOptions {
+  /** Opens when at least this share of the recent calls failed. @default 0.5 */
+  failureRatio?: number
+  /** How many recent calls the ratio is taken over (a sliding sample). @default 20 */
+  sampleSize?: number
+  /** Calls needed in the sample before the breaker may open. @default 10 */
+  minimumCalls?: number
+  /** How long the breaker stays open before letting a probe through. @default 1000 */
+  openMs?: number
+}
+
+/** The breaker's state, as reported in events and metrics. */
+export type BreakerState = 'closed' | 'open' | 'half-open'
+
+/** A circuit breaker driven by an injected clock (no timers). */
+export interface Breaker {
+  /** Whether a call may go to the store now (in half-open, one probe at a time). */
+  allow(now: number): boolean
+  /** Records a call's outcome. */
+  record(ok: boolean, now: number): void
+  readonly state: BreakerState
+  /** When an open breaker will let the next probe through. */
+  readonly reopensAt: number
+}
+
+/**
+ * Creates a breaker: opens on a failure ratio over a sliding sample of calls, answers without the
+ * store while open, lets one probe through after `openMs` (half-open) and closes on its success.
+ *
+ * @example
+ * const b = createBreaker({ failureRatio: 0.5 }, (s) => console.log('breaker', s))
+ */
+export function createBreaker(
+  options: BreakerOptions = {},
+  onChange?: (state: BreakerState) => void,
+): Breaker {
+  const ratio = options.failureRatio ?? 0.5
+  const size = options.sampleSize ?? 20
+  const minimum = options.minimumCalls ?? 10
+  const openMs = options.openMs ?? 1000
+  const sample = new Uint8Array(size)
+  let calls = 0
+  let failures = 0
+  let cursor = 0
+  let state: BreakerState = 'closed'
+  let reopensAt = 0
+  let probing = false
+
+  const move = (next: BreakerState) => {
+    if (next === state) return
+    state = next
+    onChange?.(next)
+  }
+  const resetSample = () => {
+    sample.fill(0)
+    calls = 0
+    failures = 0
+    cursor = 0
+  }
+
+  return {
+    allow(now) {
+      if (state === 'closed') return true
+      if (state === 'open' && now < reopensAt) return false
+      if (state === 'open') move('half-open')
+      if (probing) return false
+      probing = true
+      return true
+    },
+    record(ok, now) {
+      if (state !== 'closed') {
+        probing = false
+        if (ok) {
+          resetSample()
+          move('closed')
+        } else {
+          reopensAt = now + openMs
+          move('open')
+        }
+        return
+      }
+      if (calls === size) failures -= sample[cursor] as number
+      else calls++
+      sample[cursor] = ok ? 0 : 1
+      failures += ok ? 0 : 1
+      cursor = (cursor + 1) % size
+      if (calls >= minimum && failures / calls >= ratio) {
+        reopensAt = now + openMs
+        move('open')
+      }
+    },
+    get state() {
+      return state
+    },
+    get reopensAt() {
+      return reopensAt
+    },
+  }
+}
