@@ -1,7 +1,16 @@
 import { defineConfig } from 'tsup'
 
 export default defineConfig({
-  entry: { index: 'src/index.ts', redis: 'src/redis.ts', 'testing/index': 'src/testing/index.ts' },
+  entry: {
+    index: 'src/index.ts',
+    redis: 'src/redis.ts',
+    'testing/index': 'src/testing/index.ts',
+    fetch: 'src/adapters/fetch.ts',
+    node: 'src/adapters/node.ts',
+    express: 'src/adapters/express.ts',
+    fastify: 'src/adapters/fastify.ts',
+    hono: 'src/adapters/hono.ts',
+  },
   loader: { '.lua': 'text' },
   format: ['esm', 'cjs'],
   dts: true,

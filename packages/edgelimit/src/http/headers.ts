@@ -84,7 +84,7 @@ export interface HeaderOptions {
  * rounded up) when it is denied with a finite wait.
  *
  * @example
- * rateLimitHeaders(decision, limiter.rules.map(quotaPolicy), { nowMs: Date.now() })
+ * rateLimitHeaders(decision, limiter.rules.map(quotaPolicy), { nowMs: systemClock.now() })
  * // [['RateLimit-Policy', '"burst";q=20;w=2'], ['RateLimit', '"burst";r=19;t=1']]
  */
 export function rateLimitHeaders(

@@ -1,0 +1,90 @@
+import { createRateLimit, type HttpAnswer, type RateLimitOptions } from '../http/rate-limit.js'
+import { sleep } from './shared.js'
+
+/** A Web-standard handler: Cloudflare Workers, Deno, Bun, Vercel Edge, Hono's `app.fetch`… */
+export type FetchHandler<Rest extends unknown[]> = (
+  request: Request,
+  ...rest: Rest
+) => Response | Promise<Response>
+
+/** The direct peer's address, from whatever the runtime passes next to the request. */
+export type FetchPeer<Rest extends unknown[]> = (request: Request, ...rest: Rest) => string | null | undefined
+
+/** Options of `withRateLimit`. */
+export interface FetchRateLimitOptions<Rest extends unknown[] = unknown[]> extends RateLimitOptions {
+  /**
+   * The socket address of the client: `denoPeer`, `bunPeer`, or your own. Edge platforms that
+   * expose no socket set a header instead; use `identity` with `trustPlatform` there.
+   * @default none: the client address comes from `identity` alone
+   * @example withRateLimit(handler, { limiter, peer: denoPeer })
+   */
+  peer?: FetchPeer<Rest>
+}
+
+/** Deno's `Deno.serve((request, info) => …)`: the peer is `info.remoteAddr.hostname`. */
+export function denoPeer(
+  _request: Request,
+  info?: { remoteAddr?: { hostname?: string } },
+): string | undefined {
+  return info?.remoteAddr?.hostname
+}
+
+/** Bun's `Bun.serve({ fetch(request, server) {…} })`: the peer is `server.requestIP(request)`. */
+export function bunPeer(
+  request: Request,
+  server?: { requestIP(request: Request): { address: string } | null },
+): string | undefined {
+  return server?.requestIP(request)?.address
+}
+
+/** A Response for an answer from the HTTP layer. */
+function toResponse(answer: HttpAnswer): Response {
+  const headers = new Headers()
+  for (const [name, value] of answer.headers) headers.set(name, value)
+  return new Response(answer.body, { status: answer.status, headers })
+}
+
+/** `response` with `headers` set; a copy when its headers are immutable (e.g. from `fetch()`). */
+function withHeaders(response: Response, headers: readonly (readonly [string, string])[]): Response {
+  if (headers.length === 0) return response
+  let target = response
+  try {
+    for (const [name, value] of headers) target.headers.set(name, value)
+  } catch {
+    target = new Response(response.body, response)
+    for (const [name, value] of headers) target.headers.set(name, value)
+  }
+  return target
+}
+
+/**
+ * Wraps a Web-standard `fetch` handler: the request is checked first; a denied one gets the 429
+ * (or 503) answer, an admitted one reaches `handler` (after `delayMs` when shaping) and its
+ * response gets the rate-limit headers. Any extra handler arguments (`env`, `info`, `server`) are
+ * passed through, and to `peer`.
+ *
+ * @example
+ * // Deno
+ * Deno.serve(withRateLimit((req) => new Response('hi'), { limiter, peer: denoPeer }))
+ * // Cloudflare Workers
+ * export default { fetch: withRateLimit(handler, { limiter, identity: { header: 'cf-connecting-ip', trustPlatform: true } }) }
+ */
+export function withRateLimit<Rest extends unknown[]>(
+  handler: FetchHandler<Rest>,
+  options: FetchRateLimitOptions<Rest>,
+): (request: Request, ...rest: Rest) => Promise<Response> {
+  const limit = createRateLimit(options)
+  const peer = options.peer
+  return async (request, ...rest) => {
+    const url = new URL(request.url)
+    const verdict = await limit.check({
+      method: request.method,
+      path: url.pathname,
+      header: (name) => request.headers.get(name),
+      peer: peer?.(request, ...rest) ?? undefined,
+    })
+    if (verdict.action === 'respond' && verdict.response !== undefined) return toResponse(verdict.response)
+    await sleep(verdict.delayMs)
+    return withHeaders(await handler(request, ...rest), verdict.headers)
+  }
+}

@@ -1,0 +1,26 @@
+import { createRateLimit, type RateLimitOptions } from '../http/rate-limit.js'
+import { applyNodeVerdict, fromNodeRequest, type NodeRequestLike, type NodeResponseLike } from './node-io.js'
+
+export type { NodeRequestLike, NodeResponseLike } from './node-io.js'
+
+/** Options of `nodeRateLimit`: those of every adapter (see `RateLimitOptions`). */
+export type NodeRateLimitOptions = RateLimitOptions
+
+/**
+ * Rate limiting for `node:http` (and anything built on it). The returned function sets the
+ * rate-limit headers and resolves `true` when the request may go on, or writes the 429/503
+ * answer and resolves `false`. The peer is `req.socket.remoteAddress`.
+ *
+ * @example
+ * const limit = nodeRateLimit({ limiter })
+ * createServer(async (req, res) => {
+ *   if (!(await limit(req, res))) return
+ *   res.end('hello')
+ * }).listen(3000)
+ */
+export function nodeRateLimit(
+  options: NodeRateLimitOptions,
+): (req: NodeRequestLike, res: NodeResponseLike) => Promise<boolean> {
+  const limit = createRateLimit(options)
+  return async (req, res) => applyNodeVerdict(res, await limit.check(fromNodeRequest(req)))
+}

@@ -1,0 +1,345 @@
+import { ConfigError, type ConfigIssue, describe } from '../errors.js'
+import { createIssues } from '../validate.js'
+import {
+  type Cidr,
+  formatIp,
+  inCidr,
+  type ParsedIp,
+  parseCidr,
+  parseIp,
+  type SubnetOptions,
+  subnetKey,
+} from './ip.js'
+
+/** Headers that carry the client address; any other name is read as a single address. */
+export type ClientIpHeader =
+  | 'x-forwarded-for'
+  | 'forwarded'
+  | 'cf-connecting-ip'
+  | 'fastly-client-ip'
+  | 'x-real-ip'
+  | 'true-client-ip'
+  | (string & {})
+
+/** What an adapter knows about a request's origin. */
+export interface ClientIpInput {
+  /** The direct socket address; absent on edge runtimes that do not expose one. */
+  peer?: string | undefined
+  /** Reads a request header (lowercase name); multiple lines joined with `, ` as `Headers` does. */
+  header(name: string): string | null | undefined
+}
+
+/** Whom to believe about the client address. Create it once: it is validated once per object. */
+export interface ClientIpOptions {
+  /**
+   * CIDRs of your own reverse proxies (`[...PRIVATE, '203.0.113.0/24']`; CDN ranges are yours to
+   * supply): headers count only when the direct peer is inside one, and chains are read right to
+   * left skipping these; single-value headers are then taken as-is. Or a hop count N: the client
+   * is the Nth address from the right of the X-Forwarded-For/Forwarded chain, the direct peer
+   * being the first proxy. Without it, the peer is the client and headers are ignored, so a
+   * forged header is keyed by the sender's real address.
+   */
+  trustedProxies?: readonly string[] | number
+  /**
+   * The header holding the client address. `x-forwarded-for` and `forwarded` are chains; others
+   * (`cf-connecting-ip`, …) are a single address taken as-is from a trusted peer.
+   * @default 'x-forwarded-for'
+   */
+  header?: ClientIpHeader
+  /**
+   * Trust the header without checking the peer, because the platform sets it and clients cannot
+   * reach you any other way. Cloudflare Workers: `{ header: 'cf-connecting-ip', trustPlatform:
+   * true }`; Vercel Edge, which sets X-Forwarded-For to the client: `{ header: 'x-forwarded-for',
+   * trustPlatform: true }`.
+   * @default false
+   */
+  trustPlatform?: boolean
+}
+
+/** The resolved client address, or why there is none (the caller then uses a fallback key). */
+export interface ClientIpResult {
+  /** Canonical text (see `formatIp`), IPv4-mapped IPv6 shown as IPv4. */
+  ip: string | undefined
+  source: 'peer' | 'header'
+  reason?: 'missing' | 'malformed'
+}
+
+/** Options of `clientKey`: whom to trust, how much of the address counts, how to hash it. */
+export interface ClientKeyOptions extends ClientIpOptions, SubnetOptions {
+  /** HMAC secret for `hashKey`; strongly recommended (see there). */
+  secret?: string
+  /**
+   * The key used when no address can be resolved: every such request shares it.
+   * @default 'unknown-client'
+   */
+  fallback?: string
+}
+
+/** A client's rate-limit key; `fallback` is true (with a `reason`) when no address was found. */
+export interface ClientKey {
+  key: string
+  ip?: string
+  fallback: boolean
+  reason?: 'missing' | 'malformed'
+}
+
+interface Compiled {
+  readonly trusted: readonly Cidr[]
+  readonly hops: number
+  readonly header: string
+  readonly chain: 'xff' | 'forwarded' | undefined
+  readonly platform: boolean
+}
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i
+const compiledOptions = new WeakMap<object, Compiled>()
+const NO_OPTIONS: ClientKeyOptions = Object.freeze({})
+
+/**
+ * Lists every problem in client identity options, with its path; empty when they are valid.
+ *
+ * @example validateClientKeyOptions({ trustedProxies: ['10.0.0.0/33'] }, 'identity')
+ * // [{ path: 'identity.trustedProxies[0]', code: 'ERR_CIDR', message: 'expected a CIDR …' }]
+ */
+export function validateClientKeyOptions(options: unknown, path?: string): ConfigIssue[] {
+  const issues = createIssues()
+  const at = (name: string) => (path === undefined ? name : `${path}.${name}`)
+  if (!issues.object(path ?? 'options', options)) return issues.list
+  const { trustedProxies, header, trustPlatform, ipv6Prefix, ipv4Prefix, secret, fallback } =
+    options as Record<string, unknown>
+  if (Array.isArray(trustedProxies)) {
+    trustedProxies.forEach((cidr, i) => {
+      if (parseCidr(cidr) === undefined) {
+        issues.add(
+          at(`trustedProxies[${i}]`),
+          'ERR_CIDR',
+          `expected a CIDR like "10.0.0.0/8" or "2001:db8::/32", or an address, got ${describe(cidr)}`,
+        )
+      }
+    })
+  } else if (trustedProxies !== undefined) issues.integer(at('trustedProxies'), trustedProxies, 0, 64)
+  if (header !== undefined && (typeof header !== 'string' || !TOKEN.test(header))) {
+    issues.add(
+      at('header'),
+      'ERR_HEADER',
+      `expected a header name like "x-forwarded-for", got ${describe(header)}`,
+    )
+  }
+  if (trustPlatform !== undefined && typeof trustPlatform !== 'boolean') {
+    issues.add(at('trustPlatform'), 'ERR_BOOLEAN', `expected a boolean, got ${describe(trustPlatform)}`)
+  }
+  if (ipv6Prefix !== undefined) issues.integer(at('ipv6Prefix'), ipv6Prefix, 0, 128)
+  if (ipv4Prefix !== undefined) issues.integer(at('ipv4Prefix'), ipv4Prefix, 0, 32)
+  for (const [name, value] of Object.entries({ secret, fallback })) {
+    if (value !== undefined && (typeof value !== 'string' || value === '')) {
+      issues.add(at(name), 'ERR_STRING', `expected a non-empty string, got ${describe(value)}`)
+    }
+  }
+  return issues.list
+}
+
+function compile(options: ClientKeyOptions): Compiled {
+  const cached = compiledOptions.get(options)
+  if (cached !== undefined) return cached
+  const issues = validateClientKeyOptions(options)
+  if (issues.length > 0) throw new ConfigError(issues)
+  const { trustedProxies = [] } = options
+  const header = (options.header ?? 'x-forwarded-for').toLowerCase()
+  const compiled: Compiled = {
+    trusted: typeof trustedProxies === 'number' ? [] : trustedProxies.map((c) => parseCidr(c) as Cidr),
+    hops: typeof trustedProxies === 'number' ? trustedProxies : 0,
+    header,
+    chain: header === 'x-forwarded-for' ? 'xff' : header === 'forwarded' ? 'forwarded' : undefined,
+    platform: options.trustPlatform === true,
+  }
+  compiledOptions.set(options, compiled)
+  return compiled
+}
+
+// Splits on `separator` outside quoted strings (which may contain escaped quotes).
+function splitOutsideQuotes(text: string, separator: string): string[] {
+  const parts: string[] = []
+  let quoted = false
+  let start = 0
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i]
+    if (quoted && ch === '\\') i++
+    else if (ch === '"') quoted = !quoted
+    else if (!quoted && ch === separator) {
+      parts.push(text.slice(start, i))
+      start = i + 1
+    }
+  }
+  parts.push(text.slice(start))
+  return parts
+}
+
+const QUOTED = /^"((?:[^"\\]|\\.)*)"$/
+
+// The `for=` value of each RFC 7239 element, undefined where it is absent, repeated or unparsable.
+function forwardedFor(value: string): (string | undefined)[] {
+  const out: (string | undefined)[] = []
+  for (const element of splitOutsideQuotes(value, ',')) {
+    if (element.trim() === '') continue
+    let found: string | undefined
+    let valid = true
+    for (const pair of splitOutsideQuotes(element, ';')) {
+      const eq = pair.indexOf('=')
+      if (eq === -1 || pair.slice(0, eq).trim().toLowerCase() !== 'for') continue
+      const raw = pair.slice(eq + 1).trim()
+      const quoted = QUOTED.exec(raw)
+      const text = quoted === null ? raw : (quoted[1] as string).replace(/\\(.)/g, '$1')
+      if (found !== undefined || (quoted === null && raw.includes('"'))) valid = false
+      found = text
+    }
+    out.push(valid ? found : undefined)
+  }
+  return out
+}
+
+function chainEntries(raw: string, chain: 'xff' | 'forwarded'): (string | undefined)[] {
+  if (chain === 'forwarded') return forwardedFor(raw)
+  return raw
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '')
+}
+
+const found = (ip: ParsedIp, source: 'peer' | 'header'): ClientIpResult => ({ ip: formatIp(ip), source })
+const none = (source: 'peer' | 'header', reason: 'missing' | 'malformed'): ClientIpResult => ({
+  ip: undefined,
+  source,
+  reason,
+})
+
+function fromHeader(input: ClientIpInput, c: Compiled): ClientIpResult {
+  const raw = input.header(c.header)
+  if (typeof raw !== 'string' || raw.trim() === '') return none('header', 'missing')
+  if (c.chain === undefined) {
+    const ip = parseIp(raw)
+    return ip === undefined ? none('header', 'malformed') : found(ip, 'header')
+  }
+  const entries = chainEntries(raw, c.chain)
+  if (entries.length === 0) return none('header', 'malformed')
+  if (c.hops > 0) {
+    // Fewer entries than hops: the left-most one was still written by a trusted proxy.
+    const ip = parseIp(entries[Math.max(0, entries.length - c.hops)] ?? '')
+    return ip === undefined ? none('header', 'malformed') : found(ip, 'header')
+  }
+  let client: ParsedIp | undefined
+  for (let i = entries.length - 1; i >= 0; i--) {
+    // `unknown`, obfuscated identifiers and garbage stop the walk: nothing left of them is vouched for.
+    client = parseIp(entries[i] ?? '')
+    if (client === undefined) return none('header', 'malformed')
+    if (!c.trusted.some((cidr) => inCidr(client as ParsedIp, cidr))) break
+  }
+  // Every entry trusted: the request started inside your network, at the left-most hop.
+  return found(client as ParsedIp, 'header')
+}
+
+/**
+ * Finds the client address of a request. Headers are believed only from a trusted peer (or with
+ * a hop count, or `trustPlatform`); chains use the right-most-untrusted rule, so a client cannot
+ * choose its own key by forging X-Forwarded-For, Forwarded or CF-Connecting-IP. A missing or
+ * malformed address gives `ip: undefined` and a `reason`; never throws for any request.
+ *
+ * @throws {ConfigError} when `options` are invalid (checked once per options object).
+ * @example
+ * const options = { trustedProxies: ['10.0.0.0/8'] }
+ * resolveClientIp({ peer: '10.0.0.2', header: (n) => req.headers.get(n) }, options)
+ * // { ip: '203.0.113.7', source: 'header' } for X-Forwarded-For: 203.0.113.7, 10.0.0.9
+ */
+export function resolveClientIp(input: ClientIpInput, options: ClientIpOptions = NO_OPTIONS): ClientIpResult {
+  const c = compile(options)
+  if (c.hops > 0 || c.platform) return fromHeader(input, c)
+  const peerText = typeof input.peer === 'string' ? input.peer.trim() : ''
+  if (peerText === '') return none('peer', 'missing')
+  const peer = parseIp(peerText)
+  if (peer === undefined) return none('peer', 'malformed')
+  if (c.trusted.some((cidr) => inCidr(peer, cidr))) return fromHeader(input, c)
+  return found(peer, 'peer')
+}
+
+const encoder = new TextEncoder()
+const hmacKeys = new Map<string, Promise<CryptoKey>>()
+// Secrets are few; the bound only stops a caller passing a fresh secret per request from leaking.
+const MAX_CACHED_KEYS = 16
+
+function hmacKey(secret: string): Promise<CryptoKey> {
+  let key = hmacKeys.get(secret)
+  if (key === undefined) {
+    if (hmacKeys.size >= MAX_CACHED_KEYS) hmacKeys.delete(hmacKeys.keys().next().value as string)
+    key = crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
+      'sign',
+    ])
+    key.catch(() => hmacKeys.delete(secret))
+    hmacKeys.set(secret, key)
+  }
+  return key
+}
+
+async function digest(value: string, secret: string | undefined): Promise<Uint8Array> {
+  const data = encoder.encode(value)
+  if (secret === undefined) return new Uint8Array(await crypto.subtle.digest('SHA-256', data))
+  if (typeof secret !== 'string' || secret === '') {
+    throw new ConfigError([
+      { path: 'secret', code: 'ERR_STRING', message: `expected a non-empty string, got ${describe(secret)}` },
+    ])
+  }
+  return new Uint8Array(await crypto.subtle.sign('HMAC', await hmacKey(secret), data))
+}
+
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+
+function base64url(bytes: Uint8Array): string {
+  let out = ''
+  for (let i = 0; i < bytes.length; i += 3) {
+    const n = ((bytes[i] ?? 0) << 16) | ((bytes[i + 1] ?? 0) << 8) | (bytes[i + 2] ?? 0)
+    const chars = Math.min(4, Math.ceil(((bytes.length - i) * 8) / 6))
+    for (let j = 0; j < chars; j++) out += BASE64URL[(n >> (18 - 6 * j)) & 63]
+  }
+  return out
+}
+
+/**
+ * Hashes a client id for use in store keys: HMAC-SHA-256 with `secret`, or plain SHA-256
+ * without, as unpadded base64url (43 characters). Use a secret: the IPv4 space is small enough
+ * that anyone who sees a store key can recover a plain-hashed address by trying all of them.
+ *
+ * @throws {ConfigError} (as a rejection) when `secret` is an empty string.
+ * @example await hashKey('203.0.113.5', env.KEY_SECRET) // 'q1Yx…' (43 chars)
+ */
+export async function hashKey(value: string, secret?: string): Promise<string> {
+  return base64url(await digest(value, secret))
+}
+
+/**
+ * The first 16 bytes of the same digest as `hashKey`, for the `pk` parameter of the
+ * RateLimit-Policy header (a byte sequence that identifies the partition, never the raw key).
+ *
+ * @example await partitionKeyBytes('203.0.113.5', env.KEY_SECRET) // Uint8Array(16)
+ */
+export async function partitionKeyBytes(value: string, secret?: string): Promise<Uint8Array> {
+  return (await digest(value, secret)).slice(0, 16)
+}
+
+/**
+ * Resolves the client address, reduces it to its subnet (IPv6 /64 by default) and hashes it.
+ * Requests without a usable address share `fallback`, flagged so the caller can count them.
+ *
+ * @throws {ConfigError} when `options` are invalid.
+ * @example
+ * const options = { trustedProxies: PRIVATE, secret: env.KEY_SECRET }
+ * const { key, fallback } = await clientKey({ peer, header: (n) => request.headers.get(n) }, options)
+ */
+export async function clientKey(
+  input: ClientIpInput,
+  options: ClientKeyOptions = NO_OPTIONS,
+): Promise<ClientKey> {
+  const resolved = resolveClientIp(input, options)
+  if (resolved.ip === undefined) {
+    return { key: options.fallback ?? 'unknown-client', fallback: true, reason: resolved.reason ?? 'missing' }
+  }
+  const subnet = subnetKey(resolved.ip, options) as string
+  return { key: await hashKey(subnet, options.secret), ip: resolved.ip, fallback: false }
+}

@@ -1,0 +1,307 @@
+import { ConfigError, describe } from '../errors.js'
+
+/** A parsed IP address: 4 bytes for IPv4, 16 for IPv6. IPv4-mapped IPv6 is always IPv4. */
+export interface ParsedIp {
+  readonly version: 4 | 6
+  readonly bytes: Uint8Array
+}
+
+/** A network: address bytes with every bit after `prefix` cleared. */
+export interface Cidr extends ParsedIp {
+  readonly prefix: number
+}
+
+/** How much of an address identifies one client. */
+export interface SubnetOptions {
+  /**
+   * Leading bits of an IPv6 address kept: one /64 is usually one subscriber, who can rotate
+   * through its 2^64 addresses at will.
+   * @default 64
+   */
+  ipv6Prefix?: number
+  /**
+   * Leading bits of an IPv4 address kept.
+   * @default 32
+   */
+  ipv4Prefix?: number
+}
+
+/**
+ * Loopback networks, ready for `trustedProxies`.
+ *
+ * @example resolveClientIp(input, { trustedProxies: [...LOOPBACK, ...PRIVATE] })
+ */
+export const LOOPBACK: readonly string[] = Object.freeze(['127.0.0.0/8', '::1/128'])
+
+/**
+ * Private (RFC 1918, RFC 4193 unique-local) and link-local networks, ready for `trustedProxies`.
+ * CDN ranges (Cloudflare, Fastly, …) change over time and are yours to supply: edgelimit never
+ * fetches them.
+ *
+ * @example resolveClientIp(input, { trustedProxies: [...PRIVATE, ...myCloudflareRanges] })
+ */
+export const PRIVATE: readonly string[] = Object.freeze([
+  '10.0.0.0/8',
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  '169.254.0.0/16',
+  'fc00::/7',
+  'fe80::/10',
+])
+
+// Longest accepted input: a bracketed IPv6 with embedded IPv4, a zone id and a port fits easily.
+const MAX_TEXT = 128
+// Decimal octets and prefix lengths; leading zeros are rejected: some stacks read `010` as octal 8.
+const DECIMAL = /^(?:0|[1-9]\d{0,2})$/
+const HEX_GROUP = /^[0-9a-f]{1,4}$/i
+const V6_CHARS = /^[0-9a-f:.]+$/i
+const ZONE = /^[\w.~-]+$/
+const BRACKETED = /^\[([^\]]+)\](?::(\d{1,5}))?$/
+
+function parseV4(text: string): Uint8Array | undefined {
+  const parts = text.split('.')
+  if (parts.length !== 4) return undefined
+  const bytes = new Uint8Array(4)
+  for (let i = 0; i < 4; i++) {
+    const part = parts[i] as string
+    if (!DECIMAL.test(part) || Number(part) > 255) return undefined
+    bytes[i] = Number(part)
+  }
+  return bytes
+}
+
+function parseGroups(groups: string[], words: number[]): boolean {
+  for (const group of groups) {
+    if (!HEX_GROUP.test(group)) return false
+    words.push(Number.parseInt(group, 16))
+  }
+  return true
+}
+
+function parseV6(text: string): Uint8Array | undefined {
+  if (text.length > 45 || !V6_CHARS.test(text)) return undefined
+  const gap = text.indexOf('::')
+  if (gap !== text.lastIndexOf('::')) return undefined
+  const left = gap === -1 ? text : text.slice(0, gap)
+  const right = gap === -1 ? '' : text.slice(gap + 2)
+  const head = left === '' ? [] : left.split(':')
+  const tail = right === '' ? [] : right.split(':')
+  // An embedded IPv4 address may only be the last part of the text.
+  const last = gap === -1 ? head : tail
+  let v4: Uint8Array | undefined
+  if (last.length > 0 && (last[last.length - 1] as string).includes('.')) {
+    v4 = parseV4(last.pop() as string)
+    if (v4 === undefined) return undefined
+  }
+  const before: number[] = []
+  const after: number[] = []
+  if (!parseGroups(head, before) || !parseGroups(tail, after)) return undefined
+  const count = before.length + after.length + (v4 === undefined ? 0 : 2)
+  if (gap === -1 ? count !== 8 : count > 7) return undefined
+  const bytes = new Uint8Array(16)
+  before.forEach((word, i) => {
+    bytes[2 * i] = word >> 8
+    bytes[2 * i + 1] = word & 0xff
+  })
+  const end = v4 === undefined ? 16 : 12
+  after.forEach((word, i) => {
+    const at = end - 2 * (after.length - i)
+    bytes[at] = word >> 8
+    bytes[at + 1] = word & 0xff
+  })
+  if (v4 !== undefined) bytes.set(v4, 12)
+  return bytes
+}
+
+function isMapped(bytes: Uint8Array): boolean {
+  for (let i = 0; i < 10; i++) if (bytes[i] !== 0) return false
+  return bytes[10] === 0xff && bytes[11] === 0xff
+}
+
+// A bare address (no brackets, port or zone); IPv4-mapped IPv6 stays IPv6 here.
+function parseBare(text: string): ParsedIp | undefined {
+  if (text.includes(':')) {
+    const bytes = parseV6(text)
+    return bytes && { version: 6, bytes }
+  }
+  const bytes = parseV4(text)
+  return bytes && { version: 4, bytes }
+}
+
+function unmap(ip: ParsedIp): ParsedIp {
+  return ip.version === 6 && isMapped(ip.bytes) ? { version: 4, bytes: ip.bytes.slice(12) } : ip
+}
+
+function parseV6WithZone(text: string): ParsedIp | undefined {
+  const percent = text.indexOf('%')
+  if (percent !== -1 && !ZONE.test(text.slice(percent + 1))) return undefined
+  const bytes = parseV6(percent === -1 ? text : text.slice(0, percent))
+  return bytes && unmap({ version: 6, bytes })
+}
+
+/**
+ * Parses an IP address in any textual form a socket, proxy or header produces: `1.2.3.4`,
+ * `1.2.3.4:8080`, `2001:db8::1`, `::`, `::ffff:1.2.3.4`, `fe80::1%eth0`, `[2001:db8::1]:443`.
+ * Zone ids and ports are dropped and IPv4-mapped IPv6 becomes IPv4. Returns `undefined` for
+ * anything malformed (including octets with leading zeros); never throws.
+ *
+ * @example parseIp('[::ffff:192.0.2.1]:443') // { version: 4, bytes: Uint8Array [192, 0, 2, 1] }
+ */
+export function parseIp(text: string): ParsedIp | undefined {
+  if (typeof text !== 'string' || text.length > MAX_TEXT) return undefined
+  const s = text.trim()
+  const bracketed = BRACKETED.exec(s)
+  if (bracketed !== null) {
+    if (bracketed[2] !== undefined && Number(bracketed[2]) > 65_535) return undefined
+    return parseV6WithZone(bracketed[1] as string)
+  }
+  const colon = s.indexOf(':')
+  if (colon === -1) return parseBare(s)
+  if (colon === s.lastIndexOf(':') && s.includes('.')) {
+    const port = s.slice(colon + 1)
+    if (!/^\d{1,5}$/.test(port) || Number(port) > 65_535) return undefined
+    return parseBare(s.slice(0, colon))
+  }
+  return parseV6WithZone(s)
+}
+
+/**
+ * Formats an address canonically: dotted quad for IPv4, RFC 5952 for IPv6 (lowercase, no
+ * leading zeros, the longest run of zero groups shortened to `::`).
+ *
+ * @example formatIp(parseIp('2001:DB8:0:0:0:0:0:1')!) // '2001:db8::1'
+ */
+export function formatIp(ip: ParsedIp): string {
+  const b = ip.bytes
+  if (ip.version === 4) return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`
+  if (isMapped(b)) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`
+  const words: number[] = []
+  for (let i = 0; i < 16; i += 2) words.push(((b[i] ?? 0) << 8) | (b[i + 1] ?? 0))
+  let start = -1
+  let length = 1
+  for (let i = 0; i < 8; ) {
+    let j = i
+    while (j < 8 && words[j] === 0) j++
+    if (j - i > length) [start, length] = [i, j - i]
+    i = j === i ? i + 1 : j
+  }
+  const hex = (ws: number[]) => ws.map((w) => w.toString(16)).join(':')
+  if (start === -1) return hex(words)
+  return `${hex(words.slice(0, start))}::${hex(words.slice(start + length))}`
+}
+
+/**
+ * Parses and reformats an address in one step; `undefined` when it does not parse.
+ *
+ * @example normalizeIp('::FFFF:10.0.0.1') // '10.0.0.1'
+ */
+export function normalizeIp(text: string): string | undefined {
+  const ip = parseIp(text)
+  return ip && formatIp(ip)
+}
+
+function mask(bytes: Uint8Array, prefix: number): Uint8Array {
+  const out = bytes.slice()
+  for (let i = 0; i < out.length; i++) {
+    const keep = Math.min(8, Math.max(0, prefix - 8 * i))
+    out[i] = (out[i] ?? 0) & ((0xff << (8 - keep)) & 0xff)
+  }
+  return out
+}
+
+/**
+ * Parses a network such as `10.0.0.0/8` or `2001:db8::/32`; a bare address is a single-host
+ * network (/32 or /128). Host bits are cleared; `::ffff:0:0/96`-style IPv4-mapped networks
+ * become IPv4 networks. Returns `undefined` for anything malformed.
+ *
+ * @example parseCidr('2001:db8::/32') // { version: 6, bytes: …, prefix: 32 }
+ */
+export function parseCidr(text: string): Cidr | undefined {
+  if (typeof text !== 'string' || text.length > MAX_TEXT) return undefined
+  const [address = '', prefixText, extra] = text.trim().split('/')
+  if (extra !== undefined || (prefixText !== undefined && !DECIMAL.test(prefixText))) return undefined
+  const ip = parseBare(address)
+  if (ip === undefined) return undefined
+  let prefix = prefixText === undefined ? ip.bytes.length * 8 : Number(prefixText)
+  if (prefix > ip.bytes.length * 8) return undefined
+  let { version, bytes } = ip
+  if (version === 6 && isMapped(bytes) && prefix >= 96)
+    [version, bytes, prefix] = [4, bytes.slice(12), prefix - 96]
+  return { version, bytes: mask(bytes, prefix), prefix }
+}
+
+/**
+ * Formats a network as `address/prefix`.
+ *
+ * @example formatCidr(parseCidr('10.1.2.3/8')!) // '10.0.0.0/8'
+ */
+export function formatCidr(cidr: Cidr): string {
+  return `${formatIp(cidr)}/${cidr.prefix}`
+}
+
+/**
+ * Whether `ip` lies inside `cidr`. Strings are parsed first; anything that does not parse, or an
+ * IPv4 address against an IPv6 network (or the reverse), is not inside.
+ *
+ * @example inCidr('10.1.2.3', '10.0.0.0/8') // true
+ */
+export function inCidr(ip: ParsedIp | string, cidr: Cidr | string): boolean {
+  const address = typeof ip === 'string' ? parseIp(ip) : ip
+  const network = typeof cidr === 'string' ? parseCidr(cidr) : cidr
+  if (address === undefined || network === undefined || address.version !== network.version) return false
+  const masked = mask(address.bytes, network.prefix)
+  return masked.every((byte, i) => byte === network.bytes[i])
+}
+
+function checkPrefix(name: string, value: unknown, max: number): number {
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= max) return value
+  throw new ConfigError([
+    {
+      path: name,
+      code: 'ERR_INTEGER',
+      message: `expected an integer from 0 to ${max}, got ${describe(value)}`,
+    },
+  ])
+}
+
+/**
+ * The canonical text of the subnet that identifies a client: the address itself at full length
+ * (`203.0.113.5`, `2001:db8::1`), otherwise `network/prefix` (`203.0.113.0/24`,
+ * `2001:db8:1:2::/64`). Every address a host rotates through inside its /64 gives the same text.
+ * A string that does not parse gives `undefined`.
+ *
+ * @throws {ConfigError} when a prefix is not an integer in range (0–128 for IPv6, 0–32 for IPv4).
+ * @example subnetKey('2001:db8:1:2:aaaa::7') // '2001:db8:1:2::/64'
+ */
+export function subnetKey(ip: ParsedIp, options?: SubnetOptions): string
+export function subnetKey(ip: ParsedIp | string, options?: SubnetOptions): string | undefined
+export function subnetKey(ip: ParsedIp | string, options: SubnetOptions = {}): string | undefined {
+  const ipv6Prefix = checkPrefix('ipv6Prefix', options.ipv6Prefix ?? 64, 128)
+  const ipv4Prefix = checkPrefix('ipv4Prefix', options.ipv4Prefix ?? 32, 32)
+  const address = typeof ip === 'string' ? parseIp(ip) : ip
+  if (address === undefined) return undefined
+  const prefix = address.version === 4 ? ipv4Prefix : ipv6Prefix
+  if (prefix === address.bytes.length * 8) return formatIp(address)
+  return formatCidr({ version: address.version, bytes: mask(address.bytes, prefix), prefix })
+}
+
+/**
+ * One subnet key per tier, for tiered rules (say 100/min per /64 and 1000/min per /48). A number
+ * is an IPv6 prefix, with IPv4 kept whole; an object sets both prefixes.
+ *
+ * @throws {ConfigError} when a prefix is out of range.
+ * @example subnetKeys('2001:db8:1:2::9', [64, 48]) // ['2001:db8:1:2::/64', '2001:db8:1::/48']
+ */
+export function subnetKeys(ip: ParsedIp, tiers: readonly (number | SubnetOptions)[]): string[]
+export function subnetKeys(
+  ip: ParsedIp | string,
+  tiers: readonly (number | SubnetOptions)[],
+): string[] | undefined
+export function subnetKeys(
+  ip: ParsedIp | string,
+  tiers: readonly (number | SubnetOptions)[],
+): string[] | undefined {
+  const address = typeof ip === 'string' ? parseIp(ip) : ip
+  if (address === undefined) return undefined
+  return tiers.map((tier) => subnetKey(address, typeof tier === 'number' ? { ipv6Prefix: tier } : tier))
+}

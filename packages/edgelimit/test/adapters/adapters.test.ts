@@ -1,0 +1,178 @@
+// What only one adapter can get wrong: its runtime's shapes (immutable Responses, extra handler
+// arguments, mount paths, plugin scopes, error paths). The shared behaviour is in matrix.test.ts.
+import express from 'express'
+import Fastify from 'fastify'
+import { Hono } from 'hono'
+import { describe, expect, it } from 'vitest'
+import { expressRateLimit } from '../../src/adapters/express.js'
+import { fastifyRateLimit } from '../../src/adapters/fastify.js'
+import { bunPeer, denoPeer, withRateLimit } from '../../src/adapters/fetch.js'
+import { honoRateLimit } from '../../src/adapters/hono.js'
+import { nodeRateLimit } from '../../src/adapters/node.js'
+import { ConfigError, createLimiter, gcra } from '../../src/index.js'
+import { manualClock } from '../../src/testing/index.js'
+
+/** One request per hour, no burst: the second request from the same client is denied. */
+function onePerHour(name = 'hourly') {
+  return createLimiter({
+    rules: [{ name, algorithm: gcra({ limit: 1, period: '1h' }) }],
+    clock: manualClock(0),
+  })
+}
+
+const req = (path = '/') => new Request(`http://127.0.0.1${path}`)
+
+describe('fetch adapter', () => {
+  it('adds the headers to a response whose headers are immutable', async () => {
+    const handler = withRateLimit(() => Response.redirect('http://127.0.0.1/next', 302), {
+      limiter: onePerHour(),
+    })
+    const res = await handler(req())
+    expect(res.status).toBe(302)
+    expect(res.headers.get('location')).toBe('http://127.0.0.1/next')
+    expect(res.headers.get('ratelimit')).toBe('"hourly";r=0;t=3600')
+  })
+
+  it('passes extra arguments through to the handler and to peer', async () => {
+    const seen: unknown[] = []
+    const handler = withRateLimit(
+      (_request: Request, env: { tag: string }, ctx: number) => {
+        seen.push(env.tag, ctx)
+        return new Response('ok')
+      },
+      { limiter: onePerHour(), peer: (_request, env) => (env.tag === 'a' ? '192.0.2.1' : '192.0.2.2') },
+    )
+    expect((await handler(req(), { tag: 'a' }, 1)).status).toBe(200)
+    expect((await handler(req(), { tag: 'b' }, 2)).status).toBe(200)
+    expect((await handler(req(), { tag: 'a' }, 3)).status).toBe(429)
+    expect(seen).toEqual(['a', 1, 'b', 2])
+  })
+
+  it('reads the peer the way Deno and Bun hand it over', () => {
+    expect(denoPeer(req(), { remoteAddr: { hostname: '192.0.2.7' } })).toBe('192.0.2.7')
+    expect(bunPeer(req(), { requestIP: () => ({ address: '2001:db8::1' }) })).toBe('2001:db8::1')
+    expect(bunPeer(req(), { requestIP: () => null })).toBeUndefined()
+    expect(denoPeer(req())).toBeUndefined()
+  })
+
+  it('rejects bad options when created, not on the first request', () => {
+    const handler = () => new Response()
+    expect(() => withRateLimit(handler, {})).toThrow(TypeError)
+    expect(() => withRateLimit(handler, { limiter: onePerHour(), headers: ['draft-10', 'draft-7'] })).toThrow(
+      ConfigError,
+    )
+    expect(() =>
+      withRateLimit(handler, { limiter: onePerHour(), identity: { trustedProxies: ['10.0.0.0/33'] } }),
+    ).toThrow(/identity\.trustedProxies\[0\]/)
+  })
+})
+
+describe('node and express adapters', () => {
+  it('node: a failing key function rejects, for the server to handle', async () => {
+    const limit = nodeRateLimit({
+      limiter: onePerHour(),
+      key: () => {
+        throw new Error('no key')
+      },
+    })
+    const res = { statusCode: 200, setHeader: () => undefined, end: () => undefined }
+    await expect(limit({ method: 'GET', url: '/', headers: {} }, res)).rejects.toThrow('no key')
+  })
+
+  it('express: the problem names the full path under a mounted router; errors go to next(err)', async () => {
+    const app = express()
+    const router = express.Router()
+    router.use(expressRateLimit({ limiter: onePerHour() }))
+    router.get('/x', (_req, res) => {
+      res.send('ok')
+    })
+    app.use('/api', router)
+    app.use(
+      expressRateLimit({
+        limiter: onePerHour(),
+        key: () => {
+          throw new Error('no key')
+        },
+      }),
+    )
+    app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(500).send(`handled: ${error.message}`)
+    })
+    const server = app.listen(0, '127.0.0.1')
+    await new Promise((resolve) => server.once('listening', resolve))
+    const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+    try {
+      expect((await fetch(`${base}/api/x`)).status).toBe(200)
+      const denied = await fetch(`${base}/api/x?q=1`)
+      expect(denied.status).toBe(429)
+      expect((await denied.json()).instance).toBe('/api/x')
+      const failed = await fetch(`${base}/other`)
+      expect([failed.status, await failed.text()]).toEqual([500, 'handled: no key'])
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
+})
+
+describe('fastify adapter', () => {
+  it('registered at the root, it covers root routes and routes of encapsulated plugins', async () => {
+    const app = Fastify()
+    await app.register(fastifyRateLimit, { limiter: onePerHour() })
+    app.get('/root', async () => 'root')
+    await app.register(async (child) => {
+      child.get('/child', async () => 'child')
+    })
+    expect((await app.inject('/root')).headers.ratelimit).toBe('"hourly";r=0;t=3600')
+    const denied = await app.inject('/child')
+    expect(denied.statusCode).toBe(429)
+    expect(denied.json().instance).toBe('/child')
+    await app.close()
+  })
+
+  it('registered in a plugin, it covers that plugin only', async () => {
+    const app = Fastify()
+    await app.register(async (api) => {
+      await api.register(fastifyRateLimit, { limiter: onePerHour() })
+      api.get('/api', async () => 'api')
+    })
+    app.get('/open', async () => 'open')
+    expect((await app.inject('/api')).statusCode).toBe(200)
+    expect((await app.inject('/api')).statusCode).toBe(429)
+    const open = await app.inject('/open')
+    expect([open.statusCode, open.headers.ratelimit]).toEqual([200, undefined])
+    await app.close()
+  })
+
+  it('a failing check becomes a Fastify error (500)', async () => {
+    const app = Fastify()
+    await app.register(fastifyRateLimit, {
+      limiter: onePerHour(),
+      key: () => {
+        throw new Error('no key')
+      },
+    })
+    app.get('/', async () => 'ok')
+    expect((await app.inject('/')).statusCode).toBe(500)
+    await app.close()
+  })
+})
+
+describe('hono adapter', () => {
+  it('uses the peer option, and adds headers to immutable and error responses', async () => {
+    const app = new Hono()
+    app.use(honoRateLimit({ limiter: onePerHour(), peer: (c) => c.req.header('x-test-peer') }))
+    app.get('/redirect', () => Response.redirect('http://127.0.0.1/next', 302))
+    app.get('/boom', () => {
+      throw new Error('boom')
+    })
+    app.onError((_error, c) => c.text('failed', 500))
+    const as = (peer: string, path: string) => app.request(path, { headers: { 'x-test-peer': peer } })
+
+    const redirect = await as('192.0.2.1', '/redirect')
+    expect([redirect.status, redirect.headers.get('ratelimit')]).toEqual([302, '"hourly";r=0;t=3600'])
+    expect((await as('192.0.2.1', '/redirect')).status).toBe(429)
+    const boom = await as('192.0.2.2', '/boom')
+    expect([boom.status, boom.headers.get('ratelimit')]).toEqual([500, '"hourly";r=0;t=3600'])
+  })
+})

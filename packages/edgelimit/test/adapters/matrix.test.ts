@@ -1,0 +1,116 @@
+import { parseDictionary, parseItem, parseList } from 'structured-headers'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type Scenario, type Step, type Syntax, scenarios } from './support/scenarios.js'
+import {
+  bunTarget,
+  denoTarget,
+  expressTarget,
+  fastifyTarget,
+  fetchNodeTarget,
+  honoTarget,
+  nodeTarget,
+  type Running,
+  type Target,
+} from './support/servers.js'
+
+const targets: Target[] = [
+  nodeTarget,
+  expressTarget,
+  fastifyTarget,
+  honoTarget,
+  fetchNodeTarget,
+  denoTarget,
+  bunTarget,
+]
+
+const isInteger = (value: unknown) => typeof value === 'number' && Number.isInteger(value)
+
+/** Every emitted rate-limit field must parse as the Structured Field its standard defines. */
+function checkSyntax(headers: Headers, syntax: readonly Syntax[]): void {
+  const get = (name: string) => headers.get(name)
+  for (const standard of syntax) {
+    if (standard === 'draft-10') {
+      const policy = get('ratelimit-policy')
+      const limit = get('ratelimit')
+      if (policy === null || limit === null) {
+        expect([policy, limit]).toEqual([null, null])
+        continue
+      }
+      const policies = parseList(policy)
+      const names = policies.map(([name]) => name)
+      for (const [name, params] of policies) {
+        expect(typeof name).toBe('string')
+        expect(isInteger(params.get('q')) && isInteger(params.get('w'))).toBe(true)
+      }
+      for (const [name, params] of parseList(limit)) {
+        expect(names).toContain(name)
+        expect(isInteger(params.get('r')) && isInteger(params.get('t'))).toBe(true)
+      }
+    } else if (standard === 'draft-7') {
+      const limit = get('ratelimit')
+      if (limit === null) continue
+      const fields = parseDictionary(limit)
+      for (const key of ['limit', 'remaining', 'reset']) expect(isInteger(fields.get(key)?.[0])).toBe(true)
+      for (const [quota, params] of parseList(get('ratelimit-policy') ?? '')) {
+        expect(isInteger(quota) && isInteger(params.get('w'))).toBe(true)
+      }
+    } else {
+      const prefix = standard === 'draft-6' ? 'ratelimit' : 'x-ratelimit'
+      for (const suffix of ['limit', 'remaining', 'reset']) {
+        const value = get(`${prefix}-${suffix}`)
+        if (value !== null) expect(isInteger(parseItem(value)[0])).toBe(true)
+      }
+      const policy = standard === 'draft-6' ? get('ratelimit-policy') : null
+      if (policy !== null) expect(isInteger(parseItem(policy)[0])).toBe(true)
+    }
+  }
+  const retryAfter = get('retry-after')
+  if (retryAfter !== null) expect(parseItem(retryAfter)[0]).toBeGreaterThanOrEqual(1)
+}
+
+async function runStep(base: string, scenario: Scenario, step: Step, index: number): Promise<void> {
+  const what = `${scenario.name}, step ${index + 1}: ${step.method ?? 'GET'} ${step.path}`
+  const before = Date.now()
+  const res = await fetch(base + step.path, { method: step.method ?? 'GET', headers: step.headers ?? {} })
+  const text = await res.text()
+  const after = Date.now()
+  expect(res.status, what).toBe(step.status)
+  const actual = Object.fromEntries(
+    Object.keys(step.expect ?? {}).map((name) => [name, res.headers.get(name)]),
+  )
+  expect(actual, what).toEqual(step.expect ?? {})
+  checkSyntax(res.headers, scenario.syntax ?? ['draft-10'])
+  if (step.legacyResetIn !== undefined) {
+    const reset = Number(res.headers.get('x-ratelimit-reset'))
+    expect(reset, what).toBeGreaterThanOrEqual(Math.ceil(before / 1000) + step.legacyResetIn)
+    expect(reset, what).toBeLessThanOrEqual(Math.ceil(after / 1000) + step.legacyResetIn)
+  }
+  if (step.status === 200) {
+    expect(text, what).toBe('ok')
+    expect(res.headers.get('x-handler'), what).toBe('yes')
+  }
+  if (step.problem !== undefined) {
+    expect(res.headers.get('content-type'), what).toBe('application/problem+json')
+    expect(res.headers.get('cache-control'), what).toBe('no-store')
+    expect(JSON.parse(text), what).toEqual({ ...step.problem, detail: expect.any(String) })
+    const retryAfter = step.problem.retryAfter
+    expect(res.headers.get('retry-after'), what).toBe(retryAfter === undefined ? null : String(retryAfter))
+  }
+  if (step.json !== undefined) expect(JSON.parse(text), what).toEqual(step.json)
+  if (step.minDelayMs !== undefined) expect(after - before, what).toBeGreaterThanOrEqual(step.minDelayMs)
+}
+
+describe.each(targets)('adapter matrix: $name', (target) => {
+  let running: Running | undefined
+  beforeAll(async () => {
+    running = await target.start(scenarios)
+  })
+  afterAll(async () => {
+    await running?.close()
+  })
+
+  it.each(scenarios.map((scenario, index) => ({ ...scenario, index })))('$name', async (scenario) => {
+    const base = (running as Running).url(scenario.index)
+    for (const [i, step] of scenario.steps.entries()) await runStep(base, scenario, step, i)
+  })
+})
