@@ -64,7 +64,7 @@ export function bindingRule(parts: readonly RuleDecision[], allowed: boolean): n
       bind = i
     }
   }
-  return bind < 0 ? 0 : bind
+  return Math.max(0, bind)
 }
 
 /** Builds decisions from store verdicts for a fixed list of rules. */
