@@ -1,0 +1,273 @@
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { faultyStore } from '../../test/support/faulty-store.js'
+import { fixedWindow, gcra, tokenBucket } from '../algorithms.js'
+import type { LimiterEvent } from '../events.js'
+import { createLimiter } from '../limiter.js'
+import type { Rule } from '../options.js'
+import { memoryStore } from '../stores/memory.js'
+import { manualClock } from '../testing/index.js'
+import { createBreaker } from './breaker.js'
+import { withDeadline } from './deadline.js'
+import { createDenyCache } from './deny-cache.js'
+import { enforcedFor } from './rollout.js'
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+describe('circuit breaker', () => {
+  it('opens on the failure ratio, probes once when half-open, closes on success', () => {
+    const states: string[] = []
+    const b = createBreaker({ failureRatio: 0.5, sampleSize: 10, minimumCalls: 4, openMs: 1000 }, (s) =>
+      states.push(s),
+    )
+    b.record(true, 0)
+    b.record(false, 0)
+    b.record(true, 0)
+    expect(b.state).toBe('closed') // 1 of 3: under the minimum anyway
+    b.record(false, 10)
+    expect(b.state).toBe('open') // 2 of 4 = 50 %
+    expect(b.allow(500)).toBe(false)
+    expect(b.allow(1010)).toBe(true) // half-open: one probe
+    expect(b.allow(1010)).toBe(false)
+    b.record(false, 1020)
+    expect([b.state, b.reopensAt]).toEqual(['open', 2020])
+    expect(b.allow(2020)).toBe(true)
+    b.record(true, 2030)
+    expect(b.state).toBe('closed')
+    expect(states).toEqual(['open', 'half-open', 'open', 'half-open', 'closed'])
+  })
+  it('judges a sliding sample: old failures leave it', () => {
+    const b = createBreaker({ failureRatio: 0.5, sampleSize: 4, minimumCalls: 4 })
+    for (const ok of [false, true, true, true, true, false, true]) b.record(ok, 0)
+    expect(b.state).toBe('closed')
+    b.record(false, 0)
+    expect(b.state).toBe('open') // the last four: true, false, true, false
+  })
+})
+
+describe('denial cache', () => {
+  it('answers the same cost until the retry time, bounded and least recently used first', () => {
+    const cache = createDenyCache(2)
+    cache.set('a', 1, 100)
+    expect(cache.until('a', 1, 50)).toBe(100)
+    expect(cache.until('a', 2, 50)).toBeUndefined()
+    expect(cache.until('a', 1, 100)).toBeUndefined()
+    cache.set('a', 1, 100)
+    cache.set('b', 1, 100)
+    cache.set('c', 1, 100)
+    expect([cache.size, cache.until('a', 1, 0), cache.until('c', 1, 0)]).toEqual([2, undefined, 100])
+  })
+})
+
+describe('rollout', () => {
+  it('enforces a stable share of keys, and raising it only adds keys', () => {
+    const keys = Array.from({ length: 10_000 }, (_, i) => `client-${i}`)
+    const at25 = keys.filter((k) => enforcedFor('login', k, 25))
+    expect(at25.length).toBeGreaterThan(2300)
+    expect(at25.length).toBeLessThan(2700)
+    expect(keys.filter((k) => enforcedFor('login', k, 25))).toEqual(at25)
+    const at50 = new Set(keys.filter((k) => enforcedFor('login', k, 50)))
+    for (const k of at25) expect(at50.has(k)).toBe(true)
+    expect(keys.every((k) => enforcedFor('login', k, 100))).toBe(true)
+    expect(keys.some((k) => enforcedFor('login', k, 0))).toBe(false)
+  })
+})
+
+describe('deadline', () => {
+  it('rejects after the deadline and clears its timer when the work settles first', async () => {
+    vi.useFakeTimers()
+    const slow = withDeadline(new Promise(() => {}), 45)
+    const check = expect(slow).rejects.toMatchObject({ code: 'ERR_EDGELIMIT_TIMEOUT' })
+    await vi.advanceTimersByTimeAsync(45)
+    await check
+    await withDeadline(Promise.resolve(1), 45)
+    expect(vi.getTimerCount()).toBe(0)
+    // A late failure of abandoned work is not an unhandled rejection.
+    let fail: (e: Error) => void = () => {}
+    const late = withDeadline(new Promise((_, reject) => (fail = reject)), 10)
+    const lateCheck = expect(late).rejects.toMatchObject({ code: 'ERR_EDGELIMIT_TIMEOUT' })
+    await vi.advanceTimersByTimeAsync(10)
+    await lateCheck
+    fail(new Error('too late'))
+  })
+})
+
+function remote(rules: Rule[], extra: Partial<Parameters<typeof createLimiter>[0]> = {}) {
+  const clock = manualClock(1_000_000)
+  const { store, faults, release } = faultyStore(memoryStore())
+  const events: LimiterEvent[] = []
+  const limiter = createLimiter({ rules, store, clock, onEvent: (e) => events.push(e), ...extra })
+  return { limiter, faults, release, clock, events }
+}
+
+describe('store errors', () => {
+  const rule = (onStoreError: 'open' | 'closed' | 'local'): Rule => ({
+    name: onStoreError,
+    algorithm: fixedWindow({ limit: 2, window: '1h' }),
+    onStoreError,
+  })
+
+  it('answers per rule: open admits, closed denies with store-unavailable, local decides in-process', async () => {
+    for (const mode of ['open', 'closed', 'local'] as const) {
+      const { limiter, faults, events } = remote([rule(mode)], { breaker: false })
+      faults.fail = new Error('connection reset')
+      const seen = []
+      for (let i = 0; i < 3; i++) {
+        const d = await limiter.limit('k')
+        seen.push([d.allowed, d.reason ?? null])
+      }
+      expect(seen).toEqual(
+        mode === 'open'
+          ? [
+              [true, null],
+              [true, null],
+              [true, null],
+            ]
+          : mode === 'closed'
+            ? [
+                [false, 'store-unavailable'],
+                [false, 'store-unavailable'],
+                [false, 'store-unavailable'],
+              ]
+            : [
+                [true, null],
+                [true, null],
+                [false, 'limit-exceeded'],
+              ],
+      )
+      expect(events.filter((e) => e.type === 'store-error')).toHaveLength(3)
+      expect(events.filter((e) => e.type === 'fallback').map((e) => e.type === 'fallback' && e.mode)).toEqual(
+        [mode, mode, mode],
+      )
+    }
+  })
+
+  it('a store that does not answer is abandoned at the deadline', async () => {
+    const { limiter, faults, release } = remote([rule('closed')], { timeout: '20ms', breaker: false })
+    faults.hang = true
+    const started = performance.now()
+    const d = await limiter.limit('k')
+    expect(performance.now() - started).toBeLessThan(20 + 30)
+    expect(d.reason).toBe('store-unavailable')
+    release()
+  })
+
+  it('the breaker stops calling a failing store and lets a probe through after openMs', async () => {
+    const { limiter, faults, clock, events } = remote([rule('open')], {
+      breaker: { minimumCalls: 4, sampleSize: 4, failureRatio: 1, openMs: 500 },
+    })
+    faults.fail = new Error('down')
+    for (let i = 0; i < 10; i++) await limiter.limit('k')
+    expect(faults.calls).toBe(4)
+    faults.fail = undefined
+    clock.advance(499)
+    await limiter.limit('k')
+    expect(faults.calls).toBe(4)
+    clock.advance(1)
+    await limiter.limit('k')
+    expect(faults.calls).toBe(5)
+    await limiter.limit('k')
+    expect(faults.calls).toBe(6)
+    expect(events.filter((e) => e.type === 'breaker').map((e) => e.type === 'breaker' && e.state)).toEqual([
+      'open',
+      'half-open',
+      'closed',
+    ])
+  })
+})
+
+describe('denial cache in the limiter', () => {
+  it('answers a hammered key in-process until the retry time, then asks the store again', async () => {
+    const { limiter, faults, clock } = remote([{ name: 'g', algorithm: gcra({ limit: 1, period: '10s' }) }])
+    expect((await limiter.limit('k')).allowed).toBe(true)
+    const first = await limiter.limit('k')
+    expect(first.retryAfterMs).toBe(10_000)
+    for (let i = 0; i < 1000; i++) await limiter.limit('k')
+    expect(faults.calls).toBe(2)
+    clock.advance(4000)
+    const cached = await limiter.limit('k')
+    expect([cached.allowed, cached.retryAfterMs]).toEqual([false, 6000])
+    expect(faults.calls).toBe(2)
+    clock.advance(6000)
+    expect((await limiter.limit('k')).allowed).toBe(true)
+    expect(faults.calls).toBe(3)
+  })
+})
+
+describe('shadow mode and rollout', () => {
+  it('a shadow rule never blocks and reports exactly what it would have blocked', async () => {
+    const clock = manualClock(0)
+    const events: LimiterEvent[] = []
+    const shadow = createLimiter({
+      rules: [{ name: 'tb', algorithm: tokenBucket({ capacity: 3, refillRate: 1 }), mode: 'shadow' }],
+      clock,
+      onEvent: (e) => events.push(e),
+    })
+    const strict = createLimiter({
+      rules: [{ name: 'tb', algorithm: tokenBucket({ capacity: 3, refillRate: 1 }) }],
+      clock,
+    })
+    let seed = 7
+    const blocked: number[] = []
+    for (let i = 0; i < 500; i++) {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31
+      clock.advance(seed % 700)
+      const d = shadow.limitSync('k')
+      expect(d.allowed).toBe(true)
+      if (!strict.limitSync('k').allowed) blocked.push(i)
+      if (d.rules[0]?.allowed === false) expect(d.rules[0].shadow).toBe(true)
+    }
+    const wouldBlock = events.filter((e) => e.type === 'shadow-deny').length
+    expect(blocked.length).toBeGreaterThan(20)
+    expect(wouldBlock).toBe(blocked.length)
+  })
+
+  it('enforce: 25 enforces a stable quarter of keys; the rest are shadowed', () => {
+    const limiter = createLimiter({
+      rules: [{ name: 'one', algorithm: gcra({ limit: 1, period: '1h' }), enforce: 25 }],
+    })
+    let enforced = 0
+    for (let i = 0; i < 10_000; i++) {
+      limiter.limitSync(`k${i}`)
+      if (!limiter.limitSync(`k${i}`).allowed) enforced++
+    }
+    expect(enforced).toBeGreaterThan(2300)
+    expect(enforced).toBeLessThan(2700)
+  })
+})
+
+describe('consistency modes', () => {
+  it('local rules are decided in-process and shield the store', async () => {
+    const { limiter, faults } = remote([
+      { name: 'node', algorithm: fixedWindow({ limit: 3, window: '1h' }), consistency: 'local' },
+      { name: 'global', algorithm: fixedWindow({ limit: 100, window: '1h' }) },
+    ])
+    const admitted = []
+    for (let i = 0; i < 10; i++) admitted.push((await limiter.limit('k')).allowed)
+    expect(admitted.filter(Boolean)).toHaveLength(3)
+    expect(faults.calls).toBe(3)
+  })
+
+  it('approximate rules count in-process and sync in batches', async () => {
+    const { limiter, faults, clock } = remote([
+      {
+        name: 'api',
+        algorithm: fixedWindow({ limit: 50, window: '1h' }),
+        consistency: 'approximate',
+        syncInterval: '1s',
+      },
+    ])
+    let admitted = 0
+    for (let i = 0; i < 200; i++) {
+      if ((await limiter.limit('k')).allowed) admitted++
+      clock.advance(20)
+    }
+    await limiter.flush()
+    expect(admitted).toBe(50)
+    // One call to learn the key, one sync per second of the 4 s run, and the final flush —
+    // against 200 calls in strict mode.
+    expect(faults.calls).toBeGreaterThanOrEqual(4)
+    expect(faults.calls).toBeLessThanOrEqual(1 + 4 + 1)
+  })
+})
