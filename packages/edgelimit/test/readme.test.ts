@@ -15,8 +15,11 @@ function expectedLines(code: string): string[] {
   lines.forEach((line, i) => {
     const inline = /console\.log\(.*\) \/\/ (.+)$/.exec(line)
     if (inline) out.push(inline[1] as string)
-    else if (/console\.log\(/.test(line) && /^\/\/ (.+)$/.test(lines[i + 1] ?? '')) {
-      out.push((lines[i + 1] as string).slice(3))
+    else if (/console\.log\(/.test(line)) {
+      // Expected output on the comment lines that follow the call (or the loop holding it).
+      let j = i + 1
+      while (j < lines.length && !/^\/\/ /.test(lines[j] as string) && /^\s|^\}/.test(lines[j] as string)) j++
+      while (j < lines.length && /^\/\/ /.test(lines[j] as string)) out.push((lines[j++] as string).slice(3))
     }
   })
   return out
