@@ -9,8 +9,13 @@ export interface Clock {
  */
 export const systemClock: Clock = { now: () => Date.now() }
 
-/** A monotonic stopwatch in fractional ms, for measuring store latency (never for decisions). */
+/** Monotonic fractional ms, for measuring latency and deadlines (never for decisions). */
+export function monotonic(): number {
+  return performance.now()
+}
+
+/** A monotonic stopwatch in fractional ms. */
 export function stopwatch(): () => number {
-  const start = performance.now()
-  return () => performance.now() - start
+  const start = monotonic()
+  return () => monotonic() - start
 }

@@ -1,11 +1,11 @@
-import { stopwatch, systemClock } from './clock.js'
+import { monotonic, systemClock } from './clock.js'
 import { type Decision, decisionBuilder, limitOf } from './decision.js'
 import { describe, EdgelimitError } from './errors.js'
 import { type DecisionSource, type LimiterEvent, meterSink } from './events.js'
 import { type LimiterOptions, type RuleConfig, validateOptions } from './options.js'
 import { createApproximate } from './resilience/approximate.js'
 import { createBreaker } from './resilience/breaker.js'
-import { withDeadline } from './resilience/deadline.js'
+import { createDeadline } from './resilience/deadline.js'
 import { createDenyCache } from './resilience/deny-cache.js'
 import { enforcedFor } from './resilience/rollout.js'
 import { memoryStore } from './stores/memory.js'
@@ -157,6 +157,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         ? undefined
         : createBreaker(config.breaker, (state) => emit?.({ type: 'breaker', state }))
     const cache = allStrict && config.denyCacheKeys > 0 ? createDenyCache(config.denyCacheKeys) : undefined
+    const deadline = config.timeoutMs === undefined ? undefined : createDeadline(config.timeoutMs)
     const cached = new Map<string, { decision: Decision; at: number }>()
     const untouched = (i: number): RuleVerdict => ({
       allowed: true,
@@ -216,18 +217,18 @@ export function createLimiter(options: LimiterOptions): Limiter {
         emit?.({ type: 'store-error', kind: 'breaker-open', latencyMs: 0 })
         return { verdicts: fallback(g, key, cost, now, mask), ok: false }
       }
-      const elapsed = stopwatch()
+      const started = emit === undefined ? 0 : monotonic()
       const work = g.bound.evaluate(key, cost, now, mask === 0 ? undefined : { shadow: mask })
       try {
-        const verdicts = await (config.timeoutMs === undefined ? work : withDeadline(work, config.timeoutMs))
-        breaker?.record(true, clock.now())
-        emit?.({ type: 'store-latency', ms: elapsed() })
+        const verdicts = await (deadline === undefined ? work : deadline(work))
+        breaker?.record(true, now)
+        emit?.({ type: 'store-latency', ms: monotonic() - started })
         return { verdicts, ok: true }
       } catch (error) {
         breaker?.record(false, clock.now())
         const kind =
           error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error'
-        emit?.({ type: 'store-error', kind, error, latencyMs: elapsed() })
+        emit?.({ type: 'store-error', kind, error, latencyMs: monotonic() - started })
         return { verdicts: fallback(g, key, cost, now, mask), ok: false }
       }
     }
@@ -239,6 +240,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
         const until = cache.until(key, cost, now)
         const hit = until === undefined ? undefined : cached.get(key)
         if (hit !== undefined) return report(key, aged(hit.decision, now - hit.at), 'cache')
+      }
+      if (strict !== undefined && allStrict) {
+        // The common case: one store call for every rule.
+        const result = await call(strict, key, cost, now, shadow)
+        const decision = build(result.verdicts, shadow)
+        if (cache !== undefined && result.ok && !decision.allowed && Number.isFinite(decision.retryAfterMs)) {
+          remember(key, cost, now, decision)
+        }
+        return report(key, decision, result.ok ? 'store' : 'fallback')
       }
       const verdicts = rules.map((_, i) => untouched(i))
       const place = (index: readonly number[], vs: readonly RuleVerdict[]) => {
@@ -273,18 +283,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
         place(strictIndex, result.verdicts)
         if (!result.ok) source = 'fallback'
       }
-      const decision = build(verdicts, shadow)
-      if (
-        cache !== undefined &&
-        source === 'store' &&
-        !decision.allowed &&
-        Number.isFinite(decision.retryAfterMs)
-      ) {
-        cache.set(key, cost, now + decision.retryAfterMs)
-        cached.set(key, { decision, at: now })
-        if (cached.size > config.denyCacheKeys) cached.delete(cached.keys().next().value as string)
-      }
-      return report(key, decision, source)
+      return report(key, build(verdicts, shadow), source)
+    }
+
+    function remember(key: string, cost: number, now: number, decision: Decision): void {
+      if (cache === undefined) return
+      cache.set(key, cost, now + decision.retryAfterMs)
+      cached.set(key, { decision, at: now })
+      if (cached.size > config.denyCacheKeys) cached.delete(cached.keys().next().value as string)
     }
 
     function resetKey(key: string): Promise<unknown> {

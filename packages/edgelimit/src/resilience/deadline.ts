@@ -1,18 +1,98 @@
+import { stopwatch } from '../clock.js'
 import { EdgelimitError } from '../errors.js'
 
+/** Runs store calls under one deadline. */
+export type Deadline = <T>(work: Promise<T>) => Promise<T>
+
+interface Pending {
+  readonly at: number
+  settled: boolean
+  readonly fail: (error: Error) => void
+}
+
 /**
- * Settles with `work`, or rejects with `ERR_EDGELIMIT_TIMEOUT` after `ms` — whichever comes
- * first. The timer is always cleared, and a late rejection of the abandoned work is swallowed
- * (the decision was already made without it), so nothing leaks.
+ * A deadline of `ms` shared by every call of a limiter: each call settles with its work, or
+ * rejects with `ERR_EDGELIMIT_TIMEOUT` after `ms`, whichever comes first. Calls share one timer
+ * — the deadline is the same for all, so they expire in arrival order — instead of one timer
+ * each. The timer runs only while calls are pending, and a late rejection of abandoned work is
+ * swallowed (the decision was already made without it), so nothing leaks.
+ *
+ * @example const deadline = createDeadline(45); await deadline(store.evaluate(key, 1, now))
+ */
+export function createDeadline(ms: number): Deadline {
+  const elapsed = stopwatch()
+  let queue: Pending[] = []
+  let head = 0
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let live = 0
+
+  function settle(p: Pending): void {
+    p.settled = true
+    // The last pending call takes the timer with it: nothing is left running.
+    if (--live === 0 && timer !== undefined) {
+      clearTimeout(timer)
+      timer = undefined
+      queue = []
+      head = 0
+    }
+  }
+
+  function expire(): void {
+    timer = undefined
+    const now = elapsed()
+    while (head < queue.length) {
+      const p = queue[head] as Pending
+      if (!p.settled && p.at > now) break
+      head++
+      if (!p.settled) {
+        settle(p)
+        p.fail(new EdgelimitError('ERR_EDGELIMIT_TIMEOUT', `The store did not answer within ${ms} ms`))
+      }
+    }
+    if (head > 1024 && head * 2 > queue.length) {
+      queue = queue.slice(head)
+      head = 0
+    }
+    arm(now)
+  }
+
+  function arm(now: number): void {
+    // Settled calls at the front no longer need the timer.
+    while (head < queue.length && (queue[head] as Pending).settled) head++
+    if (head === queue.length) {
+      queue = []
+      head = 0
+      return
+    }
+    if (timer === undefined) timer = setTimeout(expire, Math.max(0, (queue[head] as Pending).at - now))
+  }
+
+  return <T>(work: Promise<T>): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const now = elapsed()
+      const pending: Pending = { at: now + ms, settled: false, fail: reject }
+      queue.push(pending)
+      live++
+      if (timer === undefined) arm(now)
+      work.then(
+        (value) => {
+          if (pending.settled) return
+          settle(pending)
+          resolve(value)
+        },
+        (error: unknown) => {
+          if (pending.settled) return
+          settle(pending)
+          reject(error)
+        },
+      )
+    })
+}
+
+/**
+ * Settles with `work`, or rejects with `ERR_EDGELIMIT_TIMEOUT` after `ms` — a one-off deadline.
+ * @example await withDeadline(fetchSomething(), 45)
  */
 export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new EdgelimitError('ERR_EDGELIMIT_TIMEOUT', `The store did not answer within ${ms} ms`)),
-      ms,
-    )
-  })
-  work.catch(() => {})
-  return Promise.race([work, expired]).finally(() => clearTimeout(timer))
+  return createDeadline(ms)(work)
 }

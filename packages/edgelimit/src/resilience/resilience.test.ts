@@ -7,7 +7,7 @@ import type { Rule } from '../options.js'
 import { memoryStore } from '../stores/memory.js'
 import { manualClock } from '../testing/index.js'
 import { createBreaker } from './breaker.js'
-import { withDeadline } from './deadline.js'
+import { createDeadline, withDeadline } from './deadline.js'
 import { createDenyCache } from './deny-cache.js'
 import { enforcedFor } from './rollout.js'
 
@@ -75,6 +75,29 @@ describe('rollout', () => {
 })
 
 describe('deadline', () => {
+  it('one shared timer expires hanging calls in order and stops when nothing is pending', async () => {
+    vi.useFakeTimers()
+    const deadline = createDeadline(45)
+    const outcomes: string[] = []
+    const track = (name: string, p: Promise<unknown>) =>
+      p.then(
+        () => outcomes.push(`${name} ok`),
+        (e: { code?: string }) => outcomes.push(`${name} ${e.code}`),
+      )
+    let finishB: (v: number) => void = () => {}
+    const a = track('a', deadline(new Promise(() => {})))
+    await vi.advanceTimersByTimeAsync(20)
+    const b = track('b', deadline(new Promise<number>((resolve) => (finishB = resolve))))
+    const c = track('c', deadline(new Promise(() => {})))
+    expect(vi.getTimerCount()).toBe(1)
+    await vi.advanceTimersByTimeAsync(25) // a expires at 45
+    finishB(1)
+    await vi.advanceTimersByTimeAsync(20) // c expires at 65
+    await Promise.all([a, b, c])
+    expect(outcomes).toEqual(['a ERR_EDGELIMIT_TIMEOUT', 'b ok', 'c ERR_EDGELIMIT_TIMEOUT'])
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
   it('rejects after the deadline and clears its timer when the work settles first', async () => {
     vi.useFakeTimers()
     const slow = withDeadline(new Promise(() => {}), 45)
