@@ -1,8 +1,16 @@
-import { systemClock } from '../clock.js'
-import { ConfigError } from '../errors.js'
+import { type Clock, systemClock } from '../clock.js'
+import { ConfigError, describe, EdgelimitError } from '../errors.js'
 import type { Decision, Limiter } from '../limiter.js'
+import { createIssues, type Issues } from '../validate.js'
 import { type HeaderStandard, type QuotaPolicy, quotaPolicy, rateLimitHeaders } from './headers.js'
-import { type ClientKeyOptions, clientKey, partitionKeyBytes, validateClientKeyOptions } from './identity.js'
+import {
+  type ClientKeyOptions,
+  hashKey,
+  partitionKeyBytes,
+  resolveClientIp,
+  validateClientKeyOptions,
+} from './identity.js'
+import { type Cidr, formatIp, inCidr, parseCidr, parseIp, subnetKey } from './ip.js'
 import { problemFor } from './problem.js'
 
 /** What every adapter hands the HTTP layer: runtime differences end here. */
@@ -18,16 +26,19 @@ export interface HttpRequest {
 /** A key function: API key, user id, header… `undefined` falls back to the client address. */
 export type KeyFunction = (request: HttpRequest) => string | undefined | Promise<string | undefined>
 
+/** A request's cost: a non-negative integer, or a function returning one (checked per request). */
+export type CostOption = number | ((request: HttpRequest) => number | Promise<number>)
+
 /** A limiter applied to matching requests only. */
 export interface RouteRule {
-  /** Exact path, a glob (`/api/*`, `/files/**`) or a RegExp. */
+  /** Exact path, a glob (`/api/*`, `/files/**`) or a RegExp (without the `g` or `y` flag). */
   path: string | RegExp
   /** Upper-case methods; all when omitted. */
   methods?: readonly string[]
   limiter: Limiter
-  /** Shards keys by route (`<name>:<client>`). @default the path pattern */
+  /** Shards keys by route (`r:<name>:<client key>`). @default the path pattern */
   name?: string
-  cost?: number | ((request: HttpRequest) => number | Promise<number>)
+  cost?: CostOption
   key?: KeyFunction
 }
 
@@ -47,7 +58,11 @@ export interface HttpVerdict {
   /** Shaping: hold the request this long before passing it on. */
   readonly delayMs: number
   readonly decision?: Decision
-  /** The key the request was counted under (hashed unless a key function chose it). */
+  /**
+   * The store key the request was counted under: `k:<key>` for a key function's key,
+   * `ip:<hash>` for the client address (`ip:<fallback>` without one), prefixed with
+   * `r:<route name>:` on a route. The namespaces keep a client from choosing another's bucket.
+   */
   readonly key?: string
 }
 
@@ -61,11 +76,24 @@ export interface RateLimitOptions {
   key?: KeyFunction
   /** Client address resolution, subnet grouping and hashing. */
   identity?: ClientKeyOptions
-  /** Units a request costs. @default 1 */
-  cost?: number | ((request: HttpRequest) => number | Promise<number>)
+  /**
+   * Units a request costs. A function's result is checked on each request: anything but a
+   * non-negative integer rejects the check with an `EdgelimitError` (`ERR_EDGELIMIT_COST`), which
+   * every adapter hands to its framework's error path (Express `next(err)`, a Fastify or Hono
+   * 500, a rejected promise from the Node and fetch adapters); nothing is charged.
+   * @default 1
+   */
+  cost?: CostOption
   /** Requests that bypass the limiter entirely (no headers). */
   skip?: (request: HttpRequest) => boolean | Promise<boolean>
-  /** Client keys or addresses that are never limited. */
+  /**
+   * Clients that are never limited (no headers). An address or CIDR (`'203.0.113.9'`,
+   * `'2001:db8::/32'`, `'10.0.0.0/8'`; any textual form, IPv4-mapped IPv6 counts as IPv4) matches
+   * the resolved client address, also when a key function picks the key; any other string
+   * matches a key function's key exactly. An entry that looks like an address but does not parse
+   * is a `ConfigError`.
+   * @example allowList: ['10.0.0.0/8', '::1', 'internal-api-key']
+   */
   allowList?: readonly string[]
   /** Header fields to emit, or `false` for none. @default 'draft-10' */
   headers?: HeaderStandard | readonly HeaderStandard[] | false
@@ -74,6 +102,13 @@ export interface RateLimitOptions {
    * draft-10 fields. @default false
    */
   partitionKey?: boolean
+  /**
+   * The clock for header timestamps (the legacy `X-RateLimit-Reset`, in epoch seconds). Pass the
+   * limiter's clock so both agree. Decisions use the limiter's own clock.
+   * @default systemClock
+   * @example createRateLimit({ limiter, headers: 'legacy', clock: manualClock(0) })
+   */
+  clock?: Clock
   /** Replaces the 429/503 answer. Return nothing to keep the default. */
   onLimited?: (context: {
     request: HttpRequest
@@ -90,6 +125,17 @@ export interface HttpRateLimit {
 }
 
 const PASS: HttpVerdict = { action: 'continue', headers: [], delayMs: 0 }
+/** `ClientKeyOptions.fallback`'s default. */
+const FALLBACK = 'unknown-client'
+/** Client addresses whose key is kept (about 150 bytes each); beyond, the oldest is dropped. */
+const KNOWN_ADDRESSES = 10_000
+const STANDARDS: readonly HeaderStandard[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
+// Upper-case HTTP method tokens (RFC 9110 §9.1): request methods are compared as sent.
+const METHOD = /^[!#$%&'*+.^_`|~0-9A-Z-]+$/
+// An allowList entry shaped like an address or network is one, and must parse: a dotted quad (with
+// a port, to reject it), a bracketed or `::` IPv6, eight groups (or six and a dotted quad), `…/n`.
+const ADDRESS_LIKE =
+  /^(?:\d+(?:\.\d+){3}(?::\d*)?|\[.*|[0-9a-f:.]*::[0-9a-f:.]*|(?:[0-9a-f]+:){6}[0-9a-f.:]+|[0-9a-f.:]*[.:][0-9a-f.:]*\/\d*)$/i
 
 function globToRegExp(glob: string): RegExp {
   const body = glob
@@ -103,34 +149,158 @@ function globToRegExp(glob: string): RegExp {
 
 interface CompiledRoute extends RouteRule {
   readonly pattern: RegExp
-  readonly shard: string
+  /** `r:<name>:`, with `%` and `:` escaped in the name so that route and client key split one way. */
+  readonly prefix: string
+  readonly where: string
   readonly policies: readonly QuotaPolicy[]
 }
 
-const STANDARDS: readonly HeaderStandard[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
+interface AllowList {
+  readonly keys: ReadonlySet<string>
+  /** Single addresses, canonical (`formatIp`), as `clientKey` reports them. */
+  readonly hosts: ReadonlySet<string>
+  readonly networks: readonly Cidr[]
+}
 
-// Checked when the middleware is created, not on the first request: a bad identity option would
-// otherwise fail every request, and draft-10/7/6 would emit clashing RateLimit(-Policy) fields.
-function validateOptions(identity: unknown, standards: readonly HeaderStandard[]): void {
-  const issues = identity === undefined ? [] : validateClientKeyOptions(identity, 'identity')
-  for (const standard of standards) {
-    if (!STANDARDS.includes(standard)) {
-      issues.push({
-        path: 'headers',
-        code: 'ERR_HEADER_STANDARD',
-        message: `expected one of ${STANDARDS.join(', ')}, got ${JSON.stringify(standard)}`,
-      })
-    }
+function checkFunction(issues: Issues, path: string, value: unknown): void {
+  if (value !== undefined && typeof value !== 'function')
+    issues.add(path, 'ERR_FUNCTION', `expected a function, got ${describe(value)}`)
+}
+
+function checkCost(issues: Issues, path: string, value: unknown): void {
+  if (typeof value === 'number') issues.integer(path, value, 0, Number.MAX_SAFE_INTEGER)
+  else if (value !== undefined && typeof value !== 'function')
+    issues.add(path, 'ERR_COST', `expected a non-negative integer or a function, got ${describe(value)}`)
+}
+
+function checkLimiter(issues: Issues, path: string, value: unknown): void {
+  const l = value as Partial<Limiter> | null | undefined
+  if (typeof l?.limit !== 'function' || !Array.isArray(l.rules))
+    issues.add(path, 'ERR_LIMITER', `expected a limiter from createLimiter(), got ${describe(value)}`)
+}
+
+function checkRoute(issues: Issues, at: string, route: unknown): void {
+  if (!issues.object(at, route)) return
+  const { path, methods, limiter, name, cost, key } = route
+  if (path instanceof RegExp) {
+    if (path.global || path.sticky)
+      issues.add(`${at}.path`, 'ERR_ROUTE_PATH', `expected a RegExp without the g or y flag, got ${path}`)
+  } else if (typeof path !== 'string' || !/^[/*]/.test(path)) {
+    issues.add(
+      `${at}.path`,
+      'ERR_ROUTE_PATH',
+      `expected a path or glob starting with "/" (like "/api/*"), or a RegExp, got ${describe(path)}`,
+    )
   }
-  const drafts = standards.filter((s) => s !== 'legacy')
-  if (new Set(drafts).size > 1) {
-    issues.push({
-      path: 'headers',
-      code: 'ERR_HEADER_CONFLICT',
-      message: `${[...new Set(drafts)].join(', ')} emit clashing RateLimit fields; choose one (legacy may be added)`,
+  if (methods !== undefined && !Array.isArray(methods))
+    issues.add(`${at}.methods`, 'ERR_ARRAY', `expected an array of methods, got ${describe(methods)}`)
+  else if (Array.isArray(methods)) {
+    methods.forEach((m: unknown, i) => {
+      if (typeof m !== 'string' || !METHOD.test(m))
+        issues.add(
+          `${at}.methods[${i}]`,
+          'ERR_METHOD',
+          `expected an upper-case method like "GET", got ${describe(m)}`,
+        )
     })
   }
-  if (issues.length > 0) throw new ConfigError(issues)
+  checkLimiter(issues, `${at}.limiter`, limiter)
+  if (name !== undefined && (typeof name !== 'string' || name === ''))
+    issues.add(`${at}.name`, 'ERR_STRING', `expected a non-empty string, got ${describe(name)}`)
+  checkCost(issues, `${at}.cost`, cost)
+  checkFunction(issues, `${at}.key`, key)
+}
+
+function compileAllowList(issues: Issues, list: unknown): AllowList {
+  const allow = { keys: new Set<string>(), hosts: new Set<string>(), networks: [] as Cidr[] }
+  if (list === undefined) return allow
+  if (!Array.isArray(list)) {
+    issues.add(
+      'allowList',
+      'ERR_ARRAY',
+      `expected an array of addresses, CIDRs or keys, got ${describe(list)}`,
+    )
+    return allow
+  }
+  list.forEach((entry: unknown, i) => {
+    if (typeof entry !== 'string' || entry === '') {
+      issues.add(`allowList[${i}]`, 'ERR_STRING', `expected a non-empty string, got ${describe(entry)}`)
+    } else if (!ADDRESS_LIKE.test(entry.trim())) {
+      allow.keys.add(entry)
+    } else {
+      const cidr = parseCidr(entry)
+      if (cidr === undefined) {
+        issues.add(
+          `allowList[${i}]`,
+          'ERR_CIDR',
+          `expected an address or CIDR like "203.0.113.9", "10.0.0.0/8" or "2001:db8::/32", got ${describe(entry)}`,
+        )
+      } else if (cidr.prefix === cidr.bytes.length * 8) allow.hosts.add(formatIp(cidr))
+      else allow.networks.push(cidr)
+    }
+  })
+  return allow
+}
+
+// Checked when the middleware is created, not on the first request: every problem at once, with
+// its path. draft-10/7/6 together would emit clashing RateLimit(-Policy) fields.
+function validateOptions(options: RateLimitOptions): { standards: HeaderStandard[]; allow: AllowList } {
+  const issues = createIssues()
+  if (options.identity !== undefined)
+    issues.list.push(...validateClientKeyOptions(options.identity, 'identity'))
+  const h: unknown = options.headers
+  const standards: unknown[] = h === false ? [] : h === undefined ? ['draft-10'] : Array.isArray(h) ? h : [h]
+  for (const standard of standards) {
+    if (!STANDARDS.includes(standard as HeaderStandard))
+      issues.add(
+        'headers',
+        'ERR_HEADER_STANDARD',
+        `expected one of ${STANDARDS.join(', ')}, got ${describe(standard)}`,
+      )
+  }
+  const drafts = new Set(standards.filter((s) => s !== 'legacy'))
+  if (drafts.size > 1) {
+    issues.add(
+      'headers',
+      'ERR_HEADER_CONFLICT',
+      `${[...drafts].join(', ')} emit clashing RateLimit fields; choose one (legacy may be added)`,
+    )
+  }
+  if (options.limiter !== undefined) checkLimiter(issues, 'limiter', options.limiter)
+  if (options.routes !== undefined && !Array.isArray(options.routes))
+    issues.add('routes', 'ERR_ARRAY', `expected an array of routes, got ${describe(options.routes)}`)
+  else for (const [i, route] of (options.routes ?? []).entries()) checkRoute(issues, `routes[${i}]`, route)
+  checkCost(issues, 'cost', options.cost)
+  for (const name of ['key', 'skip', 'onLimited'] as const) checkFunction(issues, name, options[name])
+  if (options.partitionKey !== undefined && typeof options.partitionKey !== 'boolean')
+    issues.add('partitionKey', 'ERR_BOOLEAN', `expected a boolean, got ${describe(options.partitionKey)}`)
+  if (options.clock !== undefined && typeof options.clock?.now !== 'function')
+    issues.add('clock', 'ERR_CLOCK', `expected a clock with a now() method, got ${describe(options.clock)}`)
+  const allow = compileAllowList(issues, options.allowList)
+  if (issues.list.length > 0) throw new ConfigError(issues.list)
+  return { standards: standards as HeaderStandard[], allow }
+}
+
+function isAllowed(allow: AllowList, ip: string | undefined): boolean {
+  if (ip === undefined) return false
+  if (allow.hosts.has(ip)) return true
+  if (allow.networks.length === 0) return false
+  const parsed = parseIp(ip)
+  return parsed !== undefined && allow.networks.some((network) => inCidr(parsed, network))
+}
+
+/** A cost function's answer, checked: it runs per request, so it cannot be validated up front. */
+async function costFrom(
+  fn: (request: HttpRequest) => number | Promise<number>,
+  request: HttpRequest,
+  where: string,
+): Promise<number> {
+  const cost = await fn(request)
+  if (Number.isSafeInteger(cost) && cost >= 0) return cost
+  throw new EdgelimitError(
+    'ERR_EDGELIMIT_COST',
+    `The ${where} function returned ${describe(cost)} for ${request.method} ${request.path}; expected a non-negative integer (0 charges nothing)`,
+  )
 }
 
 /**
@@ -138,6 +308,12 @@ function validateOptions(identity: unknown, standards: readonly HeaderStandard[]
  * spoofed, charge the cost, and answer with the standard headers on every response and a
  * problem+json 429 (or 503 when the store is down under fail-closed).
  *
+ * Keys live in separate namespaces (see `HttpVerdict.key`): whatever a key function returns (an
+ * API key a client sends, say) never lands in the bucket of a client address, of the fallback,
+ * or of another route.
+ *
+ * @throws {TypeError} without `limiter` and `routes`.
+ * @throws {ConfigError} listing every invalid option, with its path and code.
  * @example
  * const rl = createRateLimit({ limiter, identity: { trustedProxies: ['10.0.0.0/8'], secret } })
  * const verdict = await rl.check({ method: 'GET', path: '/', header: (n) => req.headers.get(n), peer })
@@ -146,22 +322,72 @@ export function createRateLimit(options: RateLimitOptions): HttpRateLimit {
   if (options.limiter === undefined && (options.routes?.length ?? 0) === 0) {
     throw new TypeError('Expected `limiter` or at least one of `routes`')
   }
-  const standards: readonly HeaderStandard[] =
-    options.headers === false
-      ? []
-      : typeof options.headers === 'string'
-        ? [options.headers]
-        : (options.headers ?? ['draft-10'])
-  validateOptions(options.identity, standards)
-  const routes: CompiledRoute[] = (options.routes ?? []).map((r) => ({
-    ...r,
-    pattern: typeof r.path === 'string' ? globToRegExp(r.path) : r.path,
-    shard: r.name ?? String(r.path),
-    policies: r.limiter.rules.map(quotaPolicy),
-  }))
+  const { standards, allow } = validateOptions(options)
+  const routes: CompiledRoute[] = (options.routes ?? []).map((r, i) => {
+    const shard = r.name ?? String(r.path)
+    return {
+      ...r,
+      pattern: typeof r.path === 'string' ? globToRegExp(r.path) : r.path,
+      prefix: `r:${shard.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'))}:`,
+      where: `routes[${i}].cost`,
+      policies: r.limiter.rules.map(quotaPolicy),
+    }
+  })
   const defaultPolicies = options.limiter?.rules.map(quotaPolicy) ?? []
-  const allow = new Set(options.allowList ?? [])
+  const clock = options.clock ?? systemClock
+  // Only the legacy fields carry a timestamp.
+  const legacy = standards.includes('legacy')
+  const identity = options.identity
+  const checkAddress = allow.hosts.size > 0 || allow.networks.length > 0
   const stats = { fallbackKeys: 0 }
+
+  // `clientKey`, remembered per address: parsing and hashing are most of the work per request.
+  // Keys are canonical addresses, or the raw peer text when only the peer counts; '' = allowed.
+  const tp = identity?.trustedProxies
+  const peerOnly =
+    identity?.trustPlatform !== true &&
+    (tp === undefined || tp === 0 || (Array.isArray(tp) && tp.length === 0))
+  const fallbackKey = `ip:${identity?.fallback ?? FALLBACK}`
+  const known = new Map<string, string>()
+  const remember = (text: string, key: string) => {
+    if (known.size >= KNOWN_ADDRESSES) known.delete(known.keys().next().value as string)
+    known.set(text, key)
+  }
+  async function addressKey(request: HttpRequest): Promise<string | undefined> {
+    const peer = peerOnly ? request.peer : undefined
+    let key = peer === undefined ? undefined : known.get(peer)
+    if (key === undefined) {
+      const ip = resolveClientIp(request, identity).ip
+      if (ip === undefined) {
+        stats.fallbackKeys++
+        return fallbackKey
+      }
+      key = known.get(ip)
+      if (key === undefined) {
+        key = isAllowed(allow, ip)
+          ? ''
+          : `ip:${await hashKey(subnetKey(ip, identity) as string, identity?.secret)}`
+        remember(ip, key)
+      }
+      if (peer !== undefined && peer !== ip) remember(peer, key)
+    }
+    return key === '' ? undefined : key
+  }
+
+  async function keyOf(request: HttpRequest, route: CompiledRoute | undefined): Promise<string | undefined> {
+    const keyFn = route?.key ?? options.key
+    const custom: unknown = keyFn === undefined ? undefined : await keyFn(request)
+    if (custom === undefined || custom === null) return addressKey(request)
+    if (typeof custom !== 'string') {
+      throw new EdgelimitError(
+        'ERR_EDGELIMIT_KEY',
+        `The key function returned ${describe(custom)}; expected a string, or undefined to use the client address`,
+      )
+    }
+    if (allow.keys.has(custom)) return undefined
+    if (checkAddress && isAllowed(allow, resolveClientIp(request, identity).ip)) return undefined
+    return `k:${custom}`
+  }
 
   async function check(request: HttpRequest): Promise<HttpVerdict> {
     if (options.skip !== undefined && (await options.skip(request))) return PASS
@@ -170,29 +396,16 @@ export function createRateLimit(options: RateLimitOptions): HttpRateLimit {
     )
     const limiter = route?.limiter ?? options.limiter
     if (limiter === undefined) return PASS
-    const keyFn = route?.key ?? options.key
-    const custom = keyFn === undefined ? undefined : await keyFn(request)
-    let key = custom
-    if (key === undefined) {
-      const client = await clientKey(
-        { peer: request.peer, header: (n) => request.header(n) },
-        options.identity,
-      )
-      if (client.fallback) stats.fallbackKeys++
-      if (client.ip !== undefined && allow.has(client.ip)) return PASS
-      key = client.key
-    }
-    if (allow.has(key)) return PASS
-    if (route !== undefined) key = `${route.shard}:${key}`
-    const costOption = route?.cost ?? options.cost ?? 1
-    const cost = typeof costOption === 'number' ? costOption : await costOption(request)
+    const client = await keyOf(request, route)
+    if (client === undefined) return PASS
+    const key = route === undefined ? client : route.prefix + client
+    const option = route?.cost ?? options.cost ?? 1
+    const cost = typeof option === 'number' ? option : await costFrom(option, request, route?.where ?? 'cost')
     const decision = await limiter.limit(key, { cost })
-    const partitionKey = options.partitionKey
-      ? await partitionKeyBytes(key, options.identity?.secret)
-      : undefined
+    const partitionKey = options.partitionKey ? await partitionKeyBytes(key, identity?.secret) : undefined
     const headers = rateLimitHeaders(decision, route?.policies ?? defaultPolicies, {
       standards,
-      nowMs: systemClock.now(),
+      nowMs: legacy ? clock.now() : 0,
       ...(partitionKey !== undefined ? { partitionKey } : {}),
     })
     if (decision.allowed)

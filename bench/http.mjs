@@ -1,0 +1,435 @@
+// Throughput of a hello-world server with and without edgelimit's HTTP adapter, per adapter.
+//
+//   npm run bench:http                  (builds edgelimit first)
+//   node bench/http.mjs [--quick] [--only <adapter>] [--no-deny] [--duration <s>] [--warmup <s>]
+//                       [--repeats <n>] [--connections <n>] [--tool wrk|autocannon] [--no-write]
+//
+// Every server runs in its own child process (bench/http/server.mjs), one at a time, and is loaded
+// by wrk on one thread (autocannon when wrk is not installed): 2 cores, one for the server and one
+// for the load. Each case is a fresh process: warm-up, then one timed run; REPEATS rounds over
+// all cases, the order alternating, with and without the adapter back to back, so machine load
+// hits both alike; the best run counts. The target: with the adapter ≥ 90% of the requests per
+// second without it (scenario `admit`: everything admitted).
+//
+// Writes bench/results/http-<YYYY-MM-DD>.json and .md (UTC date).
+
+import { execFileSync, spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+import { autocannon, wrk, wrkVersion } from './http/load.mjs'
+
+const SELF = fileURLToPath(import.meta.url)
+const ROOT = path.resolve(path.dirname(SELF), '..')
+const RESULTS = path.join(ROOT, 'bench', 'results')
+const SERVER = path.join(ROOT, 'bench', 'http', 'server.mjs')
+
+const ADAPTERS = {
+  node: { label: 'Node http', api: 'nodeRateLimit(options)(req, res)' },
+  express: { label: 'Express', api: 'app.use(expressRateLimit(options))' },
+  fastify: { label: 'Fastify', api: 'app.register(fastifyRateLimit, options)' },
+  hono: { label: 'Hono (@hono/node-server)', api: 'app.use(honoRateLimit(options))' },
+  fetch: { label: 'fetch wrapper (node:http bridge)', api: 'withRateLimit(handler, { ...options, peer })' },
+}
+const SCENARIOS = {
+  admit: 'every request admitted: fixedWindow({ limit: 5e8, window: "1h" }), keyed by client address',
+  deny: 'half denied: wrk alternates `/` (admitted as above) and `/deny` (route limiter of 1 per hour: 429)',
+}
+/** With the adapter, at least this share of the requests per second without it. */
+const TARGET = 0.9
+
+function parseArgs(argv) {
+  const value = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback)
+  const quick = argv.includes('--quick')
+  const tool = value('--tool', wrkVersion() === null ? 'autocannon' : 'wrk')
+  return {
+    quick,
+    write: !argv.includes('--no-write'),
+    only: value('--only', undefined),
+    scenarios: argv.includes('--no-deny') ? ['admit'] : ['admit', 'deny'],
+    duration: Number(value('--duration', quick ? 3 : 6)),
+    warmup: Number(value('--warmup', quick ? 1 : 2)),
+    repeats: Number(value('--repeats', quick ? 1 : 3)),
+    connections: Number(value('--connections', 50)),
+    tool,
+  }
+}
+
+const ENTRIES = ['index', ...Object.keys(ADAPTERS)]
+
+/**
+ * Copies the build once, so every case runs the same code even if someone rebuilds meanwhile.
+ * A copy taken mid-build (tsup cleans dist first) is detected by importing every entry, and retried.
+ */
+async function snapshotEdgelimit() {
+  const dist = path.dirname(fileURLToPath(import.meta.resolve('edgelimit')))
+  for (let attempt = 1; ; attempt++) {
+    for (let waited = 0; !ENTRIES.every((e) => existsSync(path.join(dist, `${e}.js`))); waited += 500) {
+      if (waited > 60_000) throw new Error(`${dist} is incomplete: run npm run build`)
+      await new Promise((resolve) => setTimeout(resolve, 500))
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000)) // let a concurrent build finish
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'edgelimit-bench-http-'))
+    cpSync(dist, dir, { recursive: true })
+    try {
+      const check = `await Promise.all(${JSON.stringify(ENTRIES)}.map((e) => import('./' + e + '.js')))`
+      execFileSync(process.execPath, ['--input-type=module', '-e', check], { cwd: dir, stdio: 'pipe' })
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true })
+      if (attempt === 5) throw new Error(`the build in ${dist} does not load: ${error.stderr}`)
+      continue
+    }
+    const hash = createHash('sha256')
+    for (const file of readdirSync(dir, { recursive: true }).map(String).sort()) {
+      if (!file.endsWith('.js')) continue
+      hash.update(file)
+      hash.update(readFileSync(path.join(dir, file)))
+    }
+    return { dir, hash: hash.digest('hex').slice(0, 16) }
+  }
+}
+
+/** Starts one server process; resolves { port, send(command) → reply, stop() }. */
+async function startServer(spec) {
+  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), SERVER, JSON.stringify(spec)], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  const waiting = []
+  createInterface({ input: child.stdout }).on('line', (line) => waiting.shift()?.resolve(JSON.parse(line)))
+  const next = () =>
+    new Promise((resolve, reject) => {
+      waiting.push({ resolve })
+      exited.then((code) => reject(new Error(`server ${spec.adapter} exited with ${code}`)))
+    })
+  const { port } = await next()
+  return {
+    port,
+    send(command) {
+      const reply = next()
+      child.stdin.write(`${command}\n`)
+      return reply
+    },
+    async stop() {
+      child.stdin.end()
+      await exited
+    },
+  }
+}
+
+async function runCase(spec, opts) {
+  const server = await startServer(spec)
+  try {
+    const load = opts.tool === 'wrk' ? wrk : autocannon
+    const target = {
+      url: `http://127.0.0.1:${server.port}/`,
+      connections: opts.connections,
+      alternate: spec.scenario === 'deny',
+    }
+    if (opts.warmup > 0) await load({ ...target, duration: opts.warmup })
+    await server.send('mark')
+    const loadAverage = Number(os.loadavg()[0].toFixed(2))
+    const measured = await load({ ...target, duration: opts.duration })
+    const stats = await server.send('stats')
+    return {
+      ...measured,
+      served: stats.served,
+      statuses: stats.statuses,
+      serverCpuUsPerRequest: stats.served > 0 ? stats.cpuUs / stats.served : null,
+      serverCpuShare: stats.cpuUs / 1e6 / measured.seconds,
+      loadAverage,
+    }
+  } finally {
+    await server.stop()
+  }
+}
+
+function table(header, rows, align) {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)))
+  const cell = (v, i) => (align[i] === 'r' ? String(v).padStart(widths[i]) : String(v).padEnd(widths[i]))
+  const text = [
+    header.map(cell).join('  '),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    ...rows.map((r) => r.map(cell).join('  ')),
+  ]
+    .map((line) => line.trimEnd())
+    .join('\n')
+  const md = [
+    `| ${header.join(' | ')} |`,
+    `| ${align.map((a) => (a === 'r' ? '---:' : ':---')).join(' | ')} |`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n')
+  return { text, md }
+}
+
+const kps = (n) => (n === undefined ? '—' : `${Math.round(n).toLocaleString('en-US')}`)
+const us = (n) => (n === null || n === undefined ? '—' : n.toFixed(1))
+const pct = (x) => `${(x * 100).toFixed(1)}%`
+
+function git(args) {
+  try {
+    return execFileSync('git', args, {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trimEnd()
+  } catch {
+    return null
+  }
+}
+
+function version(pkg) {
+  try {
+    return JSON.parse(readFileSync(path.join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version
+  } catch {
+    return null
+  }
+}
+
+function commandLine(argv) {
+  const direct = ['node', 'bench/http.mjs', ...argv].join(' ')
+  const event = process.env.npm_lifecycle_event
+  if (event === undefined) return { command: direct, direct }
+  return { command: `npm run ${event}`, npmScript: process.env.npm_lifecycle_script ?? null, direct }
+}
+
+/** Checks that a run measured what it claims: no errors, and the statuses the scenario implies. */
+function verify(r) {
+  const problems = []
+  if (r.errors > 0) problems.push(`${r.errors} socket errors`)
+  const denied = r.statuses['429'] ?? 0
+  const other = r.served - (r.statuses['200'] ?? 0) - denied
+  if (other > 0) problems.push(`${other} answers neither 200 nor 429`)
+  if (r.scenario === 'admit' || !r.limited) {
+    if (denied > 0 || r.non2xx > 0) problems.push(`${Math.max(denied, r.non2xx)} denied, expected none`)
+  } else if (Math.abs(denied / r.served - 0.5) > 0.02)
+    problems.push(`${pct(denied / r.served)} denied, expected 50%`)
+  return problems
+}
+
+async function main(argv) {
+  const opts = parseArgs(argv)
+  const adapters = Object.keys(ADAPTERS).filter((a) => opts.only === undefined || a === opts.only)
+  const started = Date.now()
+  const loadBefore = os.loadavg()
+  const snapshot = await snapshotEdgelimit()
+  const runs = []
+  try {
+    const total = opts.repeats * opts.scenarios.length * adapters.length * 2
+    for (let round = 0; round < opts.repeats; round++) {
+      const order = round % 2 === 0 ? adapters : [...adapters].reverse()
+      for (const scenario of opts.scenarios) {
+        for (const adapter of order) {
+          for (const limited of round % 2 === 0 ? [false, true] : [true, false]) {
+            const spec = { adapter, limited, scenario, dist: snapshot.dir }
+            const t0 = Date.now()
+            const r = { ...spec, round, ...(await runCase(spec, opts)) }
+            delete r.dist
+            r.problems = verify(r)
+            runs.push(r)
+            process.stderr.write(
+              `[${String(runs.length).padStart(2)}/${total}] ${scenario.padEnd(5)} ${adapter.padEnd(7)} ${limited ? 'with   ' : 'without'} ${kps(r.rps).padStart(7)} req/s, server ${us(r.serverCpuUsPerRequest)} µs CPU/req (${pct(r.serverCpuShare)} of a core), load ${r.loadAverage}${r.problems.length > 0 ? `  PROBLEM: ${r.problems.join('; ')}` : ''}  ${((Date.now() - t0) / 1000).toFixed(1)} s\n`,
+            )
+          }
+        }
+      }
+    }
+  } finally {
+    rmSync(snapshot.dir, { recursive: true, force: true })
+  }
+
+  const pick = (scenario, adapter, limited) =>
+    runs.filter((r) => r.scenario === scenario && r.adapter === adapter && r.limited === limited)
+  const best = (list) => list.reduce((a, b) => (b.rps > a.rps ? b : a), list[0])
+  const results = []
+  for (const scenario of opts.scenarios) {
+    for (const adapter of adapters) {
+      const without = pick(scenario, adapter, false)
+      const withAdapter = pick(scenario, adapter, true)
+      const b0 = best(without)
+      const b1 = best(withAdapter)
+      const paired = without.map((w) => {
+        const l = withAdapter.find((x) => x.round === w.round)
+        return l === undefined ? null : Number((l.rps / w.rps).toFixed(3))
+      })
+      const ratio = b1.rps / b0.rps
+      const cpu = (list) => Math.min(...list.map((r) => r.serverCpuUsPerRequest ?? Number.POSITIVE_INFINITY))
+      results.push({
+        scenario,
+        adapter,
+        withoutRps: b0.rps,
+        withRps: b1.rps,
+        ratio,
+        pairedRatios: paired,
+        withoutCpuUsPerRequest: cpu(without),
+        withCpuUsPerRequest: cpu(withAdapter),
+        addedCpuUsPerRequest: cpu(withAdapter) - cpu(without),
+        deniedFraction: (b1.statuses['429'] ?? 0) / b1.served,
+        repeatsWithoutRps: without.map((r) => Math.round(r.rps)),
+        repeatsWithRps: withAdapter.map((r) => Math.round(r.rps)),
+        problems: [...without, ...withAdapter].flatMap((r) => r.problems),
+        pass: scenario === 'admit' ? ratio >= TARGET : null,
+      })
+    }
+  }
+  const targets = results.filter((r) => r.pass !== null)
+  const passed = targets.filter((r) => r.pass).length
+  const loadAfter = os.loadavg()
+  const cpus = os.cpus()
+  const date = new Date().toISOString().slice(0, 10)
+  const meta = {
+    date,
+    ...commandLine(argv),
+    node: process.version,
+    v8: process.versions.v8,
+    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
+    cpu: { model: cpus[0]?.model ?? 'unknown', cores: cpus.length },
+    totalMemoryBytes: os.totalmem(),
+    edgelimitBuild: snapshot.hash,
+    git: {
+      head: git(['rev-parse', 'HEAD']),
+      dirty: (git(['status', '--porcelain', '--', 'packages/edgelimit/src']) ?? '')
+        .split('\n')
+        .filter(Boolean),
+    },
+    versions: {
+      edgelimit: version('edgelimit'),
+      express: version('express'),
+      fastify: version('fastify'),
+      hono: version('hono'),
+      '@hono/node-server': version('@hono/node-server'),
+      autocannon: version('autocannon'),
+      wrk: opts.tool === 'wrk' ? wrkVersion() : null,
+    },
+    durationSeconds: Math.round((Date.now() - started) / 1000),
+    loadAverage: {
+      before: loadBefore.map((l) => Number(l.toFixed(2))),
+      after: loadAfter.map((l) => Number(l.toFixed(2))),
+    },
+  }
+
+  const rows = (scenario) =>
+    results
+      .filter((r) => r.scenario === scenario)
+      .map((r) => [
+        ADAPTERS[r.adapter].label,
+        kps(r.withoutRps),
+        kps(r.withRps),
+        pct(r.ratio),
+        r.pairedRatios.map((x) => (x === null ? '—' : pct(x))).join(' / '),
+        `${us(r.withoutCpuUsPerRequest)} → ${us(r.withCpuUsPerRequest)} (+${us(r.addedCpuUsPerRequest)})`,
+        r.pass === null ? `${pct(r.deniedFraction)} denied` : r.pass ? 'PASS' : 'FAIL',
+      ])
+  const header = [
+    'adapter',
+    'without (req/s)',
+    'with (req/s)',
+    'with / without',
+    'paired, per round',
+    'server CPU µs/req',
+    'result',
+  ]
+  const align = ['l', 'r', 'r', 'r', 'r', 'r', 'l']
+  const tables = Object.fromEntries(opts.scenarios.map((s) => [s, table(header, rows(s), align)]))
+  const problems = results.flatMap((r) => r.problems.map((p) => `${r.scenario}/${r.adapter}: ${p}`))
+
+  console.log(
+    `\nedgelimit HTTP adapter benchmark — ${date}, Node ${process.version}, ${meta.cpu.model} × ${meta.cpu.cores}\n`,
+  )
+  for (const scenario of opts.scenarios) {
+    console.log(
+      `Scenario ${scenario}: ${SCENARIOS[scenario]} (best of ${opts.repeats}, ${opts.duration} s each):\n`,
+    )
+    console.log(tables[scenario].text)
+    console.log('')
+  }
+  console.log(
+    `Target: with the adapter ≥ ${pct(TARGET)} of the throughput without it — ${passed}/${targets.length} PASS`,
+  )
+  if (problems.length > 0) console.log(`\nPROBLEMS:\n  ${problems.join('\n  ')}`)
+  console.log(
+    `\n${meta.durationSeconds} s in all; load average ${meta.loadAverage.before.join(' / ')} before, ${meta.loadAverage.after.join(' / ')} after`,
+  )
+
+  if (!opts.write) return
+  const method = {
+    tool: opts.tool,
+    toolCommand:
+      opts.tool === 'wrk'
+        ? `wrk -t1 -c${opts.connections} -d${opts.duration}s --latency <url> (deny: -s alternate.lua)`
+        : `autocannon({ url, connections: ${opts.connections}, duration: ${opts.duration} })`,
+    connections: opts.connections,
+    warmupSeconds: opts.warmup,
+    durationSeconds: opts.duration,
+    repeats: opts.repeats,
+    bestOf: opts.repeats,
+    repeatIsAFreshProcess: true,
+    target: `with / without ≥ ${TARGET} (scenario admit)`,
+    scenarios: Object.fromEntries(opts.scenarios.map((s) => [s, SCENARIOS[s]])),
+    adapters: ADAPTERS,
+    store: 'memoryStore() (the default)',
+  }
+  const json = {
+    benchmark: 'http',
+    ...meta,
+    method,
+    results,
+    runs,
+    summary: { passed, failed: targets.length - passed, total: targets.length, problems },
+  }
+  mkdirSync(RESULTS, { recursive: true })
+  const base = path.join(
+    RESULTS,
+    `http-${date}${opts.quick ? '-quick' : ''}${opts.only ? `-${opts.only}` : ''}`,
+  )
+  writeFileSync(`${base}.json`, `${JSON.stringify(json, null, 2)}\n`)
+  writeFileSync(`${base}.md`, markdown(meta, opts, method, tables, passed, targets.length, problems))
+  console.log(`wrote ${path.relative(ROOT, base)}.json and .md`)
+}
+
+function markdown(meta, opts, method, tables, passed, total, problems) {
+  const sections = opts.scenarios
+    .map((s) => `## Scenario \`${s}\`: ${SCENARIOS[s]}\n\n${tables[s].md}\n`)
+    .join('\n')
+  return `# HTTP adapter benchmark — ${meta.date}
+
+- Command: \`${meta.command}\`${meta.npmScript ? ` (runs \`${meta.npmScript}\`)` : ''}; each server runs as \`node bench/http/server.mjs '<case JSON>'\`
+- Node ${meta.node} (V8 ${meta.v8}), ${meta.platform}
+- CPU: ${meta.cpu.model} × ${meta.cpu.cores}
+- Date: ${meta.date}; ${meta.durationSeconds} s in all; load average (1/5/15 min) ${meta.loadAverage.before.join(' / ')} before, ${meta.loadAverage.after.join(' / ')} after (2 cores shared with other work: each run's 1-min load average is in the JSON)
+- edgelimit ${meta.versions.edgelimit} at ${meta.git.head ?? 'unknown commit'}${meta.git.dirty.length > 0 ? ` with uncommitted changes in ${meta.git.dirty.map((d) => `\`${d.slice(3)}\``).join(', ')}` : ''}; build hash ${meta.edgelimitBuild}; express ${meta.versions.express}, fastify ${meta.versions.fastify}, hono ${meta.versions.hono}, @hono/node-server ${meta.versions['@hono/node-server']}; load: ${method.tool === 'wrk' ? meta.versions.wrk : `autocannon ${meta.versions.autocannon}`}
+${opts.quick ? '- **Quick run: indicative only.**\n' : ''}
+**Target: with the adapter ≥ ${pct(TARGET)} of the requests per second without it (scenario \`admit\`): ${passed}/${total} PASS.**
+${problems.length > 0 ? `\n**Problems:** ${problems.join('; ')}\n` : ''}
+${sections}
+Columns: best requests/s of ${opts.repeats} runs without and with the adapter; their ratio (judged); the ratio within each round (the two runs back to back); the server process's CPU time per answered request (user + system, best run) without → with, and the difference: the adapter's cost per request.
+
+## Method
+
+- A hello-world server (\`hello world\`, text/plain) per adapter, without and with edgelimit: ${Object.values(
+    ADAPTERS,
+  )
+    .map((a) => `${a.label}: \`${a.api}\``)
+    .join(
+      '; ',
+    )}. The fetch row compares the wrapped handler with the same bridge (\`node:http\` → \`Request\` → handler → \`Response\` → \`node:http\`) serving the bare handler.
+- edgelimit: the built package (copied once at start), the memory store, default options (client address as key: SHA-256 of the peer address, draft-10 headers on every response). Scenario \`admit\`: ${SCENARIOS.admit}. Scenario \`deny\` (informational, no target): ${SCENARIOS.deny}; without the adapter both paths answer 200.
+- Each run is a fresh server process (one at a time), loaded by \`${method.toolCommand}\` from 127.0.0.1 after a ${opts.warmup} s warm-up with the same load; ${opts.repeats} rounds over every case, the adapter order alternating between rounds and the runs with and without the adapter back to back (their order alternating too). The best run counts; every run is in the JSON with its 1-minute load average, socket errors, status counts (counted by the server) and server CPU time.
+- Each run is checked: no socket errors, only 200 and 429 answers, nothing denied in \`admit\` (nor ever without the adapter), 50% ± 2% denied in \`deny\`.
+`
+}
+
+await main(process.argv.slice(2))

@@ -1,0 +1,526 @@
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { gcra } from '../algorithms.js'
+import { ConfigError, EdgelimitError } from '../errors.js'
+import { createLimiter } from '../limiter.js'
+import { manualClock } from '../testing/index.js'
+import { type ClientKeyOptions, clientKey, hashKey } from './identity.js'
+import { formatCidr, formatIp, type ParsedIp, parseCidr } from './ip.js'
+import { createRateLimit, type HttpRequest, type RateLimitOptions } from './rate-limit.js'
+
+const START = 1_700_000_000_000
+
+/** `burst` requests per hour per key, under a frozen clock. */
+function perHour(burst = 1, clock = manualClock(START)) {
+  return createLimiter({
+    rules: [{ name: 'hourly', algorithm: gcra({ limit: 1, period: '1h', burst }) }],
+    clock,
+  })
+}
+
+function request(peer: string | undefined, headers: Record<string, string> = {}, path = '/'): HttpRequest {
+  return { method: 'GET', path, peer, header: (name) => headers[name] }
+}
+
+const apiKey = (r: HttpRequest) => r.header('x-api-key') ?? undefined
+
+/** `path → code` of every issue a ConfigError lists. */
+function issuesOf(make: () => unknown): Record<string, string[]> {
+  try {
+    make()
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError)
+    const out: Record<string, string[]> = {}
+    for (const issue of (error as ConfigError).issues)
+      out[issue.path] = [...(out[issue.path] ?? []), issue.code]
+    return out
+  }
+  throw new Error('expected a ConfigError')
+}
+
+describe('key namespaces', () => {
+  it('a key function returning the fallback key does not share the fallback bucket', async () => {
+    const rl = createRateLimit({ limiter: perHour(), key: apiKey })
+    const anonymous = await rl.check(request(undefined))
+    const forged = await rl.check(request(undefined, { 'x-api-key': 'unknown-client' }))
+    expect([anonymous.key, forged.key]).toEqual(['ip:unknown-client', 'k:unknown-client'])
+    expect([anonymous.action, forged.action]).toEqual(['continue', 'continue'])
+    expect((await rl.check(request(undefined))).action).toBe('respond')
+    expect(rl.stats.fallbackKeys).toBe(2)
+  })
+
+  it("a key function returning another client's address hash does not share that client's bucket", async () => {
+    const rl = createRateLimit({ limiter: perHour(), key: apiKey })
+    const victim = await rl.check(request('203.0.113.7'))
+    const hash = await hashKey('203.0.113.7')
+    expect(victim.key).toBe(`ip:${hash}`)
+    const attacker = await rl.check(request('198.51.100.1', { 'x-api-key': hash }))
+    expect([attacker.key, attacker.action]).toEqual([`k:${hash}`, 'continue'])
+    // Nor does the raw address, or the fallback name, as a key.
+    for (const forged of ['203.0.113.7', 'ip:unknown-client', `ip:${hash}`]) {
+      const v = await rl.check(request('198.51.100.1', { 'x-api-key': forged }))
+      expect([v.key, v.action]).toEqual([`k:${forged}`, 'continue'])
+    }
+    expect((await rl.check(request('203.0.113.7'))).action).toBe('respond')
+  })
+
+  it('route shards cannot run into each other or into the default keys', async () => {
+    const shared = perHour()
+    const rl = createRateLimit({
+      limiter: shared,
+      key: apiKey,
+      routes: [
+        { path: '/x', name: 'a', limiter: shared },
+        { path: '/y', name: 'a:k', limiter: shared },
+        { path: '/z', name: 'k', limiter: shared },
+      ],
+    })
+    const keys = []
+    // Unescaped, each pair would meet: 'a' + 'k:k:z' vs 'a:k' + 'k:z'; 'k' + 'k:a' vs the default 'k:k:a'.
+    for (const [path, key] of [
+      ['/x', 'k:z'],
+      ['/y', 'z'],
+      ['/z', 'a'],
+      ['/', 'k:a'],
+    ] as const) {
+      const v = await rl.check(request('192.0.2.1', { 'x-api-key': key }, path))
+      expect(v.action).toBe('continue')
+      keys.push(v.key)
+    }
+    expect(keys).toEqual(['r:a:k:k:z', 'r:a%3Ak:k:z', 'r:k:k:a', 'k:k:a'])
+  })
+
+  it('a key function returning null or undefined falls back to the address; other non-strings reject', async () => {
+    const rl = createRateLimit({
+      limiter: perHour(2),
+      key: (r) => (r.path === '/n' ? (null as never) : undefined),
+    })
+    expect((await rl.check(request('192.0.2.1', {}, '/n'))).key).toBe(`ip:${await hashKey('192.0.2.1')}`)
+    expect((await rl.check(request('192.0.2.1'))).key).toBe(`ip:${await hashKey('192.0.2.1')}`)
+    const bad = createRateLimit({ limiter: perHour(), key: () => 42 as never })
+    await expect(bad.check(request('192.0.2.1'))).rejects.toMatchObject({
+      code: 'ERR_EDGELIMIT_KEY',
+      message: expect.stringContaining('returned 42 (number)'),
+    })
+  })
+})
+
+describe('allowList', () => {
+  const limited = async (options: Partial<RateLimitOptions>, req: HttpRequest) => {
+    const v = await createRateLimit({ limiter: perHour(), ...options }).check(req)
+    return v.decision !== undefined
+  }
+
+  it.each([
+    ['2001:db8::1', '2001:DB8::1', false],
+    ['2001:db8:0:0:0:0:0:1', '2001:DB8::1', false],
+    ['192.0.2.9', '::ffff:192.0.2.9', false],
+    ['::ffff:192.0.2.9', '192.0.2.9', false],
+    ['10.200.3.4', '10.0.0.0/8', false],
+    ['::ffff:10.200.3.4', '10.0.0.0/8', false],
+    ['10.200.3.4', '::ffff:10.0.0.0/104', false],
+    ['2001:db8:ff:1::5', '2001:db8:ff::/48', false],
+    ['11.0.0.1', '10.0.0.0/8', true],
+    ['2001:db8::2', '2001:DB8::1', true],
+    ['2001:db9::1', '2001:db8::/32', true],
+  ])('peer %s against %s: limited %s', async (peer, entry, expected) => {
+    expect(await limited({ allowList: [entry] }, request(peer))).toBe(expected)
+  })
+
+  it('skips the limiter entirely: no headers, no decision, nothing charged', async () => {
+    const rl = createRateLimit({ limiter: perHour(), allowList: ['192.0.2.9'] })
+    for (let i = 0; i < 3; i++)
+      expect(await rl.check(request('192.0.2.9'))).toEqual({
+        action: 'continue',
+        headers: [],
+        delayMs: 0,
+      })
+  })
+
+  it('an allowed address passes even when a key function picks the key', async () => {
+    expect(await limited({ key: () => 'tenant', allowList: ['10.0.0.0/8'] }, request('10.1.1.1'))).toBe(false)
+    expect(await limited({ key: () => 'tenant', allowList: ['10.0.0.0/8'] }, request('11.1.1.1'))).toBe(true)
+  })
+
+  it('addresses match the resolved client: a trusted proxy forwards it, a forged header does not count', async () => {
+    const identity = { trustedProxies: ['10.0.0.0/8'] }
+    const xff = { 'x-forwarded-for': '203.0.113.9' }
+    expect(await limited({ identity, allowList: ['203.0.113.9'] }, request('10.0.0.1', xff))).toBe(false)
+    expect(await limited({ allowList: ['203.0.113.9'] }, request('198.51.100.1', xff))).toBe(true)
+  })
+
+  it("other entries match a key function's key only, never an address, the fallback or a hash", async () => {
+    const allowList = ['vip', '203.0.113.9', 'unknown-client', 'user:42', 'cafe']
+    expect(await limited({ key: apiKey, allowList }, request('192.0.2.1', { 'x-api-key': 'vip' }))).toBe(
+      false,
+    )
+    expect(await limited({ key: apiKey, allowList }, request('192.0.2.1', { 'x-api-key': 'user:42' }))).toBe(
+      false,
+    )
+    // An address entry is matched against the address, not against what a client claims as its key.
+    expect(
+      await limited({ key: apiKey, allowList }, request('192.0.2.1', { 'x-api-key': '203.0.113.9' })),
+    ).toBe(true)
+    expect(await limited({ allowList }, request(undefined))).toBe(true)
+    const hash = await hashKey('192.0.2.1')
+    expect(await limited({ allowList: [hash] }, request('192.0.2.1'))).toBe(true)
+  })
+
+  it('every textual form of an address or network is read as one, never as a key (property)', async () => {
+    const v4 = fc.uint8Array({ minLength: 4, maxLength: 4 }).map((bytes): ParsedIp => ({ version: 4, bytes }))
+    const v6 = fc
+      .uint8Array({ minLength: 16, maxLength: 16 })
+      .map((bytes): ParsedIp => ({ version: 6, bytes }))
+    const full = (ip: ParsedIp) =>
+      ip.version === 4
+        ? `::ffff:${formatIp(ip)}`
+        : Array.from({ length: 8 }, (_, i) =>
+            (((ip.bytes[2 * i] ?? 0) << 8) | (ip.bytes[2 * i + 1] ?? 0)).toString(16),
+          )
+            .join(':')
+            .toUpperCase()
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(v4, v6), fc.nat(128), async (ip, bits) => {
+        const peer = formatIp(ip)
+        const prefix = Math.min(bits, ip.bytes.length * 8)
+        const network = formatCidr(
+          parseCidr(`${peer}/${prefix}`) as NonNullable<ReturnType<typeof parseCidr>>,
+        )
+        for (const entry of [peer, full(ip), network])
+          expect(await limited({ allowList: [entry] }, request(peer))).toBe(false)
+      }),
+      { numRuns: 200 },
+    )
+  })
+
+  it('invalid entries are one ConfigError at creation', () => {
+    const limiter = perHour()
+    const allowList = [
+      '10.0.0.0/33',
+      '300.1.1.1',
+      '010.0.0.1',
+      '2001:db8::/129',
+      '1.2.3.4:80',
+      '[::1]',
+      '',
+      42,
+      'fine-key',
+      '10.0.0.0/8',
+    ] as unknown as string[]
+    expect(issuesOf(() => createRateLimit({ limiter, allowList }))).toEqual({
+      'allowList[0]': ['ERR_CIDR'],
+      'allowList[1]': ['ERR_CIDR'],
+      'allowList[2]': ['ERR_CIDR'],
+      'allowList[3]': ['ERR_CIDR'],
+      'allowList[4]': ['ERR_CIDR'],
+      'allowList[5]': ['ERR_CIDR'],
+      'allowList[6]': ['ERR_STRING'],
+      'allowList[7]': ['ERR_STRING'],
+    })
+    expect(issuesOf(() => createRateLimit({ limiter, allowList: '10.0.0.0/8' as never }))).toEqual({
+      allowList: ['ERR_ARRAY'],
+    })
+  })
+})
+
+describe('clock', () => {
+  it('X-RateLimit-Reset comes from the clock option', async () => {
+    const clock = manualClock(START)
+    const rl = createRateLimit({ limiter: perHour(1, clock), headers: 'legacy', clock })
+    const reset = (v: { headers: readonly (readonly [string, string])[] }) =>
+      Object.fromEntries(v.headers)['X-RateLimit-Reset']
+    expect(reset(await rl.check(request('192.0.2.1')))).toBe(String(START / 1000 + 3600))
+    clock.advance(1000)
+    expect(reset(await rl.check(request('192.0.2.1')))).toBe(String(START / 1000 + 1 + 3599))
+  })
+
+  it('defaults to the system clock', async () => {
+    const rl = createRateLimit({ limiter: perHour(1, manualClock(0)), headers: 'legacy' })
+    const before = Math.ceil(Date.now() / 1000)
+    const v = await rl.check(request('192.0.2.1'))
+    const after = Math.ceil(Date.now() / 1000)
+    const reset = Number(Object.fromEntries(v.headers)['X-RateLimit-Reset'])
+    expect(reset).toBeGreaterThanOrEqual(before + 3600)
+    expect(reset).toBeLessThanOrEqual(after + 3600)
+  })
+})
+
+describe('validation at creation', () => {
+  it('lists every problem with its path and code in one ConfigError', () => {
+    const limiter = perHour()
+    const options = {
+      limiter,
+      cost: 1.5,
+      key: 'x-api-key',
+      skip: true,
+      onLimited: {},
+      headers: 'draft-11',
+      partitionKey: 'yes',
+      clock: { now: 5 },
+      identity: { trustedProxies: ['10.0.0.0/33'] },
+      routes: [
+        { path: 'api/*', limiter },
+        { path: /api/g, limiter, cost: -1 },
+        { path: '/x', methods: ['get', 'POST', 7], limiter: {}, name: '', cost: 'heavy', key: 'user' },
+        'nope',
+        { limiter },
+      ],
+    } as unknown as RateLimitOptions
+    expect(issuesOf(() => createRateLimit(options))).toEqual({
+      cost: ['ERR_INTEGER'],
+      key: ['ERR_FUNCTION'],
+      skip: ['ERR_FUNCTION'],
+      onLimited: ['ERR_FUNCTION'],
+      headers: ['ERR_HEADER_STANDARD'],
+      partitionKey: ['ERR_BOOLEAN'],
+      clock: ['ERR_CLOCK'],
+      'identity.trustedProxies[0]': ['ERR_CIDR'],
+      'routes[0].path': ['ERR_ROUTE_PATH'],
+      'routes[1].path': ['ERR_ROUTE_PATH'],
+      'routes[1].cost': ['ERR_INTEGER'],
+      'routes[2].methods[0]': ['ERR_METHOD'],
+      'routes[2].methods[2]': ['ERR_METHOD'],
+      'routes[2].limiter': ['ERR_LIMITER'],
+      'routes[2].name': ['ERR_STRING'],
+      'routes[2].cost': ['ERR_COST'],
+      'routes[2].key': ['ERR_FUNCTION'],
+      'routes[3]': ['ERR_OBJECT'],
+      'routes[4].path': ['ERR_ROUTE_PATH'],
+    })
+  })
+
+  it('names the path and what was expected in the message', () => {
+    expect(() => createRateLimit({ limiter: perHour(), cost: -2 })).toThrow(
+      /cost: expected a non-negative integer .* got -2 \(number\) \[ERR_INTEGER\]/,
+    )
+    expect(() => createRateLimit({ limiter: {} as never })).toThrow(/limiter: expected a limiter/)
+  })
+
+  it('accepts well-formed options, and still needs a limiter or a route', () => {
+    const limiter = perHour()
+    expect(() =>
+      createRateLimit({
+        limiter,
+        cost: 0,
+        key: apiKey,
+        skip: () => false,
+        onLimited: () => undefined,
+        headers: ['draft-7', 'legacy'],
+        partitionKey: true,
+        clock: manualClock(0),
+        routes: [
+          { path: '/api/*', methods: ['GET', 'M-SEARCH'], limiter, name: 'api', cost: (r) => r.path.length },
+          { path: /^\/files\//i, limiter },
+          { path: '**', limiter, cost: 3 },
+        ],
+      }),
+    ).not.toThrow()
+    expect(() => createRateLimit({})).toThrow(TypeError)
+    expect(() => createRateLimit({ routes: [] })).toThrow(TypeError)
+  })
+})
+
+describe('cost functions at request time', () => {
+  it.each([1.5, -1, Number.NaN, '2', undefined, 2 ** 53])(
+    'a cost function returning %s rejects with ERR_EDGELIMIT_COST and charges nothing',
+    async (value) => {
+      const rl = createRateLimit({
+        limiter: perHour(),
+        cost: (r) => (r.path === '/bad' ? (value as number) : 1),
+      })
+      const failure = rl.check(request('192.0.2.1', {}, '/bad'))
+      await expect(failure).rejects.toBeInstanceOf(EdgelimitError)
+      await expect(failure).rejects.toMatchObject({
+        code: 'ERR_EDGELIMIT_COST',
+        message: expect.stringMatching(
+          /^The cost function returned .* for GET \/bad; expected a non-negative/,
+        ),
+      })
+      expect((await rl.check(request('192.0.2.1'))).action).toBe('continue')
+    },
+  )
+
+  it("names the route whose cost function failed, and passes the function's own error through", async () => {
+    const limiter = perHour()
+    const rl = createRateLimit({
+      limiter,
+      routes: [
+        { path: '/ok', limiter },
+        { path: '/bulk', limiter, cost: async () => -3 },
+        {
+          path: '/throws',
+          limiter,
+          cost: () => {
+            throw new Error('no cost')
+          },
+        },
+      ],
+    })
+    await expect(rl.check(request('192.0.2.1', {}, '/bulk'))).rejects.toThrow(
+      'The routes[1].cost function returned -3 (number) for GET /bulk',
+    )
+    await expect(rl.check(request('192.0.2.1', {}, '/throws'))).rejects.toThrow('no cost')
+  })
+
+  it('a cost of 0 decides without charging', async () => {
+    const rl = createRateLimit({ limiter: perHour(), cost: (r) => (r.path === '/peek' ? 0 : 1) })
+    for (let i = 0; i < 3; i++)
+      expect((await rl.check(request('192.0.2.1', {}, '/peek'))).action).toBe('continue')
+    expect((await rl.check(request('192.0.2.1'))).action).toBe('continue')
+    expect((await rl.check(request('192.0.2.1'))).action).toBe('respond')
+  })
+})
+
+describe('client identity end to end', () => {
+  /** Checks each request in turn; returns [key, action] per request. */
+  async function run(options: Partial<RateLimitOptions>, requests: HttpRequest[], burst = 1) {
+    const rl = createRateLimit({ limiter: perHour(burst), ...options })
+    const out: [string | undefined, string][] = []
+    for (const r of requests) {
+      const v = await rl.check(r)
+      out.push([v.key, v.action])
+    }
+    return { out, stats: rl.stats }
+  }
+
+  it('a forged X-Forwarded-For or CF-Connecting-IP from an untrusted peer is keyed by the peer', async () => {
+    const peerKey = `ip:${await hashKey('198.51.100.1')}`
+    for (const identity of [undefined, { header: 'cf-connecting-ip' }, { trustedProxies: ['10.0.0.0/8'] }]) {
+      const { out } = await run({ ...(identity ? { identity } : {}) }, [
+        request('198.51.100.1', { 'x-forwarded-for': '203.0.113.1', 'cf-connecting-ip': '203.0.113.1' }),
+        request('198.51.100.1', { 'x-forwarded-for': '203.0.113.2', 'cf-connecting-ip': '203.0.113.2' }),
+        request('198.51.100.1'),
+      ])
+      expect(out).toEqual([
+        [peerKey, 'continue'],
+        [peerKey, 'respond'],
+        [peerKey, 'respond'],
+      ])
+    }
+  })
+
+  it('the same headers from a trusted proxy do name the client', async () => {
+    const { out } = await run({ identity: { header: 'cf-connecting-ip', trustedProxies: ['10.0.0.0/8'] } }, [
+      request('10.0.0.1', { 'cf-connecting-ip': '203.0.113.1' }),
+      request('10.0.0.1', { 'cf-connecting-ip': '203.0.113.2' }),
+    ])
+    expect(out).toEqual([
+      [`ip:${await hashKey('203.0.113.1')}`, 'continue'],
+      [`ip:${await hashKey('203.0.113.2')}`, 'continue'],
+    ])
+  })
+
+  it('IPv6 clients rotating inside one /64 share one bucket; another /64 has its own', async () => {
+    const same64 = `ip:${await hashKey('2001:db8:1:2::/64')}`
+    const { out } = await run(
+      {},
+      [
+        request('2001:db8:1:2::1'),
+        request('2001:db8:1:2:ffff:1234:5678:9abc'),
+        request('2001:DB8:1:2:aaaa:0:0:7'),
+        request('2001:db8:1:2::2'),
+        request('2001:db8:1:3::1'),
+      ],
+      3,
+    )
+    expect(out).toEqual([
+      [same64, 'continue'],
+      [same64, 'continue'],
+      [same64, 'continue'],
+      [same64, 'respond'],
+      [`ip:${await hashKey('2001:db8:1:3::/64')}`, 'continue'],
+    ])
+  })
+
+  it('IPv4-mapped IPv6 and plain IPv4 share one bucket', async () => {
+    const key = `ip:${await hashKey('203.0.113.7')}`
+    const { out } = await run(
+      {},
+      [request('::ffff:203.0.113.7'), request('203.0.113.7'), request('::FFFF:cb00:7107')],
+      2,
+    )
+    expect(out).toEqual([
+      [key, 'continue'],
+      [key, 'continue'],
+      [key, 'respond'],
+    ])
+  })
+
+  it('keys every request exactly as clientKey does, also from its address cache (property)', async () => {
+    const identities: ClientKeyOptions[] = [
+      {},
+      { trustedProxies: ['10.0.0.0/8', '::1/128'] },
+      { trustedProxies: 1, fallback: 'nobody' },
+      { header: 'cf-connecting-ip', trustPlatform: true },
+      { ipv6Prefix: 48, ipv4Prefix: 24, secret: 'pepper', trustedProxies: [] },
+    ]
+    // One instance per identity for the whole run, so later runs hit the cache filled by earlier ones.
+    const instances = identities.map((identity) => createRateLimit({ limiter: perHour(1e6), identity }))
+    const address = fc.oneof(
+      fc.ipV4(),
+      fc.ipV6(),
+      fc.ipV4().map((ip) => `::ffff:${ip}`),
+      fc.constantFrom('10.0.0.1', '10.9.9.9', '::1', '2001:db8::1', '2001:db8::2', '192.0.2.1'),
+      fc.constantFrom('', 'unknown', 'garbage', '300.1.1.1', ' 192.0.2.1 '),
+    )
+    await fc.assert(
+      fc.asyncProperty(
+        fc.nat(identities.length - 1),
+        fc.option(address, { nil: undefined }),
+        fc.option(fc.array(address, { maxLength: 3 }), { nil: undefined }),
+        async (which, peer, chain) => {
+          const headers: Record<string, string> =
+            chain === undefined
+              ? {}
+              : { 'x-forwarded-for': chain.join(', '), 'cf-connecting-ip': chain[0] ?? '' }
+          const req = request(peer, headers)
+          const expected = await clientKey(req, identities[which])
+          const rl = instances[which] as ReturnType<typeof createRateLimit>
+          for (let i = 0; i < 2; i++) {
+            const before = rl.stats.fallbackKeys
+            expect((await rl.check(req)).key).toBe(`ip:${expected.key}`)
+            expect(rl.stats.fallbackKeys - before).toBe(expected.fallback ? 1 : 0)
+          }
+        },
+      ),
+      { numRuns: 300 },
+    )
+  })
+
+  it('stays exact past the bound of its address cache', async () => {
+    const rl = createRateLimit({ limiter: perHour(2) })
+    const first = await rl.check(request('2001:db8:1::1'))
+    for (let i = 0; i < 10_050; i++) await rl.check(request(`2001:db8:2:${i.toString(16)}::1`))
+    const again = await rl.check(request('2001:db8:1::1'))
+    expect([again.key, again.action]).toEqual([first.key, 'continue'])
+    expect((await rl.check(request('2001:db8:1::2'))).action).toBe('respond')
+  })
+
+  it('missing and malformed addresses share the documented fallback and are counted', async () => {
+    const bad = [undefined, '', '  ', 'not-an-ip', '999.1.1.1', '1.2.3.4.5', '010.0.0.1', 'fe80::1%bad zone']
+    const { out, stats } = await run(
+      {},
+      bad.map((peer) => request(peer)),
+      100,
+    )
+    expect(new Set(out.map(([key]) => key))).toEqual(new Set(['ip:unknown-client']))
+    expect(stats.fallbackKeys).toBe(bad.length)
+
+    // A trusted proxy that sends no or a garbled header: the same fallback.
+    const proxied = await run({ identity: { trustedProxies: ['10.0.0.0/8'], fallback: 'anon' } }, [
+      request('10.0.0.1'),
+      request('10.0.0.1', { 'x-forwarded-for': 'unknown' }),
+      request('10.0.0.1', { 'x-forwarded-for': '203.0.113.1' }),
+    ])
+    expect(proxied.out.map(([key]) => key)).toEqual([
+      'ip:anon',
+      'ip:anon',
+      `ip:${await hashKey('203.0.113.1')}`,
+    ])
+    expect(proxied.stats.fallbackKeys).toBe(2)
+
+    // A key function's key is never a fallback, whatever it says.
+    const keyed = await run({ key: apiKey }, [request(undefined, { 'x-api-key': 'unknown-client' })])
+    expect([keyed.out[0]?.[0], keyed.stats.fallbackKeys]).toEqual(['k:unknown-client', 0])
+  })
+})

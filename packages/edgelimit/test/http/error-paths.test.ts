@@ -1,0 +1,142 @@
+// A cost function that returns garbage must not crash the server or leave the request hanging:
+// every adapter hands the ERR_EDGELIMIT_COST error to its framework's error path, and the next
+// request is served normally (nothing was charged).
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import express from 'express'
+import Fastify from 'fastify'
+import { Hono } from 'hono'
+import { describe, expect, it } from 'vitest'
+import { expressRateLimit } from '../../src/adapters/express.js'
+import { fastifyRateLimit } from '../../src/adapters/fastify.js'
+import { withRateLimit } from '../../src/adapters/fetch.js'
+import { honoRateLimit } from '../../src/adapters/hono.js'
+import { nodeRateLimit } from '../../src/adapters/node.js'
+import type { HttpRequest, RateLimitOptions } from '../../src/http/rate-limit.js'
+import { createLimiter, EdgelimitError, gcra } from '../../src/index.js'
+import { manualClock } from '../../src/testing/index.js'
+
+/** One request per hour; `/bad` costs 1.5. */
+function options(): RateLimitOptions {
+  return {
+    limiter: createLimiter({
+      rules: [{ name: 'hourly', algorithm: gcra({ limit: 1, period: '1h' }) }],
+      clock: manualClock(0),
+    }),
+    cost: (request: HttpRequest) => (request.path === '/bad' ? 1.5 : 1),
+  }
+}
+
+const COST_ERROR =
+  /^The cost function returned 1\.5 \(number\) for GET \/bad; expected a non-negative integer/
+
+/** What the framework's error handler saw. */
+const seen: unknown[] = []
+function codeOf(error: unknown): string {
+  seen.push(error)
+  return error instanceof EdgelimitError ? `${error.code}: ${error.message}` : String(error)
+}
+
+async function serve(
+  server: Server,
+): Promise<{ get(path: string): Promise<[number, string]>; close(): Promise<void> }> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  return {
+    async get(path) {
+      // A hung request fails the test instead of stalling it.
+      const res = await fetch(base + path, { signal: AbortSignal.timeout(2000) })
+      return [res.status, await res.text()]
+    },
+    close: () => {
+      server.closeAllConnections()
+      return new Promise((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
+describe('a cost function returning an invalid cost', () => {
+  it('node: the promise rejects with ERR_EDGELIMIT_COST; the server answers its own 500', async () => {
+    const limit = nodeRateLimit(options())
+    const s = await serve(
+      createServer((req, res) => {
+        limit(req, res).then(
+          (proceed) => {
+            if (proceed) res.end('ok')
+          },
+          (error) => {
+            res.statusCode = 500
+            res.end(codeOf(error))
+          },
+        )
+      }),
+    )
+    try {
+      const [status, body] = await s.get('/bad')
+      expect(status).toBe(500)
+      expect(body).toMatch(/^ERR_EDGELIMIT_COST: The cost function returned 1\.5/)
+      expect(await s.get('/')).toEqual([200, 'ok'])
+      expect((await s.get('/'))[0]).toBe(429)
+    } finally {
+      await s.close()
+    }
+  })
+
+  it('express: the error goes to next(err)', async () => {
+    const app = express()
+    app.use(expressRateLimit(options()))
+    app.get('/', (_req, res) => {
+      res.send('ok')
+    })
+    app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(500).send(codeOf(error))
+    })
+    const s = await serve(createServer(app))
+    try {
+      const [status, body] = await s.get('/bad')
+      expect([status, body.replace(/^ERR_EDGELIMIT_COST: /, '')]).toEqual([
+        500,
+        expect.stringMatching(COST_ERROR),
+      ])
+      expect(await s.get('/')).toEqual([200, 'ok'])
+    } finally {
+      await s.close()
+    }
+  })
+
+  it('fastify: the error becomes a Fastify error (its error handler, a 500)', async () => {
+    const app = Fastify()
+    app.setErrorHandler((error, _request, reply) => {
+      reply.code(500).send(codeOf(error))
+    })
+    await app.register(fastifyRateLimit, options())
+    app.get('/*', async () => 'ok')
+    const bad = await app.inject('/bad')
+    expect([bad.statusCode, bad.body]).toEqual([500, expect.stringMatching(/^ERR_EDGELIMIT_COST: The cost/)])
+    expect((await app.inject('/')).statusCode).toBe(200)
+    await app.close()
+  })
+
+  it('hono: the error reaches app.onError', async () => {
+    const app = new Hono()
+    app.use(honoRateLimit({ ...options(), peer: () => '192.0.2.1' }))
+    app.get('*', (c) => c.text('ok'))
+    app.onError((error, c) => c.text(codeOf(error), 500))
+    const bad = await app.request('/bad')
+    expect([bad.status, await bad.text()]).toEqual([
+      500,
+      expect.stringMatching(/^ERR_EDGELIMIT_COST: The cost/),
+    ])
+    expect((await app.request('/')).status).toBe(200)
+  })
+
+  it('fetch: the wrapped handler rejects, for the runtime to answer 500', async () => {
+    const handler = withRateLimit(() => new Response('ok'), { ...options(), peer: () => '192.0.2.1' })
+    await expect(handler(new Request('http://127.0.0.1/bad'))).rejects.toMatchObject({
+      code: 'ERR_EDGELIMIT_COST',
+      message: expect.stringMatching(COST_ERROR),
+    })
+    expect((await handler(new Request('http://127.0.0.1/'))).status).toBe(200)
+    expect(seen.every((error) => error instanceof EdgelimitError)).toBe(true)
+  })
+})
