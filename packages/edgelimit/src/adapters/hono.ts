@@ -45,8 +45,14 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
       const { status, headers, body } = verdict.response
       return c.body(body, status as 429, Object.fromEntries(headers))
     }
-    await sleep(verdict.delayMs)
+    // Set before the handler runs, the headers join whatever response it builds, which keeps
+    // @hono/node-server on its fast path (no Response rebuilt afterwards).
+    for (const [name, value] of verdict.headers) c.header(name, value)
+    if (verdict.delayMs > 0) await sleep(verdict.delayMs)
     await next()
+    const first = verdict.headers[0]
+    if (first === undefined || c.res.headers.get(first[0]) === first[1]) return undefined
+    // A response the handler built itself (or an error response) did not take them: add them now.
     try {
       for (const [name, value] of verdict.headers) c.res.headers.set(name, value)
     } catch {
