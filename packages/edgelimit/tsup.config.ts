@@ -10,8 +10,11 @@ export default defineConfig({
     express: 'src/adapters/express.ts',
     fastify: 'src/adapters/fastify.ts',
     hono: 'src/adapters/hono.ts',
+    cloudflare: 'src/cloudflare.ts',
   },
   loader: { '.lua': 'text' },
+  // Provided by the Workers runtime.
+  external: ['cloudflare:workers'],
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,

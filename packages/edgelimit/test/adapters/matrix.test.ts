@@ -1,5 +1,6 @@
 import { parseDictionary, parseItem, parseList } from 'structured-headers'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { workerdTarget } from '../workerd/support/matrix-target.js'
 import { type Scenario, type Step, type Syntax, scenarios } from './support/scenarios.js'
 import {
   bunTarget,
@@ -21,6 +22,7 @@ const targets: Target[] = [
   fetchNodeTarget,
   denoTarget,
   bunTarget,
+  workerdTarget,
 ]
 
 const isInteger = (value: unknown) => typeof value === 'number' && Number.isInteger(value)

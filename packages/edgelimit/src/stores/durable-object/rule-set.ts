@@ -1,0 +1,112 @@
+import { type CompiledRule, compile, type LogState, newVerdict, type Verdict } from '../../core/index.js'
+import type { RuleVerdict } from '../types.js'
+import type { RuleSpec } from './protocol.js'
+
+/** One rule's state for one key: a numeric row, or a sliding log. `undefined` is a fresh key. */
+export type RuleState = number[] | LogState
+
+/** A rule set compiled inside the object. */
+export interface RuleSet {
+  readonly names: readonly string[]
+  readonly rules: readonly CompiledRule[]
+  /**
+   * Decides one request for one key from `states` (one per rule, `undefined` = fresh), all or
+   * nothing, exactly as the memory store does: the request is charged to every rule only if every
+   * enforced rule admits it (a shadow rule is charged only when it admits; `force` charges all).
+   * Fills `writes[i]` with the new state of each charged rule, `undefined` for the others.
+   */
+  evaluate(
+    states: readonly (RuleState | undefined)[],
+    cost: number,
+    now: number,
+    shadow: number,
+    force: boolean,
+    writes: (RuleState | undefined)[],
+  ): RuleVerdict[]
+}
+
+/** Compiles a rule set from its wire form (`encodeRules`). */
+export function compileRuleSet(spec: RuleSpec): RuleSet {
+  const names = spec.map(([name]) => name)
+  const rules = spec.map(([, policy]) => compile(policy))
+  const outs: Verdict[] = rules.map(() => newVerdict())
+
+  function decide(r: number, state: RuleState | undefined, now: number, cost: number): Verdict {
+    const rule = rules[r] as CompiledRule
+    const out = outs[r] as Verdict
+    if (rule.kind === 'log') rule.decide(state as LogState | undefined, now, cost, out)
+    else rule.decide((state as number[] | undefined) ?? zeros(rule.width), 0, now, cost, out)
+    return out
+  }
+
+  return {
+    names,
+    rules,
+    evaluate(states, cost, now, shadow, force, writes) {
+      writes.fill(undefined)
+      let allowed = true
+      for (let r = 0; r < rules.length; r++) {
+        if (!decide(r, states[r], now, cost).allowed && (shadow & (1 << r)) === 0) allowed = false
+      }
+      if (cost > 0 && !allowed && !force) {
+        // Nothing is charged: admitting rules report their state as it stands.
+        for (let r = 0; r < rules.length; r++) if ((outs[r] as Verdict).allowed) decide(r, states[r], now, 0)
+      } else if (cost > 0) {
+        for (let r = 0; r < rules.length; r++) {
+          const rule = rules[r] as CompiledRule
+          const out = outs[r] as Verdict
+          if (!force && !out.allowed) continue
+          writes[r] =
+            rule.kind === 'log'
+              ? rule.commit(states[r] as LogState | undefined, now, cost)
+              : out.next.slice(0, rule.width)
+        }
+      }
+      return outs.map(verdictOf)
+    },
+  }
+}
+
+/** When a rule's state equals a fresh key's (epoch ms in the deciding clock). */
+export function expiresAt(rule: CompiledRule, state: RuleState): number {
+  return rule.kind === 'log' ? rule.expiresAt(state as LogState) : rule.expiresAt(state as number[], 0)
+}
+
+/** A state as stored: a row as is, a log as its live times and per-entry costs. */
+export function serializeState(state: RuleState): string {
+  if (Array.isArray(state)) return JSON.stringify(state)
+  const { times, sums, head } = state
+  const costs: number[] = []
+  for (let i = head; i < times.length; i++)
+    costs.push((sums[i] as number) - (i === 0 ? 0 : (sums[i - 1] as number)))
+  return JSON.stringify({ times: times.slice(head), costs })
+}
+
+/** The inverse of `serializeState`. */
+export function parseState(text: string): RuleState {
+  const value = JSON.parse(text) as number[] | { times: number[]; costs: number[] }
+  if (Array.isArray(value)) return value
+  let total = 0
+  const sums = value.costs.map((c) => {
+    total += c
+    return total
+  })
+  return { times: value.times, sums, head: 0 }
+}
+
+const ZEROS: number[][] = []
+function zeros(width: number): number[] {
+  ZEROS[width] ??= new Array<number>(width).fill(0)
+  return ZEROS[width] as number[]
+}
+
+function verdictOf(v: Verdict): RuleVerdict {
+  return {
+    allowed: v.allowed,
+    remaining: v.remaining,
+    resetAfterMs: v.resetAfterMs,
+    retryAfterMs: v.retryAfterMs,
+    delayMs: v.delayMs,
+    reason: v.reason,
+  }
+}

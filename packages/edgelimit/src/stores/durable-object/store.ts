@@ -1,0 +1,99 @@
+import { ConfigError, describe } from '../../errors.js'
+import { createIssues } from '../../validate.js'
+import type { BoundRules, Store } from '../types.js'
+import type { DurableObjectNamespaceLike } from './platform.js'
+import { type EdgelimitStub, encodeRules, shardOf } from './protocol.js'
+
+/** Options of the Durable Object store. */
+export interface DurableObjectStoreOptions {
+  /** The namespace binding of `EdgelimitDurableObject` (`env.RATE_LIMITER`). */
+  namespace: DurableObjectNamespaceLike
+  /**
+   * How keys map onto objects. Omitted: one object per key (`idFromName(<prefix>:k:<key>)`), the
+   * most parallel, and each key's object runs near its first caller. A number N: keys are spread
+   * over N objects by a stable hash (fewer objects; each decides for many keys, one at a time,
+   * so a shard tops out at one object's throughput).
+   * @default one object per key
+   * @example durableObjectStore({ namespace: env.RATE_LIMITER, shards: 64 })
+   */
+  shards?: number
+  /**
+   * Whose clock decides: `'object'` reads the time inside the Durable Object (every caller
+   * agrees, whatever isolate or PoP it runs in); `'client'` passes the limiter's clock (manual
+   * clocks in tests, replaying traces). @default 'object'
+   */
+  clock?: 'object' | 'client'
+  /** Prepended to every object name, to keep several limiters' objects apart. @default 'edgelimit' */
+  prefix?: string
+  /** Where to create new objects (`'weur'`, `'enam'`, …), passed to `namespace.get()`. */
+  locationHint?: string
+}
+
+/**
+ * A store in Cloudflare Durable Objects: each decision is one RPC to the object that owns the key,
+ * which runs every rule of the limiter for it atomically and all-or-nothing (see
+ * `EdgelimitDurableObject`). Shadow rules and forced charges (`EvaluateOptions`) are honoured.
+ *
+ * @throws {ConfigError} listing every invalid option.
+ * @example
+ * import { env } from 'cloudflare:workers'
+ * import { durableObjectStore } from 'edgelimit/cloudflare'
+ * const limiter = createLimiter({ rules, store: durableObjectStore({ namespace: env.RATE_LIMITER }) })
+ */
+export function durableObjectStore(options: DurableObjectStoreOptions): Store {
+  const issues = createIssues()
+  if (issues.object('options', options)) {
+    const { namespace, shards, clock, prefix, locationHint } = options
+    const ns = namespace as Partial<DurableObjectNamespaceLike> | undefined
+    if (typeof ns?.idFromName !== 'function' || typeof ns.get !== 'function') {
+      issues.add(
+        'namespace',
+        'ERR_NAMESPACE',
+        `expected a Durable Object namespace binding (env.RATE_LIMITER), got ${describe(namespace)}`,
+      )
+    }
+    if (shards !== undefined) issues.integer('shards', shards, 1, 1_000_000)
+    if (clock !== undefined) issues.oneOf('clock', clock, ['object', 'client'])
+    if (prefix !== undefined && (typeof prefix !== 'string' || prefix === '')) {
+      issues.add('prefix', 'ERR_STRING', `expected a non-empty string, got ${describe(prefix)}`)
+    }
+    if (locationHint !== undefined && (typeof locationHint !== 'string' || locationHint === '')) {
+      issues.add('locationHint', 'ERR_STRING', `expected a non-empty string, got ${describe(locationHint)}`)
+    }
+  }
+  if (issues.list.length > 0) throw new ConfigError(issues.list)
+  const { namespace, shards } = options
+  const prefix = options.prefix ?? 'edgelimit'
+  const clientClock = options.clock === 'client'
+  const getOptions = options.locationHint === undefined ? undefined : { locationHint: options.locationHint }
+  const nameOf =
+    shards === undefined
+      ? (key: string) => `${prefix}:k:${key}`
+      : (key: string) => `${prefix}:s:${shards}:${shardOf(key, shards)}`
+  // A stub per call: stubs belong to the request that made them on Workers.
+  const stubFor = (key: string) =>
+    namespace.get(namespace.idFromName(nameOf(key)), getOptions) as unknown as EdgelimitStub
+
+  return {
+    name: 'durable-object',
+    bind(rules): BoundRules {
+      const spec = encodeRules(rules)
+      // Async, so that a failure to reach the object is a rejection the limiter's failure policy sees.
+      return {
+        async evaluate(key, cost, now, opts) {
+          return await stubFor(key).evaluate({
+            rules: spec,
+            key,
+            cost,
+            now: clientClock ? now : undefined,
+            shadow: opts?.shadow,
+            force: opts?.force,
+          })
+        },
+        async reset(key) {
+          await stubFor(key).reset({ rules: spec, key })
+        },
+      }
+    },
+  }
+}

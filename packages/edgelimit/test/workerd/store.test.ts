@@ -1,0 +1,257 @@
+// The Durable Object store and object beyond the conformance suite: options, sharding, state that
+// survives a restart of the runtime, the object's own clock, the SQLite requirement, waitUntil,
+// and the built `edgelimit/cloudflare` entry as a Worker imports it.
+import { existsSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  ConfigError,
+  createLimiter,
+  fixedWindow,
+  gcra,
+  memoryStore,
+  slidingLog,
+  tokenBucket,
+} from '../../src/index.js'
+import { encodeRules, shardOf } from '../../src/stores/durable-object/protocol.js'
+import { durableObjectStore } from '../../src/stores/durable-object/store.js'
+import { pkg, type Running, startWorker, storageDir } from './support/workerd.js'
+
+const entry = join(import.meta.dirname, 'support', 'worker.ts')
+const T0 = 1_700_000_000_000
+
+/** The rules of a limiter as the object receives them. */
+function specOf(rules: Parameters<typeof createLimiter>[0]['rules']): string {
+  return encodeRules(createLimiter({ rules }).rules)
+}
+
+async function rpc(worker: Running, body: Record<string, unknown>) {
+  const res = await worker.fetch('/rpc', { method: 'POST', body: JSON.stringify(body) })
+  return { status: res.status, body: (await res.json()) as Record<string, unknown>[] & { error?: string } }
+}
+
+describe('durableObjectStore options', () => {
+  const namespace = { idFromName: (name: string) => name, get: () => ({}) }
+
+  it('reports every invalid option at once, with its path', () => {
+    const bad = () =>
+      durableObjectStore({
+        namespace: {} as never,
+        shards: 0,
+        clock: 'server' as never,
+        prefix: '',
+        locationHint: 5 as never,
+      })
+    expect(bad).toThrow(ConfigError)
+    try {
+      bad()
+    } catch (error) {
+      expect((error as ConfigError).issues.map((i) => [i.path, i.code])).toEqual([
+        ['namespace', 'ERR_NAMESPACE'],
+        ['shards', 'ERR_INTEGER'],
+        ['clock', 'ERR_CHOICE'],
+        ['prefix', 'ERR_STRING'],
+        ['locationHint', 'ERR_STRING'],
+      ])
+    }
+  })
+
+  it('maps a key to one object per key, or to its shard', async () => {
+    const names: string[] = []
+    const spy = {
+      idFromName: (name: string) => {
+        names.push(name)
+        return name
+      },
+      get: () => ({ evaluate: async () => [], reset: async () => undefined }),
+    }
+    await durableObjectStore({ namespace: spy }).bind([]).evaluate('ip:abc', 1, 0)
+    await durableObjectStore({ namespace: spy, shards: 8, prefix: 'p' }).bind([]).evaluate('ip:abc', 1, 0)
+    expect(names).toEqual(['edgelimit:k:ip:abc', `p:s:8:${shardOf('ip:abc', 8)}`])
+    expect(durableObjectStore({ namespace }).name).toBe('durable-object')
+  })
+
+  it('shards keys stably and evenly', () => {
+    expect([shardOf('', 16), shardOf('a', 16), shardOf('ip:203.0.113.7', 1000)]).toEqual([5, 12, 913])
+    const counts = new Array<number>(16).fill(0)
+    for (let i = 0; i < 16_000; i++) {
+      const shard = shardOf(`ip:client-${i}`, 16)
+      counts[shard] = (counts[shard] ?? 0) + 1
+    }
+    expect(Math.min(...counts)).toBeGreaterThan(850)
+    expect(Math.max(...counts)).toBeLessThan(1150)
+  })
+
+  it('an unreachable object is a rejection, which the limiter answers by its failure policy', async () => {
+    const broken = {
+      idFromName: (name: string) => name,
+      get: () => {
+        throw new Error('no such object')
+      },
+    }
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1s' }) }],
+      store: durableObjectStore({ namespace: broken }),
+    })
+    const d = await limiter.limit('k')
+    expect([d.allowed, d.reason]).toEqual([false, 'store-unavailable'])
+  })
+})
+
+describe('EdgelimitDurableObject in workerd', () => {
+  let worker: Running
+  beforeAll(async () => {
+    worker = await startWorker(entry, {
+      durableObjects: { LIMITER: 'EdgelimitDurableObject', SWEEP: 'QuickSweep' },
+    })
+  })
+  afterAll(() => worker?.dispose())
+
+  it("with clock 'object', decides by the object's own clock", async () => {
+    const rules = specOf([{ name: 'hourly', algorithm: gcra({ limit: 1, period: '1h' }) }])
+    const before = Date.now()
+    const first = await rpc(worker, { object: 'own-clock', rules, key: 'k', cost: 1 })
+    const second = await rpc(worker, { object: 'own-clock', rules, key: 'k', cost: 1 })
+    const elapsed = Date.now() - before
+    expect(first.body[0]?.allowed).toBe(true)
+    expect(second.body[0]?.allowed).toBe(false)
+    const retry = second.body[0]?.retryAfterMs as number
+    expect(retry).toBeLessThanOrEqual(3_600_000)
+    expect(retry).toBeGreaterThanOrEqual(3_600_000 - elapsed - 1)
+  })
+
+  it('a rule renamed onto another algorithm starts fresh', async () => {
+    const fw = specOf([{ name: 'x', algorithm: fixedWindow({ limit: 1, window: '1h' }) }])
+    const tb = specOf([
+      { name: 'x', algorithm: tokenBucket({ capacity: 1, refillRate: 1, refillInterval: '1h' }) },
+    ])
+    const call = (rules: string) => rpc(worker, { object: 'rename', rules, key: 'k', cost: 1, now: T0 })
+    expect((await call(fw)).body[0]?.allowed).toBe(true)
+    expect((await call(fw)).body[0]?.allowed).toBe(false)
+    expect((await call(tb)).body[0]?.allowed).toBe(true)
+  })
+
+  it('an alarm deletes expired state, by the object clock', async () => {
+    const rules = specOf([{ name: 'second', algorithm: fixedWindow({ limit: 1, window: '1s' }) }])
+    // The client clock stands still: only deleting the row can make the key fresh again.
+    const call = () => rpc(worker, { binding: 'SWEEP', object: 'sweep', rules, key: 'k', cost: 1, now: T0 })
+    expect((await call()).body[0]?.allowed).toBe(true)
+    expect((await call()).body[0]?.allowed).toBe(false)
+    // The row expires 1 s later by the object's clock; the alarm runs then (QuickSweep: ≥ 200 ms).
+    let allowed = false
+    for (let i = 0; i < 40 && !allowed; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      allowed = (await call()).body[0]?.allowed === true
+    }
+    expect(allowed).toBe(true)
+  })
+
+  it('rejects a malformed request', async () => {
+    const rules = specOf([{ name: 'x', algorithm: fixedWindow({ limit: 1, window: '1h' }) }])
+    const res = await rpc(worker, { object: 'bad', rules, key: 'k', cost: -1 })
+    expect(res.status).toBe(500)
+    expect(res.body.error).toMatch(/non-negative integer cost/)
+  })
+
+  it('withWaitUntil sends approximate counts to the object after each response', async () => {
+    const key = `wu-${Date.now()}`
+    for (let i = 0; i < 6; i++) {
+      const res = await worker.fetch(`/approximate?key=${key}`)
+      expect(((await res.json()) as { allowed: boolean }).allowed).toBe(true)
+    }
+    // The sync interval is an hour: only the after-response flush can have charged the object.
+    let remaining = 0
+    for (let i = 0; i < 50 && remaining !== 994; i++) {
+      const res = await worker.fetch(`/approximate/peek?key=${key}`)
+      remaining = ((await res.json()) as { remaining: number }).remaining
+      if (remaining !== 994) await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    expect(remaining).toBe(994)
+  })
+})
+
+describe('durability', () => {
+  it('state is in ctx.storage: a restarted runtime continues where it stopped', async () => {
+    const rules = [
+      { name: 'log', algorithm: slidingLog({ limit: 5, window: '1h' }) },
+      { name: 'bucket', algorithm: tokenBucket({ capacity: 7, refillRate: 1, refillInterval: '10m' }) },
+      { name: 'gcra', algorithm: gcra({ limit: 6, period: '1h' }) },
+    ]
+    const spec = specOf(rules)
+    const steps = [0, 1000, 1000, 60_000, 60_000, 120_000, 900_000, 901_000].map((dt, i) => ({
+      now: T0 + dt,
+      cost: i % 3 === 2 ? 2 : 1,
+    }))
+    // What one uninterrupted memory store decides for the same calls.
+    const bound = memoryStore().bind(createLimiter({ rules }).rules)
+    const reference = []
+    for (const { now, cost } of steps) reference.push(await bound.evaluate('k', cost, now))
+
+    const dir = storageDir()
+    try {
+      const got = []
+      for (const half of [steps.slice(0, 4), steps.slice(4)]) {
+        // A new workerd process each time: nothing survives but the object's storage.
+        const worker = await startWorker(entry, {
+          durableObjects: { LIMITER: 'EdgelimitDurableObject' },
+          persistTo: dir,
+        })
+        try {
+          for (const { now, cost } of half)
+            got.push((await rpc(worker, { object: 'durable', rules: spec, key: 'k', cost, now })).body)
+        } finally {
+          await worker.dispose()
+        }
+      }
+      expect(got).toEqual(JSON.parse(JSON.stringify(reference)))
+      expect(got.some((v) => v.some((r) => !r.allowed))).toBe(true)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('a class without SQLite storage is refused with a clear error', async () => {
+    const worker = await startWorker(entry, {
+      durableObjects: { LIMITER: { className: 'EdgelimitDurableObject', useSQLite: false } },
+    })
+    try {
+      const rules = specOf([{ name: 'x', algorithm: fixedWindow({ limit: 1, window: '1h' }) }])
+      const res = await rpc(worker, { object: 'kv', rules, key: 'k', cost: 1 })
+      expect(res.status).toBe(500)
+      expect(res.body.error).toMatch(/needs a SQLite-backed class/)
+    } finally {
+      await worker.dispose()
+    }
+  })
+})
+
+describe('the built edgelimit/cloudflare entry', () => {
+  it.skipIf(!existsSync(join(pkg, 'dist', 'cloudflare.js')))(
+    'loads in workerd through the package exports, with the API snapshot-tested',
+    async () => {
+      const worker = await startWorker(join(import.meta.dirname, 'support', 'exports-worker.mjs'), {
+        durableObjects: { LIMITER: 'EdgelimitDurableObject' },
+      })
+      try {
+        expect(await (await worker.fetch('/')).json()).toMatchInlineSnapshot(`
+          {
+            "identity": {
+              "header": "cf-connecting-ip",
+              "trustPlatform": true,
+            },
+            "isClass": true,
+            "names": [
+              "EdgelimitDurableObject",
+              "cloudflareIdentity",
+              "cloudflarePeer",
+              "durableObjectStore",
+              "withWaitUntil",
+            ],
+          }
+        `)
+      } finally {
+        await worker.dispose()
+      }
+    },
+  )
+})

@@ -1,0 +1,131 @@
+// The test Worker: runs the library from source inside workerd, with the Durable Object store
+// bound to `LIMITER`. Each route runs one kind of check and answers JSON for the vitest side.
+import type { AlgorithmSpec } from '../../../src/algorithms.js'
+import {
+  type DurableObjectNamespaceLike,
+  durableObjectStore,
+  EdgelimitDurableObject,
+  type EvaluateRequest,
+  withWaitUntil,
+} from '../../../src/cloudflare.js'
+import { createLimiter } from '../../../src/index.js'
+import { manualClock, storeConformance } from '../../../src/testing/index.js'
+import { replay, type Trace } from './trace.js'
+
+export { EdgelimitDurableObject }
+
+/** Sweeps expired rows soon after they expire, so a test can watch the alarm at work. */
+export class QuickSweep extends EdgelimitDurableObject {
+  static override sweepEveryMs = 200
+}
+
+interface Env {
+  LIMITER: DurableObjectNamespaceLike
+  SWEEP?: DurableObjectNamespaceLike
+}
+
+interface ExecutionContext {
+  waitUntil(promise: Promise<unknown>): void
+}
+
+const PURE = { timeout: false, breaker: false, denyCache: false } as const
+
+function storeOf(env: Env, url: URL) {
+  const shards = url.searchParams.get('shards')
+  return durableObjectStore({
+    namespace: env.LIMITER,
+    clock: 'client',
+    prefix: url.searchParams.get('prefix') ?? 'test',
+    ...(shards ? { shards: Number(shards) } : {}),
+  })
+}
+
+/** `n` concurrent cost-1 calls on one key straight to the store, all at the same client time. */
+async function burst(env: Env, url: URL, body: { algorithm: AlgorithmSpec; n: number; at: number }) {
+  const rules = [{ name: 'burst', algorithm: body.algorithm }]
+  const limiter = createLimiter({ rules, store: storeOf(env, url), clock: manualClock(body.at), ...PURE })
+  const key = `burst-${crypto.randomUUID()}`
+  const decisions = await Promise.all(Array.from({ length: body.n }, () => limiter.limit(key)))
+  return { admitted: decisions.filter((d) => d.allowed).length, limit: decisions[0]?.limit }
+}
+
+async function handle(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
+  const url = new URL(request.url)
+  const cases = () =>
+    storeConformance({ store: () => storeOf(env, url), keyPrefix: url.searchParams.get('run') ?? 'c' })
+  switch (url.pathname) {
+    case '/conformance/names':
+      return Response.json(cases().map((c) => c.name))
+    case '/conformance/run': {
+      const c = cases()[Number(url.searchParams.get('case'))]
+      if (c === undefined) return new Response('no such case', { status: 404 })
+      try {
+        await c.run()
+        return Response.json({ ok: true })
+      } catch (error) {
+        return Response.json({ ok: false, error: String(error) })
+      }
+    }
+    case '/trace':
+      return Response.json(await replay((await request.json()) as Trace, () => storeOf(env, url)))
+    case '/burst':
+      return Response.json(await burst(env, url, await request.json()))
+    case '/rpc': {
+      // The raw RPC, for checks on the object itself (of the `binding` class, LIMITER by default).
+      const body = (await request.json()) as EvaluateRequest & { object: string; binding?: 'SWEEP' }
+      const namespace = (
+        body.binding === undefined ? env.LIMITER : env[body.binding]
+      ) as DurableObjectNamespaceLike
+      const stub = namespace.get(namespace.idFromName(body.object)) as unknown as {
+        evaluate(r: EvaluateRequest): Promise<unknown>
+      }
+      try {
+        return Response.json(await stub.evaluate(body))
+      } catch (error) {
+        return Response.json({ error: String(error) }, { status: 500 })
+      }
+    }
+    case '/approximate':
+      return approximate(request, env, ctx, url)
+    case '/approximate/peek': {
+      // The same rule, strict: what the object holds now.
+      const strict = createLimiter({
+        rules: [{ name: 'approx', algorithm: APPROX }],
+        store: durableObjectStore({ namespace: env.LIMITER, prefix: 'approx' }),
+      })
+      return Response.json({ remaining: (await strict.peek(url.searchParams.get('key') ?? 'k')).remaining })
+    }
+    default:
+      return new Response('not found', { status: 404 })
+  }
+}
+
+const APPROX: AlgorithmSpec = { algorithm: 'fixed-window', options: { limit: 1000, window: '1h' } }
+
+// One limiter per isolate, as a Worker would have: an approximate rule decided in-process, its
+// counts sent to the object after each response through ctx.waitUntil.
+let approximateLimiter: ReturnType<typeof createLimiter> | undefined
+function approximate(request: Request, env: Env, ctx: ExecutionContext, url: URL): Promise<Response> {
+  approximateLimiter ??= createLimiter({
+    rules: [
+      {
+        name: 'approx',
+        algorithm: APPROX,
+        consistency: 'approximate',
+        syncInterval: '1h',
+      },
+    ],
+    store: durableObjectStore({ namespace: env.LIMITER, prefix: 'approx' }),
+  })
+  const limiter = approximateLimiter
+  const key = url.searchParams.get('key') ?? 'k'
+  const handler = withWaitUntil(async () => {
+    const d = await limiter.limit(key)
+    return Response.json({ allowed: d.allowed, remaining: d.remaining })
+  }, limiter)
+  return handler(request, env, ctx)
+}
+
+export default {
+  fetch: handle,
+}
