@@ -142,22 +142,51 @@ export function createLimiter(options: LimiterOptions): Limiter {
     const local =
       localIndex.length > 0 ? memoryStore().bind(localIndex.map((i) => rules[i] as RuleConfig)) : undefined
     const approxGroup = approxIndex.length > 0 ? group(approxIndex) : undefined
-    const approx =
-      approxGroup === undefined
-        ? undefined
-        : createApproximate(
-            approxGroup.bound,
-            approxIndex.length,
-            Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
-            100_000,
-            (error) => emit?.({ type: 'store-error', kind: 'error', error, latencyMs: 0 }),
-          )
     const breaker =
       config.breaker === undefined
         ? undefined
         : createBreaker(config.breaker, (state) => emit?.({ type: 'breaker', state }))
     const cache = allStrict && config.denyCacheKeys > 0 ? createDenyCache(config.denyCacheKeys) : undefined
     const deadline = config.timeoutMs === undefined ? undefined : createDeadline(config.timeoutMs)
+    const approx =
+      approxGroup === undefined
+        ? undefined
+        : createApproximate(
+            guarded(approxGroup.bound),
+            approxIndex.length,
+            Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
+            100_000,
+            (error) => {
+              const kind =
+                error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_TIMEOUT'
+                  ? 'timeout'
+                  : 'error'
+              emit?.({ type: 'store-error', kind, error, latencyMs: 0 })
+            },
+          )
+
+    /** Approximate syncs go through the same breaker and deadline as decisions. */
+    function guarded(bound: BoundRules): BoundRules {
+      return {
+        evaluate(key, cost, now, options) {
+          if (breaker !== undefined && !breaker.allow(now)) {
+            return Promise.reject(new EdgelimitError('ERR_EDGELIMIT_STORE', 'The store breaker is open'))
+          }
+          const work = bound.evaluate(key, cost, now, options)
+          return (deadline === undefined ? work : deadline(work)).then(
+            (verdicts) => {
+              breaker?.record(true, now)
+              return verdicts
+            },
+            (error: unknown) => {
+              breaker?.record(false, clock.now())
+              throw error
+            },
+          )
+        },
+        reset: (key) => bound.reset(key),
+      }
+    }
     const cached = new Map<string, { decision: Decision; at: number }>()
     const untouched = (i: number): RuleVerdict => ({
       allowed: true,

@@ -72,7 +72,11 @@ export function createApproximate(
     decide(key, cost, now, shadow) {
       const entry = entries.get(key)
       if (entry === undefined) return undefined
-      if (entry.syncing === undefined && now - entry.syncedAt >= intervalMs) void sync(key, entry, now)
+      // Nothing to send and nothing left to learn before the quota resets: skip the sync.
+      const idle =
+        entry.pending === 0 && entry.remaining.every((r, i) => r === 0 && now < (entry.resetAt[i] as number))
+      if (entry.syncing === undefined && now - entry.syncedAt >= intervalMs && !idle)
+        void sync(key, entry, now)
       const wait = Math.max(1, entry.syncedAt + intervalMs - now)
       let allowed = true
       for (let i = 0; i < rules; i++) {

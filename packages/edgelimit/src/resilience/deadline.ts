@@ -1,6 +1,11 @@
 import { stopwatch } from '../clock.js'
 import { EdgelimitError } from '../errors.js'
 
+/** Runs `f` after pending I/O callbacks (Node, Bun, Deno: setImmediate), else on the next task. */
+const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate
+const defer: (f: () => void) => void =
+  immediate === undefined ? (f) => void setTimeout(f, 0) : (f) => void immediate(f)
+
 /** Runs store calls under one deadline. */
 export type Deadline = <T>(work: Promise<T>) => Promise<T>
 
@@ -38,6 +43,12 @@ export function createDeadline(ms: number): Deadline {
   }
 
   function expire(): void {
+    // After a pause of the event loop (a long GC, a busy CPU) the timer fires before replies that
+    // already arrived are read: let one I/O turn pass before calling anything late.
+    defer(sweep)
+  }
+
+  function sweep(): void {
     timer = undefined
     const now = elapsed()
     while (head < queue.length) {
