@@ -64,7 +64,10 @@ function bindRules(
   }
   const script = compileScript(rules.map((r) => r.policy))
   const heads = rules.map((r) => `${prefix}:${r.name}:{`)
-  let sha: Promise<string> | undefined
+  let sha: string | undefined
+  let hashing: Promise<string> | undefined
+  // After a flush or failover every call in flight meets NOSCRIPT: one of them reloads the script.
+  let reloading: Promise<unknown> | undefined
 
   const keysOf = (key: string) => {
     const tag = escapeTag(key)
@@ -72,12 +75,23 @@ function bindRules(
   }
 
   async function run(keys: string[], args: string[]): Promise<unknown> {
-    sha ??= sha1(script.text)
+    if (sha === undefined) {
+      hashing ??= sha1(script.text)
+      sha = await hashing
+    }
     try {
-      return await client.evalsha(await sha, keys, args)
+      return await client.evalsha(sha, keys, args)
     } catch (error) {
       if (!isNoScript(error)) throw error
-      return client.eval(script.text, keys, args)
+      if (reloading !== undefined) {
+        await reloading.catch(() => {})
+        return client.evalsha(sha, keys, args)
+      }
+      const loaded = client.eval(script.text, keys, args)
+      reloading = loaded.finally(() => {
+        reloading = undefined
+      })
+      return loaded
     }
   }
 
@@ -122,18 +136,19 @@ function decode(raw: unknown, count: number): RuleVerdict[] {
       `Unexpected reply from the rate-limit script: ${JSON.stringify(raw)}`,
     )
   }
-  const n = raw.map(Number)
+  const n = raw as number[]
   const out: RuleVerdict[] = []
   for (let i = 0; i < count; i++) {
     const o = i * 6
-    const retry = n[o + 3] as number
+    // Integer replies arrive as numbers (strings from some REST bridges): Number() is a no-op then.
+    const retry = Number(n[o + 3])
     out.push({
-      allowed: n[o] === 1,
-      remaining: n[o + 1] as number,
-      resetAfterMs: n[o + 2] as number,
+      allowed: Number(n[o]) === 1,
+      remaining: Number(n[o + 1]),
+      resetAfterMs: Number(n[o + 2]),
       retryAfterMs: retry < 0 ? Number.POSITIVE_INFINITY : retry,
-      delayMs: n[o + 4] as number,
-      reason: REASONS[n[o + 5] as number],
+      delayMs: Number(n[o + 4]),
+      reason: REASONS[Number(n[o + 5])],
     })
   }
   return out
