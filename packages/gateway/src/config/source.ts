@@ -1,0 +1,135 @@
+import { readFileSync } from 'node:fs'
+import {
+  type Document,
+  isAlias,
+  isMap,
+  isPair,
+  isScalar,
+  isSeq,
+  LineCounter,
+  type Node,
+  parseDocument,
+} from 'yaml'
+import { substituteEnv } from './env.js'
+import type { Issue, Path } from './issues.js'
+
+/**
+ * Where a policy comes from: the text of one YAML file, parsed with positions so that every
+ * problem found later (by path) can be reported with its file, line and column.
+ */
+export interface PolicySource {
+  readonly file: string
+  readonly text: string
+  /** The document as plain data, `${ENV}` substituted; undefined when it could not be parsed. */
+  readonly value: unknown
+  /** Problems found while reading: YAML syntax, undefined environment variables. */
+  readonly issues: readonly Issue[]
+  /** Fills in `file`, `line` and `column` of an issue found by path. */
+  place(issue: Issue): Issue
+}
+
+type Env = Readonly<Record<string, string | undefined>>
+
+/**
+ * Reads and parses a policy file. Never throws for a bad file: an unreadable file, a YAML error
+ * or an undefined `${VAR}` is an issue.
+ *
+ * @example
+ * const source = readPolicySource('edgelimit.yaml')
+ * if (source.issues.length > 0) console.error(source.issues.map(formatIssue).join('\n'))
+ */
+export function readPolicySource(file: string, env: Env = process.env): PolicySource {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message
+    const issue: Issue = {
+      path: [],
+      code: 'ERR_FILE',
+      message: `cannot read the file (${reason})`,
+      file,
+      line: 0,
+    }
+    return { file, text: '', value: undefined, issues: [issue], place: (i) => ({ ...i, file }) }
+  }
+  return parsePolicyText(text, file, env)
+}
+
+/** Parses policy text (see `readPolicySource`); `file` names it in issues. */
+export function parsePolicyText(text: string, file: string, env: Env = process.env): PolicySource {
+  const lineCounter = new LineCounter()
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, merge: true })
+  const at = (offset: number) => {
+    const { line, col } = lineCounter.linePos(offset)
+    return { line, column: col }
+  }
+  const place = (issue: Issue): Issue => ({ ...issue, file, ...at(offsetOf(doc, issue.path, issue.at)) })
+  if (doc.errors.length > 0) {
+    const issues = doc.errors.map(
+      (e): Issue => ({
+        path: [],
+        code: 'ERR_YAML',
+        message: `YAML syntax: ${e.message.split('\n')[0]}`,
+        file,
+        ...at(e.pos[0]),
+      }),
+    )
+    return { file, text, value: undefined, issues, place }
+  }
+  const raw: unknown = doc.toJS({ maxAliasCount: 100 })
+  const substituted = substituteEnv(raw, env, (path) => isPlainScalar(doc, path))
+  return { file, text, value: substituted.value, issues: substituted.issues.map(place), place }
+}
+
+function isPlainScalar(doc: Document, path: Path): boolean {
+  const node = nodeAt(doc, path)
+  return isScalar(node) && node.type === 'PLAIN'
+}
+
+function resolve(doc: Document, node: unknown): unknown {
+  return isAlias(node) ? node.resolve(doc) : node
+}
+
+function nodeAt(doc: Document, path: Path): unknown {
+  let node: unknown = doc.contents
+  for (const segment of path) {
+    node = resolve(doc, node)
+    if (isMap(node))
+      node = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(segment))?.value
+    else if (isSeq(node) && typeof segment === 'number') node = node.items[segment]
+    else return undefined
+  }
+  return resolve(doc, node)
+}
+
+/**
+ * The offset of the node at `path`, or of its deepest existing ancestor: a missing field is
+ * reported at the map that should hold it. `at: 'key'` points at the map key instead.
+ */
+function offsetOf(doc: Document, path: Path, at: Issue['at']): number {
+  let node: unknown = doc.contents
+  let offset = rangeStart(node) ?? 0
+  for (const [i, segment] of path.entries()) {
+    node = resolve(doc, node)
+    let next: unknown
+    if (isMap(node)) {
+      const pair = node.items.find(
+        (p) => isPair(p) && isScalar(p.key) && String(p.key.value) === String(segment),
+      )
+      if (pair === undefined) return offset
+      if (at === 'key' && i === path.length - 1) return rangeStart(pair.key) ?? offset
+      next = pair.value ?? pair.key
+    } else if (isSeq(node) && typeof segment === 'number') {
+      next = node.items[segment]
+    }
+    if (next === undefined || next === null) return offset
+    node = next
+    offset = rangeStart(node) ?? offset
+  }
+  return offset
+}
+
+function rangeStart(node: unknown): number | undefined {
+  return (node as Node | undefined)?.range?.[0]
+}

@@ -1,0 +1,271 @@
+import { type ClientKeyOptions, describe, type HeaderStandard, validateClientKeyOptions } from '../library.js'
+import { type Checker, createChecker } from './checker.js'
+import { type Issue, type Path, PolicyError, parsePath } from './issues.js'
+import { BUILT_IN_DEFAULTS, DEFAULT_FIELDS, readDefaults, readRule } from './rule.js'
+import { type PolicySource, readPolicySource } from './source.js'
+import type { GatewayConfig, RuleConfig, StoreConfig, UpstreamConfig } from './types.js'
+
+/**
+ * Every code a policy check can report; each has a fixture in `test/fixtures/bad/`.
+ * ERR_FILE, ERR_YAML and ERR_ENV come from reading the file, the rest from its meaning.
+ */
+export const ISSUE_CODES = [
+  'ERR_FILE',
+  'ERR_YAML',
+  'ERR_ENV',
+  'ERR_UNKNOWN_FIELD',
+  'ERR_REQUIRED',
+  'ERR_OBJECT',
+  'ERR_ARRAY',
+  'ERR_STRING',
+  'ERR_BOOLEAN',
+  'ERR_INTEGER',
+  'ERR_DURATION',
+  'ERR_CHOICE',
+  'ERR_PERCENT',
+  'ERR_RANGE',
+  'ERR_VERSION',
+  'ERR_URL',
+  'ERR_STORE',
+  'ERR_CIDR',
+  'ERR_HEADER',
+  'ERR_HEADER_STANDARD',
+  'ERR_HEADER_CONFLICT',
+  'ERR_RULE_NAME',
+  'ERR_DUPLICATE_RULE',
+  'ERR_UNKNOWN_ALGORITHM',
+  'ERR_PARAM',
+  'ERR_KEY',
+  'ERR_HOST',
+  'ERR_PATH',
+  'ERR_METHOD',
+  'ERR_TIER',
+] as const
+
+const TOP_FIELDS = ['version', 'upstream', 'store', 'identity', 'headers', 'defaults', 'rules', 'admin']
+const STANDARDS: readonly HeaderStandard[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
+const IDENTITY_FIELDS = [
+  'trustedProxies',
+  'header',
+  'trustPlatform',
+  'ipv6Prefix',
+  'ipv4Prefix',
+  'secret',
+  'fallback',
+]
+
+/** A policy as loaded from a file: what it means, and where it came from. */
+export interface LoadedPolicy {
+  readonly config: GatewayConfig
+  readonly source: PolicySource
+}
+
+/**
+ * Reads, substitutes and validates a policy file. Offline: nothing is contacted.
+ *
+ * @throws {PolicyError} listing every problem with its file, line, column and path.
+ * @example const { config } = loadPolicy('examples/edgelimit.yaml')
+ */
+export function loadPolicy(file: string, env?: Readonly<Record<string, string | undefined>>): LoadedPolicy {
+  const source = readPolicySource(file, env)
+  const { config, issues } = checkSource(source)
+  if (config === undefined) throw new PolicyError(issues)
+  return { config, source }
+}
+
+/** Validates a parsed source; every issue placed in the file. */
+export function checkSource(source: PolicySource): { config?: GatewayConfig; issues: readonly Issue[] } {
+  if (
+    source.value === undefined ||
+    source.issues.some((i) => i.code === 'ERR_YAML' || i.code === 'ERR_FILE')
+  ) {
+    return { issues: source.issues }
+  }
+  const { config, issues } = validatePolicy(source.value)
+  const all = [...source.issues, ...issues.map(source.place)]
+  return all.length === 0 && config !== undefined ? { config, issues: [] } : { issues: all }
+}
+
+/** What a policy document means: every problem, or the validated configuration. */
+export function validatePolicy(value: unknown): { config?: GatewayConfig; issues: readonly Issue[] } {
+  const c = createChecker()
+  if (value === null || value === undefined) {
+    c.add([], 'ERR_REQUIRED', 'the file is empty; a policy needs at least `rules:`')
+    return { issues: c.issues }
+  }
+  if (!c.object([], value)) return { issues: c.issues }
+  c.fields([], value, TOP_FIELDS)
+  if (value.version !== undefined && value.version !== 1) {
+    c.add(['version'], 'ERR_VERSION', `this edgelimit reads policy version 1, got ${describe(value.version)}`)
+  }
+  const upstream = value.upstream === undefined ? undefined : readUpstream(c, value.upstream)
+  const store = readStore(c, value.store ?? 'memory')
+  const identity = value.identity === undefined ? {} : readIdentity(c, value.identity)
+  const headers = readHeaders(c, value.headers)
+  let defaults = BUILT_IN_DEFAULTS
+  if (value.defaults !== undefined && c.object(['defaults'], value.defaults)) {
+    c.fields(['defaults'], value.defaults, DEFAULT_FIELDS)
+    defaults = readDefaults(c, ['defaults'], value.defaults, BUILT_IN_DEFAULTS)
+  }
+  const rules: RuleConfig[] = []
+  if (value.rules === undefined)
+    c.add(['rules'], 'ERR_REQUIRED', 'the field "rules" is required (a list; it may be empty)')
+  else if (!Array.isArray(value.rules))
+    c.add(['rules'], 'ERR_ARRAY', `expected a list of rules, got ${describe(value.rules)}`)
+  else {
+    const names = new Set<string>()
+    value.rules.forEach((rule, i) => {
+      const read = readRule(c, i, rule, defaults, names)
+      if (read !== undefined) rules.push(read)
+    })
+  }
+  let token: string | undefined
+  if (value.admin !== undefined && c.object(['admin'], value.admin)) {
+    c.fields(['admin'], value.admin, ['token'])
+    if (value.admin.token !== undefined) token = c.string(['admin', 'token'], value.admin.token)
+  }
+  if (c.issues.length > 0 || store === undefined || identity === undefined) return { issues: c.issues }
+  return { config: { version: 1, upstream, store, identity, headers, rules, admin: { token } }, issues: [] }
+}
+
+function readUpstream(c: Checker, value: unknown): UpstreamConfig | undefined {
+  // `upstream: http://…` is short for `upstream: { url: http://… }`.
+  const short = typeof value === 'string'
+  const o = short ? { url: value } : value
+  if (!c.object(['upstream'], o)) return undefined
+  c.fields(['upstream'], o, ['url', 'timeout', 'connectTimeout', 'connections', 'preserveHost'])
+  let url: string | undefined
+  if (o.url === undefined) c.add(['upstream', 'url'], 'ERR_REQUIRED', 'the field "url" is required')
+  else url = c.url(short ? ['upstream'] : ['upstream', 'url'], o.url, ['http:', 'https:'])
+  const timeoutMs = o.timeout === undefined ? 30_000 : c.duration(['upstream', 'timeout'], o.timeout)
+  const connectTimeoutMs =
+    o.connectTimeout === undefined ? 5_000 : c.duration(['upstream', 'connectTimeout'], o.connectTimeout)
+  const connections =
+    o.connections === undefined ? 128 : c.integer(['upstream', 'connections'], o.connections, 1, 65_536)
+  const preserveHost =
+    o.preserveHost === undefined ? false : c.boolean(['upstream', 'preserveHost'], o.preserveHost)
+  if (
+    url === undefined ||
+    timeoutMs === undefined ||
+    connectTimeoutMs === undefined ||
+    connections === undefined ||
+    preserveHost === undefined
+  ) {
+    return undefined
+  }
+  return { url, timeoutMs, connectTimeoutMs, connections, preserveHost }
+}
+
+function readStore(c: Checker, value: unknown): StoreConfig | undefined {
+  if (value === 'memory') return { type: 'memory', maxKeys: 100_000 }
+  if (typeof value === 'string') {
+    if (/^rediss?:\/\//.test(value)) {
+      const url = c.url(['store'], value, ['redis:', 'rediss:'])
+      return url === undefined ? undefined : { type: 'redis', url, prefix: 'edgelimit' }
+    }
+    c.add(
+      ['store'],
+      'ERR_STORE',
+      `expected memory, a redis:// URL, or a mapping with a type, got ${describe(value)}`,
+    )
+    return undefined
+  }
+  if (!c.object(['store'], value)) return undefined
+  const type = value.type
+  const prefix = (): string | undefined => {
+    if (value.prefix === undefined) return 'edgelimit'
+    const p = c.string(['store', 'prefix'], value.prefix)
+    if (p !== undefined && /[{}]/.test(p)) {
+      c.add(
+        ['store', 'prefix'],
+        'ERR_STRING',
+        'expected a prefix without braces (they would move the Cluster hash tag)',
+      )
+      return undefined
+    }
+    return p
+  }
+  const required = (field: string): boolean => {
+    if (value[field] !== undefined) return true
+    c.add(['store', field], 'ERR_REQUIRED', `the field "${field}" is required for a ${String(type)} store`)
+    return false
+  }
+  switch (type) {
+    case 'memory': {
+      c.fields(['store'], value, ['type', 'maxKeys'])
+      const maxKeys =
+        value.maxKeys === undefined ? 100_000 : c.integer(['store', 'maxKeys'], value.maxKeys, 1, 100_000_000)
+      return maxKeys === undefined ? undefined : { type, maxKeys }
+    }
+    case 'redis': {
+      c.fields(['store'], value, ['type', 'url', 'prefix'])
+      const url = required('url') ? c.url(['store', 'url'], value.url, ['redis:', 'rediss:']) : undefined
+      const p = prefix()
+      return url === undefined || p === undefined ? undefined : { type, url, prefix: p }
+    }
+    case 'redis-cluster': {
+      c.fields(['store'], value, ['type', 'nodes', 'prefix'])
+      const list = required('nodes') ? c.list(['store', 'nodes'], value.nodes) : undefined
+      const nodes = (list ?? []).map((n, i) => {
+        const at: Path = Array.isArray(value.nodes) ? ['store', 'nodes', i] : ['store', 'nodes']
+        return typeof n === 'string' && /^[\w.-]+:\d+$/.test(n) ? n : c.url(at, n, ['redis:', 'rediss:'])
+      })
+      if (list !== undefined && list.length === 0)
+        c.add(['store', 'nodes'], 'ERR_REQUIRED', 'expected at least one node')
+      const p = prefix()
+      if (list === undefined || list.length === 0 || nodes.includes(undefined) || p === undefined)
+        return undefined
+      return { type, nodes: nodes as string[], prefix: p }
+    }
+    case 'upstash': {
+      c.fields(['store'], value, ['type', 'url', 'token', 'prefix'])
+      const url = required('url') ? c.url(['store', 'url'], value.url, ['https:', 'http:']) : undefined
+      const token = required('token') ? c.string(['store', 'token'], value.token) : undefined
+      const p = prefix()
+      return url === undefined || token === undefined || p === undefined
+        ? undefined
+        : { type, url, token, prefix: p }
+    }
+    default:
+      c.add(
+        ['store', 'type'],
+        'ERR_STORE',
+        `expected a store type of memory, redis, redis-cluster or upstash, got ${describe(type)}`,
+      )
+      return undefined
+  }
+}
+
+function readIdentity(c: Checker, value: unknown): ClientKeyOptions | undefined {
+  if (!c.object(['identity'], value)) return undefined
+  c.fields(['identity'], value, IDENTITY_FIELDS)
+  const known = Object.fromEntries(Object.entries(value).filter(([k]) => IDENTITY_FIELDS.includes(k)))
+  const before = c.issues.length
+  for (const issue of validateClientKeyOptions(known, 'identity'))
+    c.add(parsePath(issue.path), issue.code, issue.message)
+  return c.issues.length > before ? undefined : (known as ClientKeyOptions)
+}
+
+function readHeaders(c: Checker, value: unknown): HeaderStandard[] {
+  if (value === undefined) return ['draft-10']
+  if (value === false) return []
+  const list = c.list(['headers'], value) ?? []
+  const standards = list.filter((s, i): s is HeaderStandard => {
+    if (STANDARDS.includes(s as HeaderStandard)) return true
+    c.add(
+      Array.isArray(value) ? ['headers', i] : ['headers'],
+      'ERR_HEADER_STANDARD',
+      `expected one of ${STANDARDS.join(', ')} (or false for none), got ${describe(s)}`,
+    )
+    return false
+  })
+  const drafts = new Set(standards.filter((s) => s !== 'legacy'))
+  if (drafts.size > 1) {
+    c.add(
+      ['headers'],
+      'ERR_HEADER_CONFLICT',
+      `${[...drafts].join(', ')} emit clashing RateLimit fields; choose one (legacy may be added)`,
+    )
+  }
+  return standards
+}

@@ -1,0 +1,57 @@
+import { parseArgs } from 'node:util'
+import { checkFiles } from './check.js'
+
+const USAGE = `edgelimit — a rate-limiting reverse proxy driven by one YAML policy
+
+Usage:
+  edgelimit serve --config <file> [--upstream <url>] [--port 8080] [--admin-port 9090]
+                  [--host 127.0.0.1] [--admin-host 127.0.0.1] [--log-level info]
+                  [--drain-timeout 30s] [--no-watch]
+  edgelimit check <file>...          validate policies offline (exit 1 on problems)
+  edgelimit simulate [scenario…|all] [--config <file>] [--html <file>]
+                                     every algorithm (or the policy's rules) on the same traffic
+  edgelimit replay <access.log…> --config <file> [--html <file>]
+                                     what the policy would have blocked, from a log (CLF, JSON, gz)
+
+Environment: EDGELIMIT_ADMIN_TOKEN (admin API bearer token), any \${VAR} the policy uses.
+Signals: SIGHUP reloads the policy; SIGTERM and SIGINT drain requests in flight, then exit.`
+
+/** The `edgelimit` command line. Resolves the process exit code. */
+export async function main(argv: readonly string[]): Promise<number> {
+  const [command, ...rest] = argv
+  switch (command) {
+    case 'serve': {
+      // `check` stays light: the proxy, metrics and logging load only to serve.
+      const { serve } = await import('./serve.js')
+      return serve(rest)
+    }
+    case 'check': {
+      const { positionals } = parseArgs({ args: [...rest], allowPositionals: true, options: {} })
+      if (positionals.length === 0) {
+        process.stderr.write('edgelimit check: name at least one policy file\n')
+        return 2
+      }
+      const report = checkFiles(positionals)
+      const out = report.ok ? process.stdout : process.stderr
+      out.write(`${report.lines.join('\n')}\n`)
+      return report.ok ? 0 : 1
+    }
+    case 'simulate': {
+      const { runSimulate } = await import('./simulate/index.js')
+      return runSimulate(rest, process)
+    }
+    case 'replay': {
+      const { runReplay } = await import('./replay/index.js')
+      return runReplay(rest, process)
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(`${USAGE}\n`)
+      return command === undefined ? 2 : 0
+    default:
+      process.stderr.write(`edgelimit: unknown command "${command}"\n\n${USAGE}\n`)
+      return 2
+  }
+}

@@ -1,0 +1,132 @@
+import { createLimiter, type Limiter, type LimiterEvent } from 'edgelimit'
+import type { GatewayConfig, PlanConfig, RuleConfig } from '../config/types.js'
+import { type ClientKeyOptions, type QuotaPolicy, quotaPolicy } from '../library.js'
+import { compileKey, createClientResolver, createHasher, type KeyContext, type RuleKey } from './key.js'
+import { compileMatch, type Matcher } from './match.js'
+import type { RequestInfo } from './request.js'
+import type { StoreHandle } from './store.js'
+
+/** One set of parameters of a rule, with its limiter. */
+export interface Plan {
+  /** `''` for a rule without tiers. */
+  readonly tier: string
+  /** The library rule's name: `<rule>` or `<rule>.<tier>` (in headers and store keys). */
+  readonly name: string
+  readonly limiter: Limiter
+  readonly policies: readonly QuotaPolicy[]
+  /** Header fields of admitted one-rule decisions, by remaining, then seconds (absent with `legacy`). */
+  readonly headerMemo: Map<number, Map<number, readonly (readonly [string, string])[]>> | undefined
+}
+
+/** A rule ready to run: how it matches, keys and picks its plan. */
+export interface CompiledRule {
+  readonly config: RuleConfig
+  readonly name: string
+  readonly match: Matcher
+  readonly key: (request: RequestInfo, route: string, context: KeyContext) => RuleKey
+  readonly plans: ReadonlyMap<string, Plan>
+  /** The tier for a request: `tiers.keys` by key value, then `tiers.header`, then `tiers.default`. */
+  planFor(request: RequestInfo, raw: string): Plan
+}
+
+/** A policy ready to run. */
+export interface CompiledPolicy {
+  readonly config: GatewayConfig
+  readonly rules: readonly CompiledRule[]
+  readonly store: StoreHandle
+  readonly identity: ClientKeyOptions
+  /** Limiters by signature, so that a reload keeps the ones whose rule did not change. */
+  readonly limiters: ReadonlyMap<string, Limiter>
+}
+
+/** Where limiter events go (metrics); called once per limiter created. */
+export type EventSink = (rule: string, tier: string) => ((event: LimiterEvent) => void) | undefined
+
+/**
+ * Builds limiters for every rule (one per tier), reusing those of `previous` whose rule,
+ * parameters and store are unchanged: their counters carry over a reload.
+ *
+ * @example const policy = compilePolicy(config, await openStore(config.store))
+ */
+export function compilePolicy(
+  config: GatewayConfig,
+  store: StoreHandle,
+  previous?: CompiledPolicy,
+  events?: EventSink,
+): CompiledPolicy {
+  const reuse = previous?.store === store ? previous.limiters : undefined
+  const limiters = new Map<string, Limiter>()
+  // The identity object is compiled once by the library (cached by object identity).
+  const identity: ClientKeyOptions = { ...config.identity }
+  const hasher = createHasher(identity.secret)
+  const clientOf = createClientResolver(identity)
+  const rules = config.rules.map((rule): CompiledRule => {
+    const plans = new Map<string, Plan>()
+    for (const plan of rule.plans) {
+      const name = plan.tier === '' ? rule.name : `${rule.name}.${plan.tier}`
+      const signature = signatureOf(store, name, rule, plan)
+      let limiter = reuse?.get(signature) ?? limiters.get(signature)
+      if (limiter === undefined) {
+        const onEvent = store.inProcess ? undefined : events?.(rule.name, plan.tier)
+        limiter = createLimiter({
+          rules: [
+            {
+              name,
+              algorithm: plan.algorithm,
+              onStoreError: rule.onStoreError,
+              mode: rule.mode,
+              enforce: rule.enforce,
+              consistency: rule.consistency,
+              syncInterval: rule.syncIntervalMs,
+            },
+          ],
+          store: store.store,
+          timeout: rule.timeout,
+          ...(onEvent === undefined ? {} : { onEvent }),
+        })
+      }
+      limiters.set(signature, limiter)
+      plans.set(plan.tier, {
+        tier: plan.tier,
+        name,
+        limiter,
+        policies: limiter.rules.map(quotaPolicy),
+        headerMemo: config.headers.includes('legacy') ? undefined : new Map(),
+      })
+    }
+    const tiers = rule.tiers
+    const only = plans.get('') as Plan
+    const planFor =
+      tiers === undefined
+        ? () => only
+        : (request: RequestInfo, raw: string): Plan => {
+            const byKey = raw === '' ? undefined : tiers.keys.get(raw)
+            const named =
+              byKey ?? (tiers.header === undefined ? undefined : request.header(tiers.header)?.trim())
+            return plans.get(named ?? tiers.default) ?? (plans.get(tiers.default) as Plan)
+          }
+    return {
+      config: rule,
+      name: rule.name,
+      match: compileMatch(rule.match),
+      key: compileKey(rule.key, clientOf, hasher),
+      plans,
+      planFor,
+    }
+  })
+  return { config, rules, store, identity, limiters }
+}
+
+function signatureOf(store: StoreHandle, name: string, rule: RuleConfig, plan: PlanConfig): string {
+  return JSON.stringify([
+    store.signature,
+    name,
+    plan.algorithm,
+    rule.onStoreError,
+    rule.timeout,
+    rule.mode,
+    rule.enforce,
+    rule.consistency,
+    rule.syncIntervalMs,
+  ])
+}

@@ -1,0 +1,119 @@
+import { memoryStore, type Store } from 'edgelimit'
+import { redisStore } from 'edgelimit/redis'
+import type { Cluster, Redis, RedisOptions } from 'ioredis'
+import type { StoreConfig } from '../config/types.js'
+
+/** A store and the connection behind it, shared by every limiter of a policy (and across reloads). */
+export interface StoreHandle {
+  /** The store's configuration as JSON: an unchanged store is kept on reload. */
+  readonly signature: string
+  readonly type: StoreConfig['type']
+  readonly store: Store
+  /** True for stores that answer in-process (no latency, no errors to report). */
+  readonly inProcess: boolean
+  /** Resolves once the connection is usable (at once for memory and Upstash). */
+  ready(timeoutMs: number): Promise<void>
+  /** `ready`, `connecting`, … as the client reports it; `ready` for the memory store. */
+  status(): string
+  close(): Promise<void>
+}
+
+// Fail fast: a queued or retried script could charge twice; the limiter decides per onStoreError.
+const FAIL_FAST: RedisOptions = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  retryStrategy: () => 100,
+  lazyConnect: false,
+}
+
+/**
+ * Opens the store a policy names. Redis clients are ioredis (`Redis` or `Cluster`); Upstash is
+ * the REST client.
+ *
+ * @example const handle = openStore({ type: 'redis', url: 'redis://127.0.0.1:6379', prefix: 'edgelimit' })
+ */
+export async function openStore(config: StoreConfig): Promise<StoreHandle> {
+  const signature = JSON.stringify(config)
+  switch (config.type) {
+    case 'memory':
+      return {
+        signature,
+        type: config.type,
+        store: memoryStore({ maxKeys: config.maxKeys }),
+        inProcess: true,
+        ready: async () => {},
+        status: () => 'ready',
+        close: async () => {},
+      }
+    case 'redis':
+    case 'redis-cluster': {
+      // Loaded only for Redis policies: a memory-store gateway starts faster without it.
+      const { Cluster, Redis } = await import('ioredis')
+      const client =
+        config.type === 'redis'
+          ? new Redis(config.url, FAIL_FAST)
+          : new Cluster(config.nodes.map(nodeAddress), {
+              enableOfflineQueue: false,
+              clusterRetryStrategy: () => 100,
+              redisOptions: { ...FAIL_FAST, ...clusterAuth(config.nodes) },
+            })
+      // Errors surface per decision (and in metrics); an unhandled 'error' event would crash.
+      client.on('error', () => {})
+      return {
+        signature,
+        type: config.type,
+        store: redisStore({ client, prefix: config.prefix }),
+        inProcess: false,
+        ready: (timeoutMs) => untilReady(client, timeoutMs),
+        status: () => client.status,
+        close: async () => {
+          client.disconnect()
+        },
+      }
+    }
+    case 'upstash': {
+      const { Redis: Upstash } = await import('@upstash/redis')
+      const client = new Upstash({ url: config.url, token: config.token, enableTelemetry: false })
+      return {
+        signature,
+        type: config.type,
+        store: redisStore({ client, prefix: config.prefix }),
+        inProcess: false,
+        ready: async () => {},
+        status: () => 'ready',
+        close: async () => {},
+      }
+    }
+  }
+}
+
+function nodeAddress(node: string): { host: string; port: number } {
+  const url = new URL(node.includes('://') ? node : `redis://${node}`)
+  return { host: url.hostname, port: Number(url.port || 6379) }
+}
+
+function clusterAuth(nodes: readonly string[]): RedisOptions {
+  const first = nodes.find((n) => n.includes('://'))
+  if (first === undefined) return {}
+  const url = new URL(first)
+  return {
+    ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+    ...(url.protocol === 'rediss:' ? { tls: {} } : {}),
+  }
+}
+
+function untilReady(client: Redis | Cluster, timeoutMs: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve()
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      client.off('ready', onReady)
+      reject(new Error(`the store did not become ready within ${timeoutMs} ms (status ${client.status})`))
+    }, timeoutMs)
+    const onReady = () => {
+      clearTimeout(timer)
+      resolve()
+    }
+    client.once('ready', onReady)
+  })
+}

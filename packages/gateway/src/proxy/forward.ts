@@ -1,0 +1,238 @@
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+import { type Dispatcher, Pool } from 'undici'
+import type { UpstreamConfig } from '../config/types.js'
+import { sendProblem } from './problem.js'
+
+/** An upstream origin and its keep-alive connection pool. */
+export interface Upstream {
+  /** The upstream's configuration as JSON: an unchanged upstream keeps its pool on reload. */
+  readonly signature: string
+  readonly url: URL
+  readonly config: UpstreamConfig
+  /** Waits for the requests in flight, then closes the connections. */
+  close(): Promise<void>
+  /** Sends a request on and streams the answer back; `sink.done` reports how it ended. */
+  forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    extra: readonly (readonly [string, string])[],
+    sink: ForwardSink,
+  ): void
+}
+
+/** Told once how a forwarded request ended: the status sent to the client, and the upstream's. */
+export interface ForwardSink {
+  done(status: number, upstream: number | 'error' | 'aborted', error?: Error): void
+}
+
+// RFC 9110 §7.6.1: meaningful only for one connection. `expect` is answered by this server.
+const HOP_BY_HOP = new Set([
+  'connection',
+  'proxy-connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'expect',
+])
+const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
+
+/** Names listed in a Connection header, which are hop-by-hop too. */
+function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined || value === 'keep-alive' || value === 'close') return undefined
+  const text = Array.isArray(value) ? value.join(',') : value
+  const tokens = text
+    .split(',')
+    .map((t) => t.trim().toLowerCase())
+    .filter((t) => t !== '' && t !== 'close' && t !== 'keep-alive')
+  return tokens.length === 0 ? undefined : new Set(tokens)
+}
+
+/** The client's socket address as text; IPv4-mapped IPv6 shown as IPv4. */
+function peerOf(req: IncomingMessage): string {
+  const peer = req.socket.remoteAddress ?? 'unknown'
+  return peer.startsWith('::ffff:') && peer.includes('.') ? peer.slice(7) : peer
+}
+
+/** The request's header lines for the upstream: hop-by-hop removed, X-Forwarded-* added. */
+function requestHeaders(req: IncomingMessage, preserveHost: boolean): string[] {
+  const raw = req.rawHeaders
+  const listed = connectionTokens(req.headers.connection)
+  const out: string[] = []
+  let forwardedFor: string | undefined
+  let forwardedHost = false
+  let forwardedProto = false
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string
+    const value = raw[i + 1] as string
+    const lower = name.toLowerCase()
+    if (HOP_BY_HOP.has(lower) || listed?.has(lower)) continue
+    if (lower === 'host' && !preserveHost) continue
+    if (lower === 'x-forwarded-for') {
+      forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
+      continue
+    }
+    if (lower === 'x-forwarded-host') forwardedHost = true
+    else if (lower === 'x-forwarded-proto') forwardedProto = true
+    out.push(name, value)
+  }
+  const peer = peerOf(req)
+  out.push('x-forwarded-for', forwardedFor === undefined ? peer : `${forwardedFor}, ${peer}`)
+  if (!forwardedHost && req.headers.host !== undefined) out.push('x-forwarded-host', req.headers.host)
+  if (!forwardedProto) out.push('x-forwarded-proto', 'http')
+  return out
+}
+
+/** The upstream's response headers for the client: hop-by-hop removed, rate-limit fields added. */
+function responseHeaders(
+  headers: IncomingHttpHeaders,
+  extra: readonly (readonly [string, string])[],
+): OutgoingHttpHeaders {
+  const listed = connectionTokens(headers.connection)
+  const out: OutgoingHttpHeaders = {}
+  for (const name in headers) {
+    if (HOP_BY_HOP.has(name) || listed?.has(name)) continue
+    out[name] = headers[name]
+  }
+  for (const [name, value] of extra) out[name.toLowerCase()] = value
+  return out
+}
+
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length']
+  return length === undefined ? req.headers['transfer-encoding'] !== undefined : length !== '0'
+}
+
+const CLIENT_GONE = 'the client closed the connection'
+// The exchange a connection is serving: one 'close' listener per connection, not per request.
+const SERVING = Symbol('edgelimit.exchange')
+type Watched = Socket & { [SERVING]?: Exchange | undefined }
+
+function onSocketClose(this: Watched): void {
+  this[SERVING]?.clientGone()
+}
+
+/** One forwarded exchange: undici calls these methods as the upstream answers. */
+class Exchange implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | undefined
+  private finished = false
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly extra: readonly (readonly [string, string])[],
+    private readonly sink: ForwardSink,
+  ) {
+    const socket = req.socket as Watched
+    if (!(SERVING in socket)) socket.once('close', onSocketClose)
+    socket[SERVING] = this
+  }
+
+  private finish(status: number, upstream: number | 'error' | 'aborted', error?: Error): void {
+    if (this.finished) return
+    this.finished = true
+    const socket = this.req.socket as Watched
+    if (socket[SERVING] === this) socket[SERVING] = undefined
+    this.sink.done(status, upstream, error)
+  }
+
+  /** The client's connection closed before the answer was complete. */
+  clientGone(): void {
+    if (this.finished || this.res.writableFinished) return
+    this.controller?.abort(new Error(CLIENT_GONE))
+    this.finish(499, 'aborted')
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller
+    if (this.res.destroyed) controller.abort(new Error(CLIENT_GONE))
+  }
+
+  onResponseStart(
+    _c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+    statusMessage?: string,
+  ): void {
+    const out = responseHeaders(headers, this.extra)
+    if (statusMessage) this.res.writeHead(statusCode, statusMessage, out)
+    else this.res.writeHead(statusCode, out)
+  }
+
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (!this.res.write(chunk) && !c.paused) {
+      c.pause()
+      this.res.once('drain', () => c.resume())
+    }
+  }
+
+  onResponseEnd(): void {
+    this.res.end()
+    this.finish(this.res.statusCode, this.res.statusCode)
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, error: Error): void {
+    const res = this.res
+    if (this.finished || res.destroyed) {
+      this.finish(499, 'aborted')
+      return
+    }
+    if (res.headersSent) {
+      res.destroy(error)
+      this.finish(res.statusCode, 'error', error)
+      return
+    }
+    const code = (error as { code?: string }).code
+    const timeout = TIMEOUTS.has(code ?? '')
+    const status = timeout ? 504 : 502
+    const reason = code ?? error.message
+    sendProblem(
+      res,
+      status,
+      this.req.url ?? '/',
+      timeout
+        ? `The upstream did not answer in time (${reason}).`
+        : `The upstream could not be reached (${reason}).`,
+      this.extra,
+    )
+    this.finish(status, 'error', error)
+  }
+}
+
+/**
+ * Opens a keep-alive pool to an upstream.
+ *
+ * @example
+ * const upstream = openUpstream({ url: 'http://127.0.0.1:3000', timeoutMs: 30_000, connectTimeoutMs: 5_000, connections: 128, preserveHost: false })
+ * upstream.forward(req, res, headers, { done: (status) => console.log(status) })
+ */
+export function openUpstream(config: UpstreamConfig): Upstream {
+  const url = new URL(config.url)
+  const base = url.pathname.replace(/\/+$/, '')
+  const pool = new Pool(url.origin, {
+    connections: config.connections,
+    headersTimeout: config.timeoutMs,
+    connect: { timeout: config.connectTimeoutMs },
+    keepAliveTimeout: 4_000,
+  })
+  return {
+    signature: JSON.stringify(config),
+    url,
+    config,
+    close: () => pool.close(),
+    forward(req, res, extra, sink) {
+      pool.dispatch(
+        {
+          path: base + (req.url ?? '/'),
+          method: (req.method ?? 'GET') as Dispatcher.HttpMethod,
+          headers: requestHeaders(req, config.preserveHost),
+          body: hasBody(req) ? req : null,
+        },
+        new Exchange(req, res, extra, sink),
+      )
+    },
+  }
+}

@@ -1,0 +1,30 @@
+import { type ServerResponse, STATUS_CODES } from 'node:http'
+
+/**
+ * Answers with an RFC 9457 problem (`application/problem+json`, `Cache-Control: no-store`) for
+ * the gateway's own errors: 502/504 for upstream failures, 500, 503 while draining.
+ *
+ * @example sendProblem(res, 502, '/orders', 'The upstream could not be reached (ECONNREFUSED).')
+ */
+export function sendProblem(
+  res: ServerResponse,
+  status: number,
+  instance: string,
+  detail: string,
+  extra: readonly (readonly [string, string])[] = [],
+): void {
+  const body = JSON.stringify({
+    type: 'about:blank',
+    title: STATUS_CODES[status] ?? 'Error',
+    status,
+    detail,
+    instance,
+  })
+  const headers: Record<string, string> = {}
+  for (const [name, value] of extra) headers[name.toLowerCase()] = value
+  headers['content-type'] = 'application/problem+json'
+  headers['cache-control'] = 'no-store'
+  headers['content-length'] = String(Buffer.byteLength(body))
+  res.writeHead(status, headers)
+  res.end(body)
+}

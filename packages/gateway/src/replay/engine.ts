@@ -1,0 +1,253 @@
+import { clfParser } from './clf.js'
+import { type JsonFields, jsonParser } from './json-line.js'
+import { forEachLine, type Input } from './lines.js'
+import type { PolicyRule } from './policy.js'
+import type { LogRecord } from './record.js'
+import { reorder } from './reorder.js'
+import { timeline } from './timeline.js'
+import { type TopKeys, topKeys } from './top-keys.js'
+import { ruleRunner } from './units.js'
+
+/** Options of `replayLog`. */
+export interface ReplayOptions {
+  /** Log files (gzip detected by content), `-` for standard input, or byte streams; read in order. */
+  inputs: readonly Input[]
+  rules: readonly PolicyRule[]
+  /**
+   * `shadow`: every rule observes, nothing is blocked, each rule is charged when it admits (what the
+   * gateway counts with `mode: shadow`). `enforce`: the rules as the policy says (its `mode: shadow`
+   * rules stay in shadow), walked as the gateway walks them: each matching rule counts the request
+   * in turn, and the first enforced denial blocks it before later rules see it. @default 'shadow'
+   */
+  mode?: 'shadow' | 'enforce'
+  /** @default 'auto' (a line starting with `{` is JSON, any other Common/Combined Log Format) */
+  format?: 'auto' | 'clf' | 'json'
+  /** Where JSON lines keep each field (candidate names). */
+  fields?: Partial<JsonFields>
+  /** Keys held per rule; beyond it the least recently used key starts fresh. @default 1_000_000 */
+  maxKeys?: number
+  /** Keys listed per top list. @default 10 */
+  top?: number
+  /** Malformed lines quoted in the report (all are counted). @default 20 */
+  examples?: number
+  /**
+   * How far back in time a line may be and still be put back in order (0: decide in file order).
+   * Later lines are decided at the latest time seen (`late`). @default 120_000
+   */
+  reorderMs?: number
+  /** Most lines held for reordering (memory bound). @default 200_000 */
+  reorderMaxHeld?: number
+  /** Called every 65,536 lines and at the end. */
+  onProgress?: (p: { lines: number; bytes: number; input: number }) => void
+}
+
+/** One rule's outcome over the whole log. */
+export interface RuleReport {
+  readonly name: string
+  /** One entry per plan (tier); a rule without tiers has one, with tier `''`. */
+  readonly plans: readonly { tier: string; algorithm: string; options: Readonly<Record<string, unknown>> }[]
+  readonly key: readonly string[]
+  readonly shadow: boolean
+  /** Requests the rule applied to (in `enforce` mode, that reached it). */
+  readonly matched: number
+  /** Requests the rule denied (would have blocked, in shadow). */
+  readonly denied: number
+  readonly firstDeniedAt: number | undefined
+  /** Keys with at least one denial: exact while `deniedKeysExact`. */
+  readonly deniedKeys: number
+  readonly deniedKeysExact: boolean
+  /** `[key, denials, maxUndercount]`, most denied first. */
+  readonly topDenied: [string, number, number][]
+  /** `[key, requests, maxUndercount]`, busiest first. */
+  readonly topKeys: [string, number, number][]
+}
+
+/** A malformed line: where, why, and its beginning. */
+export interface MalformedLine {
+  readonly input: string
+  readonly line: number
+  readonly reason: string
+  readonly text: string
+}
+
+/** Everything `replayLog` found. */
+export interface ReplayResult {
+  readonly mode: 'shadow' | 'enforce'
+  readonly lines: number
+  readonly requests: number
+  /** Requests denied by at least one rule (blocked, in enforce mode). */
+  readonly denied: number
+  /** Requests blocked (`enforce` mode only: denied by an enforced rule). */
+  readonly blocked: number
+  readonly malformed: { count: number; byReason: Record<string, number>; examples: MalformedLine[] }
+  /** Lines whose time is before an earlier line's (put back in order within `reorderMs`). */
+  readonly outOfOrder: { count: number; maxLagMs: number; reorderMs: number }
+  /** Lines older than the time already decided: decided at that time (clamped). */
+  readonly late: { count: number; maxLagMs: number }
+  readonly firstTs: number | undefined
+  readonly lastTs: number | undefined
+  readonly rules: RuleReport[]
+  /** Series: requests, denied by any rule, then denied per rule (rule order). */
+  readonly timeline: { widthMs: number; starts: number[]; series: number[][] }
+  readonly elapsedMs: number
+}
+
+/**
+ * Evaluates a policy over access logs with the logs' own timestamps, streaming in constant memory.
+ * Lines are decided in file order; a line older than one before it is decided at the latest time
+ * seen (and counted in `outOfOrder`). Malformed lines are skipped, counted and quoted, never fatal.
+ *
+ * @example
+ * const result = await replayLog({ inputs: ['access.log.gz'], rules: await loadPolicy('policy.yaml') })
+ */
+export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
+  const started = performance.now()
+  const rules = options.rules
+  const mode = options.mode ?? 'shadow'
+  const format = options.format ?? 'auto'
+  const maxKeys = options.maxKeys ?? 1_000_000
+  const exampleLimit = options.examples ?? 20
+  const n = rules.length
+  const denied = new Float64Array(n)
+  const firstDenied: (number | undefined)[] = rules.map(() => undefined)
+  const topDenied = rules.map(() => topKeys())
+  const line = timeline(2 + n)
+  const malformed = { count: 0, byReason: {} as Record<string, number>, examples: [] as MalformedLine[] }
+  const runner = ruleRunner(rules, mode, maxKeys, noteDenied)
+  const needs = {
+    ua: rules.some((r) => r.needs.ua),
+    query: rules.some((r) => r.needs.query),
+    countClients: runner.countsClients,
+  }
+  const clf = clfParser(needs)
+  const json = jsonParser(options.fields, needs)
+  const reorderMs = options.reorderMs ?? 120_000
+  let lines = 0
+  let requests = 0
+  let deniedAny = 0
+  let now = Number.NEGATIVE_INFINITY
+  let firstTs: number | undefined
+  let lastTs: number | undefined
+  let outOfOrder = 0
+  let maxLag = 0
+  let newest = Number.NEGATIVE_INFINITY
+  let late = 0
+  let maxLate = 0
+  let bytes = 0
+  let inputIndex = 0
+  let inputName = ''
+
+  const bad = (buf: Buffer, s: number, e: number, lineNo: number, reason: string) => {
+    malformed.count++
+    malformed.byReason[reason] = (malformed.byReason[reason] ?? 0) + 1
+    if (malformed.examples.length < exampleLimit) {
+      const text = buf.toString('utf8', s, Math.min(e, s + 160))
+      malformed.examples.push({ input: inputName, line: lineNo, reason, text })
+    }
+  }
+
+  const decide = (r: LogRecord) => {
+    requests++
+    const ts = r.ts
+    if (ts < now) {
+      late++
+      if (now - ts > maxLate) maxLate = now - ts
+    } else now = ts
+    line.add(now, 0)
+    const any = runner.decide(r, now)
+    if (any) {
+      deniedAny++
+      line.add(now, 1)
+    }
+  }
+
+  function noteDenied(i: number, key: string) {
+    denied[i] = (denied[i] as number) + 1
+    if (firstDenied[i] === undefined) firstDenied[i] = now
+    ;(topDenied[i] as TopKeys).add(key)
+    line.add(now, 2 + i)
+  }
+
+  const buffer = reorderMs > 0 ? reorder(reorderMs, options.reorderMaxHeld ?? 200_000, decide) : undefined
+  const accept = (r: LogRecord) => {
+    const ts = r.ts
+    if (ts < newest) {
+      outOfOrder++
+      if (newest - ts > maxLag) maxLag = newest - ts
+    } else newest = ts
+    if (firstTs === undefined || ts < firstTs) firstTs = ts
+    if (lastTs === undefined || ts > lastTs) lastTs = ts
+    if (buffer === undefined) decide(r)
+    else buffer.push(r)
+  }
+
+  const onLine = (buf: Buffer, s: number, e: number, lineNo: number) => {
+    lines++
+    if ((lines & 0xffff) === 0) options.onProgress?.({ lines, bytes, input: inputIndex })
+    const isJson = format === 'json' || (format === 'auto' && buf[s] === 0x7b)
+    if (isJson) {
+      const why = json.parse(buf.toString('utf8', s, e))
+      if (why !== undefined) bad(buf, s, e, lineNo, why)
+      else accept(json.record)
+    } else {
+      const why = clf.parse(buf, s, e)
+      if (why !== undefined) bad(buf, s, e, lineNo, why)
+      else accept(clf.record)
+    }
+  }
+
+  for (const input of options.inputs) {
+    inputName = typeof input === 'string' ? input : `input ${inputIndex + 1}`
+    await forEachLine(
+      input,
+      onLine,
+      (lineNo) => {
+        lines++
+        const reason = 'line longer than 1 MiB'
+        malformed.count++
+        malformed.byReason[reason] = (malformed.byReason[reason] ?? 0) + 1
+        if (malformed.examples.length < exampleLimit)
+          malformed.examples.push({ input: inputName, line: lineNo, reason, text: '' })
+      },
+      (b) => {
+        bytes += b
+      },
+    )
+    inputIndex++
+  }
+  buffer?.drain()
+  runner.finish(() => clf.clientCounts())
+  options.onProgress?.({ lines, bytes, input: inputIndex })
+  const top = options.top ?? 10
+  return {
+    mode,
+    lines,
+    requests,
+    denied: deniedAny,
+    malformed,
+    outOfOrder: { count: outOfOrder, maxLagMs: maxLag, reorderMs },
+    late: { count: late, maxLagMs: maxLate },
+    firstTs,
+    lastTs,
+    blocked: runner.blocked,
+    rules: rules.map((r, i) => ({
+      name: r.name,
+      plans: r.plans.map((p) => ({
+        tier: p.tier,
+        algorithm: p.algorithm.algorithm,
+        options: p.algorithm.options,
+      })),
+      key: r.key,
+      shadow: mode === 'shadow' || r.shadow,
+      matched: runner.matched[i] as number,
+      denied: denied[i] as number,
+      firstDeniedAt: firstDenied[i],
+      deniedKeys: (topDenied[i] as TopKeys).distinct,
+      deniedKeysExact: (topDenied[i] as TopKeys).exact,
+      topDenied: (topDenied[i] as TopKeys).top(top),
+      topKeys: (runner.requests[i] as TopKeys).top(top),
+    })),
+    timeline: line.snapshot(),
+    elapsedMs: performance.now() - started,
+  }
+}

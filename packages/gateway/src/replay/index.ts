@@ -1,0 +1,194 @@
+import { stat } from 'node:fs/promises'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { parseDuration } from 'edgelimit'
+import { type CliIo, positiveInt, UsageError, workingDirectory, writeOutput } from '../report/io.js'
+import { type ReplayResult, replayLog } from './engine.js'
+import type { JsonFields } from './json-line.js'
+import { loadPolicy, PolicyError, type PolicyRule, policyFromRules } from './policy.js'
+import { progressBar } from './progress.js'
+import { htmlReport, textReport } from './report.js'
+
+export { type ReplayOptions, type ReplayResult, type RuleReport, replayLog } from './engine.js'
+export { compilePolicy, loadPolicy, PolicyError, type PolicyRule, policyFromRules } from './policy.js'
+
+/** `edgelimit replay --help`. */
+export const REPLAY_USAGE = `Usage: edgelimit replay <access.log[.gz]>... [options]
+
+Evaluates a policy over access logs with the logs' own timestamps, in shadow, and reports what
+each rule would have blocked, the top keys and a timeline (table, and an HTML report).
+Reads Common/Combined Log Format and JSON lines (auto-detected per line), gzip by content; '-' is stdin.
+
+Options:
+  -c, --config <file>      the gateway's policy file (edgelimit.yaml); see docs/simulate-replay.md
+  --algorithm <name>       without --config: one rule of this algorithm (default sliding-window)
+  --limit <n>              without --config: its limit (default 100)
+  --window <duration>      without --config: its window (default 60s)
+  --key <parts>            without --config: what it counts by, e.g. ip, ip+path,
+                           header:user-agent (default ip)
+  --mode <shadow|enforce>  shadow: nothing blocked, every rule counted as in shadow mode (default);
+                           enforce: rules walked as the gateway does, the first enforced denial
+                           blocks the request before later rules see it
+  --format <auto|clf|json> line format (default auto)
+  --field <name=source>    JSON field mapping, repeatable: time, ip, user, method, path, status,
+                           userAgent (e.g. --field time=ts --field ip=client.addr)
+  --reorder <duration>     put lines back in time order within this horizon (default 2m; 0: file
+                           order); older lines are decided at the latest time seen, and counted
+  --html <file>            HTML report (default edgelimit-replay.html)
+  --no-html                no HTML report
+  --json <file>            the full result as JSON
+  --top <n>                keys listed per top list (default 10)
+  --max-keys <n>           keys held per rule (LRU beyond; default 1000000)
+  --no-progress            no progress bar (shown only on a terminal anyway)
+  --fail-on-block          exit 1 when any request would be blocked (for CI)
+  -h, --help               this help
+Exit codes: 0 done, 1 with --fail-on-block and blocks found, 2 usage, policy or input error.
+`
+
+const FIELDS = new Set(['time', 'ip', 'user', 'method', 'path', 'status', 'userAgent', 'host', 'query'])
+
+/**
+ * `edgelimit replay`: the CLI entry point. Returns the exit code; never throws for bad input.
+ * @example process.exitCode = await runReplay(process.argv.slice(3), process)
+ */
+export async function runReplay(args: string[], io: CliIo): Promise<number> {
+  try {
+    return await replay(args, io)
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof PolicyError) {
+      io.stderr.write(`edgelimit replay: ${error.message}\n`)
+      return 2
+    }
+    if (
+      isNodeError(error) &&
+      (error.code === 'ENOENT' || error.code === 'EACCES' || error.code === 'EISDIR')
+    ) {
+      io.stderr.write(`edgelimit replay: ${error.message}\n`)
+      return 2
+    }
+    throw error
+  }
+}
+
+async function replay(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parse(args)
+  if (values.help === true) {
+    io.stdout.write(REPLAY_USAGE)
+    return 0
+  }
+  if (positionals.length === 0) throw new UsageError(`no log file given\n\n${REPLAY_USAGE}`)
+  const cwd = workingDirectory(io)
+  const at = (f: string) => path.resolve(cwd, f)
+  const rules = values.config !== undefined ? loadPolicy(at(values.config)) : quickRule(values)
+  const mode = values.mode ?? 'shadow'
+  if (mode !== 'shadow' && mode !== 'enforce')
+    throw new UsageError(`--mode: expected shadow or enforce, got "${mode}"`)
+  const format = values.format ?? 'auto'
+  if (format !== 'auto' && format !== 'clf' && format !== 'json')
+    throw new UsageError(`--format: expected auto, clf or json, got "${format}"`)
+  const fields: Partial<Record<keyof JsonFields, string[]>> = {}
+  for (const f of values.field ?? []) {
+    const [name, source] = f.split('=', 2)
+    if (name === undefined || source === undefined || source === '' || !FIELDS.has(name))
+      throw new UsageError(`--field: expected <${[...FIELDS].join('|')}>=<json field>, got "${f}"`)
+    fields[name as keyof JsonFields] = [...(fields[name as keyof JsonFields] ?? []), source]
+  }
+  const reorderMs =
+    values.reorder === undefined ? 120_000 : values.reorder === '0' ? 0 : parseDuration(values.reorder)
+  if (reorderMs === undefined)
+    throw new UsageError(`--reorder: expected a duration like 2m, or 0, got "${values.reorder}"`)
+  const top = positiveInt('top', values.top, 10)
+  const maxKeys = positiveInt('max-keys', values['max-keys'], 1_000_000)
+  const inputs = positionals.map((p) => (p === '-' ? '-' : at(p)))
+  let total = 0
+  for (const f of inputs) if (f !== '-') total += (await stat(f)).size
+  const bar =
+    values['no-progress'] === true ? undefined : progressBar(io.stderr, total > 0 ? total : undefined)
+  let result: ReplayResult
+  try {
+    result = await replayLog({
+      inputs,
+      rules,
+      mode,
+      format,
+      fields,
+      maxKeys,
+      top,
+      reorderMs,
+      onProgress: bar === undefined ? undefined : (p) => bar.update(p),
+    })
+  } finally {
+    bar?.done()
+  }
+  const label = positionals.map((p) => path.basename(p)).join(', ')
+  io.stdout.write(textReport(result, label, top))
+  if (values['no-html'] !== true) {
+    const file = at(values.html ?? 'edgelimit-replay.html')
+    await writeOutput(file, htmlReport(result, label, top))
+    io.stdout.write(`\nHTML report: ${file}\n`)
+  }
+  if (values.json !== undefined) await writeOutput(at(values.json), `${JSON.stringify(result, null, 2)}\n`)
+  const rate = Math.round((result.lines / Math.max(1, result.elapsedMs)) * 1000)
+  io.stderr.write(
+    `replayed ${result.lines.toLocaleString('en-US')} lines in ${(result.elapsedMs / 1000).toFixed(2)} s (${rate.toLocaleString('en-US')} lines/s)\n`,
+  )
+  return values['fail-on-block'] === true && result.denied > 0 ? 1 : 0
+}
+
+function parse(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        config: { type: 'string', short: 'c' },
+        algorithm: { type: 'string' },
+        limit: { type: 'string' },
+        window: { type: 'string' },
+        key: { type: 'string' },
+        mode: { type: 'string' },
+        format: { type: 'string' },
+        field: { type: 'string', multiple: true },
+        html: { type: 'string' },
+        'no-html': { type: 'boolean' },
+        json: { type: 'string' },
+        reorder: { type: 'string' },
+        top: { type: 'string' },
+        'max-keys': { type: 'string' },
+        'no-progress': { type: 'boolean' },
+        'fail-on-block': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    })
+  } catch (error) {
+    throw new UsageError((error as Error).message)
+  }
+}
+
+/** The one-rule policy of `--algorithm/--limit/--window/--key`. */
+function quickRule(values: {
+  algorithm?: string
+  limit?: string
+  window?: string
+  key?: string
+}): PolicyRule[] {
+  const algorithm = values.algorithm ?? 'sliding-window'
+  const limit = Number(values.limit ?? 100)
+  const window = values.window ?? '60s'
+  const params: Record<string, unknown> = ['fixed-window', 'sliding-log', 'sliding-window'].includes(
+    algorithm,
+  )
+    ? { limit, window }
+    : algorithm === 'token-bucket'
+      ? { capacity: limit, refillRate: limit, refillInterval: window }
+      : algorithm === 'leaky-bucket'
+        ? { capacity: limit, leakRate: limit, leakInterval: window }
+        : { limit, period: window }
+  const key = (values.key ?? 'ip').split('+').map((k) => k.trim())
+  return policyFromRules([{ name: algorithm, algorithm, key: key.length === 1 ? key[0] : key, ...params }])
+}
+
+function isNodeError(e: unknown): e is NodeJS.ErrnoException {
+  return e instanceof Error && typeof (e as NodeJS.ErrnoException).code === 'string'
+}

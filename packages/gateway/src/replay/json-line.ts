@@ -1,0 +1,127 @@
+import type { Needs } from './clf.js'
+import { get, type LogRecord, text } from './record.js'
+
+/** Where each record field is read from in a JSON line: candidate names, first present wins. */
+export interface JsonFields {
+  time: readonly string[]
+  ip: readonly string[]
+  user: readonly string[]
+  method: readonly string[]
+  path: readonly string[]
+  status: readonly string[]
+  userAgent: readonly string[]
+  host: readonly string[]
+  query: readonly string[]
+}
+
+/** The field names tried by default (nginx `escape=json`, Caddy, Envoy, ALB-style names). */
+export const DEFAULT_FIELDS: JsonFields = {
+  time: ['time', 'timestamp', '@timestamp', 'ts', 'date', 'time_local', 'time_iso8601', 'msec', 'start_time'],
+  ip: [
+    'ip',
+    'remote_addr',
+    'remoteAddr',
+    'client_ip',
+    'clientIp',
+    'remote_ip',
+    'client',
+    'request.remote_ip',
+  ],
+  user: ['user', 'remote_user', 'remoteUser', 'user_id', 'userId'],
+  method: ['method', 'request_method', 'verb', 'request.method'],
+  path: ['path', 'uri', 'request_uri', 'url', 'request.uri', 'request'],
+  status: ['status', 'status_code', 'statusCode', 'response', 'response.status'],
+  userAgent: ['user_agent', 'userAgent', 'http_user_agent', 'agent', 'ua', 'request.headers.User-Agent'],
+  host: ['host', 'http_host', 'server_name', 'request.host'],
+  query: ['query', 'query_string', 'args', 'request.query'],
+}
+
+/** A JSON-lines parser with its reusable record. */
+export interface JsonParser {
+  readonly record: LogRecord
+  /** Parses one line; returns undefined on success, else why the line is malformed. */
+  parse(line: string): string | undefined
+}
+
+/**
+ * Creates a JSON-lines parser. `overrides` replaces the candidates of a field
+ * (`--field time=ts` on the command line).
+ */
+export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {}): JsonParser {
+  const fields: JsonFields = { ...DEFAULT_FIELDS, ...overrides }
+  const record: LogRecord = {
+    ts: 0,
+    ip: '-',
+    user: '-',
+    method: '-',
+    path: '-',
+    status: 0,
+    query: '',
+    host: '',
+    ua: '-',
+    json: undefined,
+  }
+
+  function parse(line: string): string | undefined {
+    let value: unknown
+    try {
+      value = JSON.parse(line)
+    } catch {
+      return 'invalid JSON'
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value))
+      return 'JSON line is not an object'
+    const obj = value as Record<string, unknown>
+    record.json = obj
+    const t = pick(obj, fields.time)
+    if (t === undefined) return `no time field (tried ${fields.time.join(', ')})`
+    const ts = toMs(t)
+    if (ts === undefined) return `bad time ${JSON.stringify(t).slice(0, 40)}`
+    record.ts = ts
+    record.ip = text(pick(obj, fields.ip))
+    record.user = text(pick(obj, fields.user))
+    let method = text(pick(obj, fields.method))
+    let path = text(pick(obj, fields.path))
+    // `request` may be a whole request line: "GET /x HTTP/1.1".
+    const space = path.indexOf(' ')
+    if (space > 0) {
+      if (method === '-') method = path.slice(0, space)
+      const rest = path.slice(space + 1)
+      const end = rest.indexOf(' ')
+      path = end < 0 ? rest : rest.slice(0, end)
+    }
+    if (/^https?:\/\//.test(path)) path = path.replace(/^https?:\/\/[^/]*/, '') || '/'
+    const q = path.indexOf('?')
+    record.method = method.toUpperCase()
+    record.path = q < 0 ? path : path.slice(0, q)
+    record.status = Number(pick(obj, fields.status) ?? 0) || 0
+    const host = pick(obj, fields.host)
+    record.host = host === undefined ? '' : String(host).toLowerCase()
+    const query = pick(obj, fields.query)
+    record.query = query !== undefined ? String(query).replace(/^\?/, '') : q < 0 ? '' : path.slice(q + 1)
+    record.ua = needs.ua === true ? text(pick(obj, fields.userAgent)) : '-'
+    return undefined
+  }
+
+  return { record, parse }
+}
+
+/** Epoch ms from epoch seconds or ms (number or numeric string), ISO 8601, or CLF time. */
+export function toMs(v: unknown): number | undefined {
+  if (typeof v === 'number') return Number.isFinite(v) ? Math.floor(v < 1e11 ? v * 1000 : v) : undefined
+  if (typeof v !== 'string' || v.length === 0) return undefined
+  if (/^\d+(\.\d+)?$/.test(v)) return toMs(Number(v))
+  const clf = /^(\d{2})\/(\w{3})\/(\d{4}):(\d{2}):(\d{2}):(\d{2}) ([+-]\d{4})$/.exec(v)
+  const parsed = Date.parse(
+    clf === null ? v : `${clf[2]} ${clf[1]} ${clf[3]} ${clf[4]}:${clf[5]}:${clf[6]} ${clf[7]}`,
+  )
+  return Number.isNaN(parsed) ? undefined : parsed
+}
+
+function pick(obj: Record<string, unknown>, names: readonly string[]): unknown {
+  for (const n of names) {
+    const v = get(obj, n)
+    if (v !== undefined && v !== null && v !== '') return v
+  }
+  return undefined
+}

@@ -1,0 +1,140 @@
+import { closeSync, createReadStream, openSync, readSync } from 'node:fs'
+import { Readable } from 'node:stream'
+import { createGunzip } from 'node:zlib'
+
+/** Called for each line `buf[s, e)` (without its line ending); `line` counts from 1 per input. */
+export type LineHandler = (buf: Buffer, s: number, e: number, line: number) => void
+
+/** Longest line kept; a longer one is reported (as `tooLong`) and skipped to its end. */
+export const MAX_LINE_BYTES = 1 << 20
+
+const NL = 0x0a
+const CR = 0x0d
+
+/** A byte source: a file path, `-` for standard input, or any readable stream of bytes. */
+export type Input = string | NodeJS.ReadableStream
+
+/**
+ * Streams an input line by line in constant memory, gunzipping it when it starts with the gzip
+ * magic bytes. `onBytes` reports raw (compressed) bytes read, for progress.
+ */
+export async function forEachLine(
+  input: Input,
+  onLine: LineHandler,
+  onTooLong: (line: number) => void,
+  onBytes: (n: number) => void = () => {},
+): Promise<number> {
+  let source: AsyncIterable<Buffer> | Iterable<Buffer>
+  if (typeof input === 'string' && input !== '-' && !isGzip(input)) {
+    // A plain file is read with blocking reads: the replay has nothing else to do meanwhile,
+    // and it never waits on the event loop between chunks.
+    source = fileChunks(input, onBytes)
+  } else {
+    const raw: NodeJS.ReadableStream =
+      typeof input !== 'string'
+        ? input
+        : input === '-'
+          ? process.stdin
+          : createReadStream(input, { highWaterMark: 1 << 20 })
+    const it = (raw as AsyncIterable<Buffer | string>)[Symbol.asyncIterator]()
+    const first = await it.next()
+    if (first.done === true) return 0
+    const head = toBuffer(first.value)
+    const rest = async function* () {
+      onBytes(head.length)
+      yield head
+      for (;;) {
+        const r = await it.next()
+        if (r.done === true) return
+        const b = toBuffer(r.value)
+        onBytes(b.length)
+        yield b
+      }
+    }
+    const gzip = head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b
+    source = gzip ? Readable.from(rest()).pipe(createGunzip()) : rest()
+  }
+  let line = 0
+  let carry: Buffer | undefined
+  let skipping = false
+  const emit = (buf: Buffer, s: number, e: number) => {
+    line++
+    if (e > s && buf[e - 1] === CR) e--
+    if (e > s) onLine(buf, s, e, line)
+  }
+  for await (const chunk of source) {
+    let s = 0
+    if (carry !== undefined || skipping) {
+      const nl = chunk.indexOf(NL)
+      if (nl < 0) {
+        if (!skipping) {
+          carry = Buffer.concat([carry as Buffer, chunk])
+          if (carry.length > MAX_LINE_BYTES) {
+            skipping = true
+            carry = undefined
+          }
+        }
+        continue
+      }
+      if (skipping || (carry as Buffer).length + nl > MAX_LINE_BYTES) {
+        line++
+        onTooLong(line)
+        skipping = false
+      } else {
+        const joined = Buffer.concat([carry as Buffer, chunk.subarray(0, nl)])
+        emit(joined, 0, joined.length)
+      }
+      carry = undefined
+      s = nl + 1
+    }
+    for (;;) {
+      const nl = chunk.indexOf(NL, s)
+      if (nl < 0) break
+      if (nl - s > MAX_LINE_BYTES) {
+        line++
+        onTooLong(line)
+      } else emit(chunk, s, nl)
+      s = nl + 1
+    }
+    if (s < chunk.length) {
+      if (chunk.length - s > MAX_LINE_BYTES) skipping = true
+      else carry = Buffer.from(chunk.subarray(s))
+    }
+  }
+  if (skipping) {
+    line++
+    onTooLong(line)
+  } else if (carry !== undefined) emit(carry, 0, carry.length)
+  return line
+}
+
+/** Whether a file starts with the gzip magic bytes. */
+function isGzip(file: string): boolean {
+  const fd = openSync(file, 'r')
+  try {
+    const magic = Buffer.alloc(2)
+    return readSync(fd, magic, 0, 2, 0) === 2 && magic[0] === 0x1f && magic[1] === 0x8b
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** A file's bytes in 4 MiB chunks, read synchronously. */
+function* fileChunks(file: string, onBytes: (n: number) => void): Generator<Buffer> {
+  const fd = openSync(file, 'r')
+  try {
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(1 << 22)
+      const n = readSync(fd, chunk, 0, chunk.length, null)
+      if (n === 0) return
+      onBytes(n)
+      yield n === chunk.length ? chunk : chunk.subarray(0, n)
+    }
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function toBuffer(v: Buffer | string): Buffer {
+  return typeof v === 'string' ? Buffer.from(v) : v
+}

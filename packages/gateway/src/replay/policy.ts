@@ -1,0 +1,255 @@
+import { type AlgorithmSpec, createLimiter, type Policy } from 'edgelimit'
+import { PolicyError } from '../config/issues.js'
+import type { GatewayConfig, KeyPart, RuleConfig } from '../config/types.js'
+import { loadPolicy as loadGatewayPolicy, validatePolicy } from '../config/validate.js'
+import { type ClientKeyOptions, subnetKey } from '../library.js'
+import { compileMatch } from '../policy/match.js'
+import type { RequestInfo } from '../policy/request.js'
+import { headerOf, type LogRecord } from './record.js'
+
+export { PolicyError } from '../config/issues.js'
+
+/** One set of parameters of a rule (one per tier). */
+export interface PolicyPlan {
+  readonly tier: string
+  /** `<rule>` or `<rule>.<tier>`, as the gateway names its limiter. */
+  readonly name: string
+  readonly algorithm: AlgorithmSpec
+  /** The validated policy (what the store evaluates). */
+  readonly policy: Policy
+  /** The limit and window it stands for: the exact sliding log it is compared with. */
+  readonly nominal: { readonly limit: number; readonly windowMs: number }
+}
+
+/**
+ * A rule of a gateway policy (`edgelimit.yaml`) as `replay` and `simulate` evaluate it over log
+ * records: the gateway's own matching, keys by the same parts (raw values instead of hashes,
+ * which counts alike and stays readable), tiers by key value, header or default.
+ */
+export interface PolicyRule {
+  readonly name: string
+  /** The key parts as written: `ip`, `header:x-api-key`, … */
+  readonly key: readonly string[]
+  readonly cost: number
+  /** `mode: shadow` in the policy. */
+  readonly shadow: boolean
+  readonly plans: readonly PolicyPlan[]
+  /** Whether the rule applies to every request (no `match`). */
+  readonly matchesAll: boolean
+  /** The route (matched path pattern, `*` without one) when the rule applies, else undefined. */
+  match(r: LogRecord): string | undefined
+  /** The request's key for this rule. */
+  keyOf(r: LogRecord, route: string): string
+  /** Index into `plans` for a request with `key`. */
+  planOf(r: LogRecord, key: string): number
+  /** For a rule keyed by `ip` alone: the key of a client address (IPv6 grouped as configured). */
+  readonly clientKey: ((ip: string) => string) | undefined
+  /** Fields of a log line the rule reads beyond the defaults. */
+  readonly needs: { readonly ua: boolean; readonly query: boolean }
+}
+
+/**
+ * Reads a gateway policy file (YAML or JSON) with the gateway's own loader.
+ * @throws {PolicyError} listing every problem with its file, line and path.
+ */
+export function loadPolicy(file: string): PolicyRule[] {
+  return compilePolicy(loadGatewayPolicy(file).config)
+}
+
+/**
+ * Validates rules written as in a policy file's `rules:` list.
+ * @example policyFromRules([{ name: 'login', algorithm: 'sliding-window', limit: 5, window: '1m' }])
+ */
+export function policyFromRules(rules: readonly unknown[], identity?: unknown): PolicyRule[] {
+  const { config, issues } = validatePolicy(identity === undefined ? { rules } : { rules, identity })
+  if (config === undefined) throw new PolicyError(issues)
+  return compilePolicy(config)
+}
+
+/** The rules of a validated gateway configuration. */
+export function compilePolicy(config: GatewayConfig): PolicyRule[] {
+  return config.rules.map((rule) => compileRule(rule, config.identity))
+}
+
+function compileRule(rule: RuleConfig, identity: ClientKeyOptions): PolicyRule {
+  const plans = rule.plans.map((plan): PolicyPlan => {
+    const name = plan.tier === '' ? rule.name : `${rule.name}.${plan.tier}`
+    const policy = createLimiter({ rules: [{ name, algorithm: plan.algorithm }] }).rules[0]?.policy as Policy
+    return { tier: plan.tier, name, algorithm: plan.algorithm, policy, nominal: nominal(policy) }
+  })
+  const matcher = compileMatch(rule.match)
+  const request = requestView()
+  const client = clientKey(identity)
+  const parts = rule.key.map((p) => keyPart(p, client))
+  const tiers = rule.tiers
+  const planIndex = new Map(plans.map((p, i) => [p.tier, i]))
+  const defaultPlan = tiers === undefined ? 0 : (planIndex.get(tiers.default) ?? 0)
+  const matchesAll =
+    rule.match.paths.length +
+      rule.match.methods.length +
+      rule.match.hosts.length +
+      rule.match.headers.length ===
+    0
+  return {
+    name: rule.name,
+    key: rule.key.map((p) => ('name' in p ? `${p.kind}:${p.name}` : p.kind)),
+    cost: rule.cost,
+    shadow: rule.mode === 'shadow',
+    plans,
+    matchesAll,
+    clientKey: rule.key.length === 1 && rule.key[0]?.kind === 'ip' ? client : undefined,
+    match: matchesAll ? () => '*' : (r) => matcher(request.of(r)),
+    keyOf(r, route) {
+      if (parts.length === 1) return (parts[0] as KeyFn)(r, route) ?? fallback(r)
+      let key = ''
+      for (let i = 0; i < parts.length; i++) {
+        const v = (parts[i] as KeyFn)(r, route)
+        if (v === undefined) return fallback(r)
+        key = i === 0 ? v : `${key}|${v}`
+      }
+      return key
+    },
+    planOf:
+      tiers === undefined
+        ? () => 0
+        : (r, key) => {
+            const raw = key.startsWith(FALLBACK) ? '' : key
+            const named =
+              (raw === '' ? undefined : tiers.keys.get(raw)) ??
+              (tiers.header === undefined ? undefined : headerOf(r, tiers.header)?.trim())
+            return (named === undefined ? undefined : planIndex.get(named)) ?? defaultPlan
+          },
+    needs: {
+      ua:
+        rule.key.some((p) => p.kind === 'header' && p.name === 'user-agent') ||
+        tiers?.header === 'user-agent' ||
+        rule.match.headers.some(([h]) => h === 'user-agent'),
+      query: rule.key.some((p) => p.kind === 'query'),
+    },
+  }
+
+  function fallback(r: LogRecord): string {
+    return `${FALLBACK}${client(r.ip)}`
+  }
+}
+
+/** A missing header or query parameter keys the request by client, in a namespace of its own (as the gateway does). */
+const FALLBACK = 'fallback|ip='
+
+type KeyFn = (r: LogRecord, route: string) => string | undefined
+
+function keyPart(part: KeyPart, client: (ip: string) => string): KeyFn {
+  switch (part.kind) {
+    case 'ip':
+      return (r) => client(r.ip)
+    case 'route':
+      return (_, route) => route
+    case 'path':
+      return (r) => r.path
+    case 'method':
+      return (r) => r.method
+    case 'host':
+      return (r) => (r.host === '' ? undefined : r.host)
+    case 'global':
+      return () => '*'
+    case 'header': {
+      const name = part.name
+      return (r) => headerOf(r, name)
+    }
+    case 'query': {
+      const name = part.name
+      return (r) => queryValue(r.query, name)
+    }
+  }
+}
+
+/**
+ * The client key of an address as the gateway groups it (IPv6 by its `/64` by default, IPv4
+ * whole unless `ipv4Prefix` says otherwise). The log's address is taken as the client's; an
+ * address that does not parse (a host name) is its own key.
+ */
+function clientKey(identity: ClientKeyOptions): (ip: string) => string {
+  const ipv4Whole = (identity.ipv4Prefix ?? 32) === 32
+  const cache = new Map<string, string>()
+  return (ip) => {
+    // IPv4 kept whole is its own key (a host name too: it does not parse either way).
+    if (ipv4Whole && !ip.includes(':')) return ip
+    let key = cache.get(ip)
+    if (key === undefined) {
+      key = subnetKey(ip, identity) ?? ip
+      if (cache.size >= 50_000) cache.clear()
+      cache.set(ip, key)
+    }
+    return key
+  }
+}
+
+function queryValue(query: string, name: string): string | undefined {
+  if (query === '') return undefined
+  for (const pair of query.split('&')) {
+    const eq = pair.indexOf('=')
+    const k = eq === -1 ? pair : pair.slice(0, eq)
+    if (decode(k) === name) {
+      const v = decode(eq === -1 ? '' : pair.slice(eq + 1))
+      return v === '' ? undefined : v
+    }
+  }
+  return undefined
+}
+
+function decode(text: string): string {
+  try {
+    return decodeURIComponent(text.replace(/\+/g, ' '))
+  } catch {
+    return text
+  }
+}
+
+/** A reusable view of a log record as the gateway's matchers read a request. */
+function requestView() {
+  let current: LogRecord | undefined
+  const view: RequestInfo & { of(r: LogRecord): RequestInfo } = {
+    get method() {
+      return (current as LogRecord).method
+    },
+    get path() {
+      return (current as LogRecord).path
+    },
+    get query() {
+      return (current as LogRecord).query
+    },
+    get host() {
+      return (current as LogRecord).host
+    },
+    get peer() {
+      return (current as LogRecord).ip
+    },
+    header: (name) => headerOf(current as LogRecord, name),
+    of(r) {
+      current = r
+      return view
+    },
+  }
+  return view
+}
+
+/** The limit and window a policy stands for (the exact sliding log it is compared with). */
+export function nominal(p: Policy): { limit: number; windowMs: number } {
+  switch (p.algorithm) {
+    case 'fixed-window':
+    case 'sliding-log':
+    case 'sliding-window':
+      return { limit: p.limit, windowMs: p.windowMs }
+    case 'token-bucket':
+      return {
+        limit: p.capacity,
+        windowMs: Math.max(1, Math.round((p.capacity * p.refillIntervalMs) / p.refillRate)),
+      }
+    case 'leaky-bucket': {
+      const limit = Math.max(1, p.capacity)
+      return { limit, windowMs: Math.max(1, Math.round((limit * p.leakIntervalMs) / p.leakRate)) }
+    }
+    case 'gcra':
+      return { limit: p.limit, windowMs: p.periodMs }
+  }
+}

@@ -1,0 +1,52 @@
+/** One parsed log line: plain data, cheap to copy into the reorder buffer. */
+export interface LogRecord {
+  /** The line's own time, epoch ms. */
+  ts: number
+  ip: string
+  /** The authenticated user (`authuser` of the Common Log Format), `-` when absent. */
+  user: string
+  method: string
+  /** The request path without its query string. */
+  path: string
+  status: number
+  /** The query string without `?` (decoded only when a rule reads it, else `''`). */
+  query: string
+  /** The Host, lower-case (JSON lines only; `''` when unknown). */
+  host: string
+  /** The user agent; decoded only when a rule reads it, else `-`. */
+  ua: string
+  /** The parsed object of a JSON line (for `field:` keys), else undefined. */
+  json: Record<string, unknown> | undefined
+}
+
+/** `obj[name]`, else the dotted path `a.b.c`. */
+export function get(obj: Record<string, unknown>, name: string): unknown {
+  if (name in obj) return obj[name]
+  if (!name.includes('.')) return undefined
+  let cur: unknown = obj
+  for (const part of name.split('.')) {
+    if (typeof cur !== 'object' || cur === null) return undefined
+    cur = (cur as Record<string, unknown>)[part]
+  }
+  return cur
+}
+
+/** A field value as key text: `-` when absent. */
+export function text(v: unknown): string {
+  return v === undefined || v === null || v === '' ? '-' : String(v)
+}
+
+/**
+ * A request header as a log line can tell it: the user agent, and for JSON lines a field
+ * `headers.<name>`, `http_<name_with_underscores>` (nginx) or `<name>`.
+ */
+export function headerOf(r: LogRecord, name: string): string | undefined {
+  if (name === 'user-agent' && r.ua !== '-') return r.ua
+  if (r.json === undefined) return undefined
+  const v =
+    get(r.json, `headers.${name}`) ??
+    r.json[`http_${name.replace(/-/g, '_')}`] ??
+    r.json[name] ??
+    get(r.json, `request.headers.${name}`)
+  return v === undefined || v === null || v === '' ? undefined : String(v)
+}

@@ -1,0 +1,56 @@
+/** Text formatting shared by the `simulate` and `replay` tables. */
+
+/** `1234567` → `1,234,567`. */
+export function int(n: number): string {
+  return Math.round(n).toLocaleString('en-US')
+}
+
+/** A share as a percentage with enough digits to show small values: `0.0031 %`. */
+export function pct(part: number, whole: number): string {
+  if (whole === 0) return '—'
+  const p = (100 * part) / whole
+  if (p === 0) return '0 %'
+  const digits = p >= 10 ? 1 : p >= 1 ? 2 : p >= 0.01 ? 3 : 4
+  return `${p.toFixed(digits)} %`
+}
+
+/** Milliseconds as a short human duration: `850 ms`, `12.5 s`, `3 m 20 s`, `2 h 5 m`. */
+export function duration(ms: number): string {
+  if (!Number.isFinite(ms)) return '—'
+  if (ms < 1000) return `${Math.round(ms)} ms`
+  if (ms < 60_000) return `${Number((ms / 1000).toFixed(ms < 10_000 ? 2 : 1))} s`
+  if (ms < 3_600_000) {
+    const m = Math.floor(ms / 60_000)
+    const s = Math.round((ms % 60_000) / 1000)
+    return s === 0 ? `${m} m` : `${m} m ${s} s`
+  }
+  const h = Math.floor(ms / 3_600_000)
+  const m = Math.round((ms % 3_600_000) / 60_000)
+  return m === 0 ? `${h} h` : `${h} h ${m} m`
+}
+
+/** An ISO-8601 UTC time without milliseconds: `2015-05-17T10:05:03Z`. */
+export function isoTime(ms: number): string {
+  return new Date(ms).toISOString().replace('.000Z', 'Z')
+}
+
+/** Column alignment: left or right. */
+export type Align = 'l' | 'r'
+
+/**
+ * A plain-text table with a header rule, columns padded to their widest cell.
+ * @example table(['a', 'b'], [['1', '2']], ['l', 'r'])
+ */
+export function table(
+  headers: readonly string[],
+  rows: readonly (readonly string[])[],
+  align: readonly Align[],
+) {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (align[i] === 'r' ? c.padStart(widths[i] as number) : c.padEnd(widths[i] as number)))
+      .join('  ')
+      .trimEnd()
+  return [line(headers), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n')
+}

@@ -1,0 +1,45 @@
+import { mkdir, writeFile } from 'node:fs/promises'
+import path from 'node:path'
+
+/** A writable text stream: `process.stdout` or anything with `write`. */
+export interface TextOut {
+  write(chunk: string): unknown
+  readonly isTTY?: boolean
+  readonly columns?: number
+}
+
+/**
+ * Where a command writes: its output (tables) and its diagnostics (progress, errors).
+ * `process` itself is one.
+ */
+export interface CliIo {
+  readonly stdout: TextOut
+  readonly stderr: TextOut
+  /** Relative paths resolve against it (a directory, or a function returning one). @default process.cwd() */
+  readonly cwd?: string | (() => string)
+}
+
+/** The directory relative paths resolve against. */
+export function workingDirectory(io: CliIo): string {
+  return typeof io.cwd === 'function' ? io.cwd() : (io.cwd ?? process.cwd())
+}
+
+/** A usage or input problem: printed without a stack, exit code 2. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError'
+}
+
+/** Writes a file, creating its directory. */
+export async function writeOutput(file: string, text: string): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true })
+  await writeFile(file, text)
+}
+
+/** Parses a whole, positive number flag. */
+export function positiveInt(flag: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback
+  const n = Number(value.replace(/_/g, ''))
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new UsageError(`--${flag}: expected a positive whole number, got "${value}"`)
+  return n
+}

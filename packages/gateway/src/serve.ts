@@ -1,0 +1,113 @@
+import { relative } from 'node:path'
+import { parseArgs } from 'node:util'
+import { parseDuration } from 'edgelimit'
+import { pino } from 'pino'
+import { formatIssue, PolicyError } from './config/issues.js'
+import { type Gateway, startGateway } from './server/gateway.js'
+import { tryLines } from './server/try.js'
+
+function port(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 0 || n > 65_535)
+    throw new Error(`--${name}: expected a port from 0 to 65535, got "${value}"`)
+  return n
+}
+
+/**
+ * `edgelimit serve`: runs the gateway until SIGTERM or SIGINT (drain, then exit 0); SIGHUP
+ * reloads the policy. Resolves the exit code.
+ */
+export async function serve(args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: {
+      config: { type: 'string', short: 'c', default: 'edgelimit.yaml' },
+      upstream: { type: 'string', short: 'u' },
+      port: { type: 'string', short: 'p' },
+      host: { type: 'string' },
+      'admin-port': { type: 'string' },
+      'admin-host': { type: 'string' },
+      'log-level': { type: 'string', default: 'info' },
+      'drain-timeout': { type: 'string', default: '30s' },
+      'no-watch': { type: 'boolean', default: false },
+      quiet: { type: 'boolean', short: 'q', default: false },
+    },
+  })
+  const drainTimeoutMs = parseDuration(values['drain-timeout'])
+  if (drainTimeoutMs === undefined)
+    throw new Error(`--drain-timeout: expected a duration like "30s", got "${values['drain-timeout']}"`)
+  const log = pino(
+    { level: values['log-level'], base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime },
+    pino.destination({ dest: 1, sync: true }),
+  )
+  let gateway: Gateway
+  try {
+    gateway = await startGateway({
+      config: values.config,
+      upstream: values.upstream,
+      port: port('port', values.port, 8080),
+      host: values.host ?? '127.0.0.1',
+      adminPort: port('admin-port', values['admin-port'], 9090),
+      adminHost: values['admin-host'] ?? '127.0.0.1',
+      adminToken: process.env.EDGELIMIT_ADMIN_TOKEN || undefined,
+      logger: log,
+      watch: !values['no-watch'],
+      drainTimeoutMs,
+    })
+  } catch (error) {
+    if (error instanceof PolicyError) {
+      process.stderr.write(
+        `${error.issues.map((i) => formatIssue(i)).join('\n')}\n✖ ${values.config}: not started\n`,
+      )
+      return 1
+    }
+    throw error
+  }
+  const host = values.host ?? '127.0.0.1'
+  const base = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${gateway.port}`
+  const admin = `http://${values['admin-host'] ?? '127.0.0.1'}:${gateway.adminPort}`
+  if (!values.quiet) {
+    const config = gateway.config
+    const adminApi =
+      process.env.EDGELIMIT_ADMIN_TOKEN || config.admin.token
+        ? 'admin API on (bearer token)'
+        : 'admin API off: set EDGELIMIT_ADMIN_TOKEN'
+    process.stderr.write(
+      [
+        '',
+        `edgelimit serve — policy ${relative(process.cwd(), values.config) || values.config}: ${config.rules.length} rules, ${config.store.type} store`,
+        `  proxy  ${base}  →  ${gateway.demo ? `built-in demo origin ${gateway.upstreamUrl}` : gateway.upstreamUrl}`,
+        `  admin  ${admin}  (/metrics, /healthz, /readyz; ${adminApi})`,
+        '',
+        ...tryLines(config, base, admin),
+        '',
+        'Logs are JSON lines on stdout. Edit the policy to reload it (or send SIGHUP); Ctrl-C drains and stops.',
+        '',
+      ].join('\n'),
+    )
+  }
+  log.info(
+    {
+      port: gateway.port,
+      adminPort: gateway.adminPort,
+      upstream: gateway.upstreamUrl,
+      demo: gateway.demo,
+      generation: gateway.generation,
+    },
+    'listening',
+  )
+  return new Promise<number>((resolve) => {
+    const stop = (signal: string) => {
+      log.info({ signal }, 'shutting down')
+      process.once(signal, () => resolve(1))
+      gateway.close().then(
+        () => resolve(0),
+        () => resolve(1),
+      )
+    }
+    process.once('SIGTERM', () => stop('SIGTERM'))
+    process.once('SIGINT', () => stop('SIGINT'))
+    process.on('SIGHUP', () => void gateway.reload('SIGHUP'))
+  })
+}

@@ -1,0 +1,230 @@
+import { timingSafeEqual } from 'node:crypto'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Decision } from 'edgelimit'
+import type { Logger } from 'pino'
+import type { CompiledPolicy, CompiledRule, Plan } from '../policy/compile.js'
+import type { RequestInfo } from '../policy/request.js'
+import { sendProblem } from '../proxy/problem.js'
+import type { Metrics } from './metrics.js'
+
+/** The operations port: metrics, health, and the admin API. */
+export interface AdminServer {
+  readonly port: number
+  close(): Promise<void>
+}
+
+export interface AdminOptions {
+  port: number
+  host: string
+  metrics: Metrics
+  log: Logger
+  /** The bearer token; `undefined` turns the admin API off (404). */
+  token(): string | undefined
+  policy(): CompiledPolicy
+  ready(): { ready: boolean } & Record<string, unknown>
+  reload(): Promise<{ ok: boolean; issues: readonly unknown[] }>
+}
+
+/** The body of `POST /admin/peek` and `/admin/reset`: a rule, and a key or a request that yields one. */
+interface KeyQuery {
+  rule?: unknown
+  tier?: unknown
+  /** The store key as logged (`key` in "shadow: would block" lines). */
+  key?: unknown
+  ip?: unknown
+  method?: unknown
+  path?: unknown
+  host?: unknown
+  headers?: unknown
+  query?: unknown
+}
+
+const MAX_BODY = 64 * 1024
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const text = `${JSON.stringify(body)}\n`
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' })
+  res.end(text)
+}
+
+function authorized(req: IncomingMessage, token: string): boolean {
+  const header = req.headers.authorization ?? ''
+  const given = Buffer.from(header.startsWith('Bearer ') ? header.slice(7).trim() : '')
+  const expected = Buffer.from(token)
+  return given.length === expected.length && timingSafeEqual(given, expected)
+}
+
+function readBody(req: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    let text = ''
+    req.setEncoding('utf8')
+    req.on('data', (chunk: string) => {
+      text += chunk
+      if (text.length > MAX_BODY) req.destroy(new Error('body too large'))
+    })
+    req.on('end', () => {
+      try {
+        resolve(text.trim() === '' ? {} : JSON.parse(text))
+      } catch {
+        reject(new Error('the body is not JSON'))
+      }
+    })
+    req.on('error', reject)
+  })
+}
+
+function strings(value: unknown): Record<string, string> {
+  const out: Record<string, string> = {}
+  if (typeof value === 'object' && value !== null) {
+    for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out[k.toLowerCase()] = v
+  }
+  return out
+}
+
+/** A request as described in an admin call, for keying it as the proxy would. */
+function describedRequest(q: KeyQuery): RequestInfo {
+  const headers = strings(q.headers)
+  const query = new URLSearchParams(strings(q.query)).toString()
+  return {
+    method: typeof q.method === 'string' ? q.method.toUpperCase() : 'GET',
+    path: typeof q.path === 'string' ? q.path : '/',
+    query,
+    host: typeof q.host === 'string' ? q.host.toLowerCase() : (headers.host ?? ''),
+    header: (name) => headers[name],
+    peer: typeof q.ip === 'string' ? q.ip : undefined,
+  }
+}
+
+/** A peek (a cost-0 decision): what is left, and whether the rule's next request would pass. */
+function view(decision: Decision, cost: number) {
+  const { limit, remaining, resetAfterMs } = decision
+  return { limit, remaining, resetAfterMs, admitsNext: remaining >= Math.max(1, cost) }
+}
+
+/** Resolves which rule, plans and key an admin call means. */
+function target(
+  policy: CompiledPolicy,
+  q: KeyQuery,
+): { rule: CompiledRule; plans: Plan[]; key: string } | string {
+  const rule = policy.rules.find((r) => r.name === q.rule)
+  if (rule === undefined)
+    return `no rule named ${JSON.stringify(q.rule)}; rules: ${policy.rules.map((r) => r.name).join(', ')}`
+  if (q.tier !== undefined && !rule.plans.has(String(q.tier))) {
+    return `rule ${rule.name} has no tier ${JSON.stringify(q.tier)}`
+  }
+  const byTier = q.tier === undefined ? undefined : (rule.plans.get(String(q.tier)) as Plan)
+  if (typeof q.key === 'string' && q.key !== '') {
+    return { rule, plans: byTier !== undefined ? [byTier] : [...rule.plans.values()], key: q.key }
+  }
+  const request = describedRequest(q)
+  const route = rule.match(request) ?? rule.config.match.paths[0] ?? '*'
+  const { key, raw } = rule.key(request, route, {})
+  return { rule, plans: [byTier ?? rule.planFor(request, raw)], key }
+}
+
+/**
+ * Starts the operations server: `GET /metrics` (Prometheus), `GET /healthz` (the process is up),
+ * `GET /readyz` (503 while draining), and, with a bearer token, `GET /admin/rules`,
+ * `POST /admin/peek`, `POST /admin/reset` and `POST /admin/reload`.
+ *
+ * @example await startAdmin({ port: 9090, host: '127.0.0.1', metrics, log, token: () => process.env.TOKEN, … })
+ */
+export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
+  const { metrics, log } = options
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: Error) => {
+      if (!res.headersSent) sendProblem(res, 400, req.url ?? '/', error.message)
+    })
+  })
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0]
+    if (req.method === 'GET' && path === '/metrics') {
+      const text = await metrics.registry.metrics()
+      res.writeHead(200, { 'content-type': metrics.registry.contentType })
+      res.end(text)
+      return
+    }
+    if (req.method === 'GET' && path === '/healthz') return json(res, 200, { status: 'ok' })
+    if (req.method === 'GET' && path === '/readyz') {
+      const state = options.ready()
+      return json(res, state.ready ? 200 : 503, state)
+    }
+    if (!path?.startsWith('/admin/')) return sendProblem(res, 404, path ?? '/', 'Not found.')
+    const token = options.token()
+    if (token === undefined) {
+      return sendProblem(
+        res,
+        404,
+        path,
+        'The admin API is off: set admin.token in the policy (or EDGELIMIT_ADMIN_TOKEN).',
+      )
+    }
+    if (!authorized(req, token)) {
+      res.setHeader('www-authenticate', 'Bearer realm="edgelimit admin"')
+      return sendProblem(res, 401, path, 'A valid bearer token is required.')
+    }
+    const policy = options.policy()
+    if (req.method === 'GET' && path === '/admin/rules') {
+      return json(res, 200, {
+        rules: policy.rules.map((r) => ({
+          name: r.name,
+          mode: r.config.mode,
+          enforce: r.config.enforce,
+          key: r.config.key.map((p) => ('name' in p ? `${p.kind}:${p.name}` : p.kind)),
+          match: r.config.match,
+          plans: [...r.plans.values()].map((p) => ({
+            tier: p.tier,
+            name: p.name,
+            ...p.limiter.rules[0]?.policy,
+          })),
+        })),
+      })
+    }
+    if (req.method === 'POST' && (path === '/admin/peek' || path === '/admin/reset')) {
+      const body = (await readBody(req)) as KeyQuery
+      const found = target(policy, body)
+      if (typeof found === 'string') return sendProblem(res, 404, path, found)
+      if (path === '/admin/peek') {
+        const plans = await Promise.all(
+          found.plans.map(async (p) => ({
+            tier: p.tier,
+            name: p.name,
+            decision: view(await p.limiter.peek(found.key), found.rule.config.cost),
+          })),
+        )
+        return json(res, 200, { rule: found.rule.name, key: found.key, plans })
+      }
+      await Promise.all(found.plans.map((p) => p.limiter.reset(found.key)))
+      log.info(
+        { rule: found.rule.name, key: found.key, tiers: found.plans.map((p) => p.tier) },
+        'admin: key reset',
+      )
+      return json(res, 200, { rule: found.rule.name, key: found.key, reset: found.plans.map((p) => p.name) })
+    }
+    if (req.method === 'POST' && path === '/admin/reload') {
+      const result = await options.reload()
+      return json(res, result.ok ? 200 : 422, result)
+    }
+    return sendProblem(
+      res,
+      404,
+      path,
+      'Not found: GET /admin/rules, POST /admin/peek, /admin/reset, /admin/reload.',
+    )
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(options.port, options.host, () => resolve())
+  })
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }),
+  }
+}

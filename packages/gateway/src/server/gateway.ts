@@ -1,0 +1,462 @@
+import { createHash } from 'node:crypto'
+import { type FSWatcher, readFileSync, watch } from 'node:fs'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { basename, dirname, resolve } from 'node:path'
+import type { Logger } from 'pino'
+import { formatIssue, type Issue, PolicyError } from '../config/issues.js'
+import type { GatewayConfig, UpstreamConfig } from '../config/types.js'
+import { loadPolicy } from '../config/validate.js'
+import { type CompiledPolicy, compilePolicy } from '../policy/compile.js'
+import { decide, decideSync, type Verdict } from '../policy/decide.js'
+import { fromIncoming, type RequestInfo } from '../policy/request.js'
+import { openStore, type StoreHandle } from '../policy/store.js'
+import { type ForwardSink, openUpstream, type Upstream } from '../proxy/forward.js'
+import { sendProblem } from '../proxy/problem.js'
+import { type AdminServer, startAdmin } from './admin.js'
+import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
+import { createMetrics, type Metrics } from './metrics.js'
+
+/** Options of `startGateway` (the `serve` command's flags). */
+export interface GatewayOptions {
+  /** The policy file; watched for changes unless `watch` is false. */
+  config: string
+  /** Overrides the policy's `upstream`. Without either, the built-in demo origin is started. */
+  upstream?: string | undefined
+  /** @default 8080 (0: any free port) */
+  port?: number
+  /** @default '127.0.0.1' */
+  host?: string
+  /** @default 9090 (0: any free port) */
+  adminPort?: number
+  /** @default '127.0.0.1' */
+  adminHost?: string
+  /** Bearer token of the admin API; overrides the policy's `admin.token`. */
+  adminToken?: string | undefined
+  logger: Logger
+  /** Reload when the file changes. @default true */
+  watch?: boolean
+  /** How long `close()` waits for requests in flight. @default 30_000 */
+  drainTimeoutMs?: number
+  /** How long to wait for a remote store's connection at start and on reload. @default 10_000 */
+  storeTimeoutMs?: number
+  /** Environment for `${VAR}` in the policy. @default process.env */
+  env?: Readonly<Record<string, string | undefined>>
+}
+
+/** A running gateway. */
+export interface Gateway {
+  readonly port: number
+  readonly adminPort: number
+  /** Where requests go (the demo origin's URL when none was given). */
+  readonly upstreamUrl: string
+  readonly demo: boolean
+  readonly config: GatewayConfig
+  readonly generation: number
+  readonly metrics: Metrics
+  /** Loads the file again; an invalid file is rejected (and logged) and the current policy stays. */
+  reload(reason?: string): Promise<{ ok: boolean; issues: readonly Issue[] }>
+  /** Stops accepting, drains requests in flight (up to the drain timeout), then closes everything. */
+  close(): Promise<void>
+}
+
+/** One policy in force: the compiled rules, the upstream, and the requests that use them. */
+interface Generation {
+  readonly id: number
+  readonly policy: CompiledPolicy
+  readonly upstream: Upstream
+  readonly text: string
+  inFlight: number
+  retired: boolean
+}
+
+const DEFAULT_UPSTREAM: Omit<UpstreamConfig, 'url'> = {
+  timeoutMs: 30_000,
+  connectTimeoutMs: 5_000,
+  connections: 128,
+  preserveHost: false,
+}
+
+/**
+ * Starts `edgelimit serve`: the proxy on `port`, operations (`/metrics`, `/healthz`, `/readyz`,
+ * the admin API) on `adminPort`.
+ *
+ * @throws {PolicyError} when the policy file is invalid.
+ * @example const gateway = await startGateway({ config: 'edgelimit.yaml', port: 0, adminPort: 0, logger: pino() })
+ */
+export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const file = resolve(options.config)
+  const log = options.logger
+  const env = options.env ?? process.env
+  const storeTimeoutMs = options.storeTimeoutMs ?? 10_000
+  const metrics = createMetrics()
+  const sink = (rule: string, tier: string) => metrics.limiterEvents(rule, tier)
+
+  const first = loadPolicy(file, env)
+  warnAbout(first.config, log)
+  let demo: DemoOrigin | undefined
+  const upstreamFor = async (config: GatewayConfig): Promise<UpstreamConfig> => {
+    const url = options.upstream ?? config.upstream?.url
+    if (url !== undefined) return { ...DEFAULT_UPSTREAM, ...config.upstream, url }
+    demo ??= await startDemoOrigin()
+    return { ...DEFAULT_UPSTREAM, ...config.upstream, url: demo.url }
+  }
+  const firstStore = await openStore(first.config.store)
+  await firstStore.ready(storeTimeoutMs).catch((error: Error) => {
+    log.warn(
+      { store: first.config.store.type, err: error.message },
+      'store not ready; rules answer by onStoreError',
+    )
+  })
+  let current: Generation = {
+    id: 1,
+    policy: compilePolicy(first.config, firstStore, undefined, sink),
+    upstream: openUpstream(await upstreamFor(first.config)),
+    text: first.source.text,
+    inFlight: 0,
+    retired: false,
+  }
+  metrics.generation.set(1)
+  // Resources shared by generations are closed when the last generation using them is drained.
+  const users = new Map<StoreHandle | Upstream, number>([
+    [current.policy.store, 1],
+    [current.upstream, 1],
+  ])
+  let inFlight = 0
+  let draining = false
+  let drained: (() => void) | undefined
+
+  function release(gen: Generation): void {
+    for (const resource of [gen.policy.store, gen.upstream]) {
+      const n = (users.get(resource) ?? 1) - 1
+      if (n > 0) users.set(resource, n)
+      else {
+        users.delete(resource)
+        resource
+          .close()
+          .catch((error: Error) => log.warn({ err: error.message }, 'closing a retired resource failed'))
+      }
+    }
+    for (const [signature, limiter] of gen.policy.limiters) {
+      if (current.policy.limiters.get(signature) !== limiter) void limiter.flush().catch(() => {})
+    }
+  }
+
+  function observe(verdict: Verdict, request: RequestInfo): void {
+    for (const part of verdict.parts) {
+      for (const r of part.decision.rules) {
+        const outcome = r.allowed ? 'allowed' : r.shadow ? 'shadow_denied' : 'denied'
+        metrics.decision(part.rule.name, part.plan.tier, outcome)
+        if (outcome === 'shadow_denied') {
+          log.warn(
+            {
+              rule: part.rule.name,
+              tier: part.plan.tier || undefined,
+              key: part.key,
+              method: request.method,
+              path: request.path,
+              limit: r.limit,
+              retryAfterMs: Number.isFinite(r.retryAfterMs) ? r.retryAfterMs : null,
+              mode: part.rule.config.mode === 'shadow' ? 'shadow' : `enforce ${part.rule.config.enforce}%`,
+            },
+            'shadow: would block',
+          )
+        }
+      }
+    }
+  }
+
+  /** One request through the gateway: decided, then answered or forwarded; counted once ended. */
+  class Handling implements ForwardSink {
+    private settled = false
+    private readonly gen = current
+    constructor(
+      private readonly req: IncomingMessage,
+      private readonly res: ServerResponse,
+    ) {
+      this.gen.inFlight++
+      inFlight++
+      metrics.inFlight++
+      if (draining) res.setHeader('connection', 'close')
+    }
+
+    run(): void {
+      try {
+        const request = fromIncoming(this.req)
+        const policy = this.gen.policy
+        if (policy.store.inProcess) this.proceed(request, decideSync(policy, request, Date.now()))
+        else {
+          this.watchAbort()
+          decide(policy, request, Date.now()).then(
+            (verdict) => this.proceed(request, verdict),
+            (error: unknown) => this.fail(error),
+          )
+        }
+      } catch (error) {
+        this.fail(error)
+      }
+    }
+
+    done(status: number, upstream: number | 'error' | 'aborted' | 'none'): void {
+      if (this.settled) return
+      this.settled = true
+      const gen = this.gen
+      gen.inFlight--
+      inFlight--
+      metrics.inFlight--
+      metrics.response(status, upstream)
+      if (gen.retired && gen.inFlight === 0) release(gen)
+      if (draining && inFlight === 0) drained?.()
+    }
+
+    // While a request waits (a remote store, a shaping delay), its client may leave.
+    private watchAbort(): void {
+      this.res.once('close', () => this.done(499, 'aborted'))
+    }
+
+    private fail(error: unknown): void {
+      const { req, res } = this
+      log.error(
+        { err: error instanceof Error ? error.message : String(error), path: req.url },
+        'request failed',
+      )
+      if (!res.headersSent && !res.destroyed) {
+        sendProblem(res, 500, req.url ?? '/', 'The gateway could not decide on this request.')
+      }
+      this.done(500, 'none')
+    }
+
+    private proceed(request: RequestInfo, verdict: Verdict): void {
+      const { req, res } = this
+      if (verdict.parts.length > 0) observe(verdict, request)
+      if (verdict.denial !== undefined) {
+        const headers: Record<string, string> = {}
+        for (const [name, value] of verdict.headers) headers[name.toLowerCase()] = value
+        headers['content-type'] = 'application/problem+json'
+        headers['cache-control'] = 'no-store'
+        headers['content-length'] = String(Buffer.byteLength(verdict.denial.body))
+        res.writeHead(verdict.denial.status, headers)
+        res.end(verdict.denial.body)
+        this.done(verdict.denial.status, 'none')
+      } else if (verdict.delayMs > 0) {
+        for (const part of verdict.parts) {
+          const d = part.decision.delayMs ?? 0
+          if (d > 0) metrics.delayed(part.rule.name, d)
+        }
+        if (!this.settled) this.watchAbort()
+        setTimeout(() => {
+          if (!res.destroyed) this.gen.upstream.forward(req, res, verdict.headers, this)
+        }, verdict.delayMs)
+      } else if (res.destroyed) this.done(499, 'aborted')
+      else this.gen.upstream.forward(req, res, verdict.headers, this)
+    }
+  }
+
+  const server: Server = createServer({ keepAliveTimeout: 65_000 }, (req, res) =>
+    new Handling(req, res).run(),
+  )
+  server.headersTimeout = 66_000
+  await listen(server, options.port ?? 8080, options.host ?? '127.0.0.1')
+
+  let reloading: Promise<{ ok: boolean; issues: readonly Issue[] }> = Promise.resolve({
+    ok: true,
+    issues: [],
+  })
+  function reload(
+    reason = 'manual',
+    onlyIfChanged = false,
+  ): Promise<{ ok: boolean; issues: readonly Issue[] }> {
+    reloading = reloading.then(() => doReload(reason, onlyIfChanged))
+    return reloading
+  }
+
+  async function doReload(
+    reason: string,
+    onlyIfChanged: boolean,
+  ): Promise<{ ok: boolean; issues: readonly Issue[] }> {
+    if (draining) return { ok: false, issues: [] }
+    if (onlyIfChanged) {
+      let text: string
+      try {
+        text = readFileSync(file, 'utf8')
+      } catch {
+        return { ok: true, issues: [] } // mid-rename: the next event reloads
+      }
+      if (digest(text) === digest(current.text)) return { ok: true, issues: [] }
+    }
+    let loaded: ReturnType<typeof loadPolicy>
+    try {
+      loaded = loadPolicy(file, env)
+    } catch (error) {
+      const issues = error instanceof PolicyError ? error.issues : []
+      metrics.reload('failure')
+      log.error(
+        { reason, generation: current.id, issues: issues.map(formatIssue) },
+        `policy rejected (${issues.length} problem${issues.length === 1 ? '' : 's'}); generation ${current.id} stays in force`,
+      )
+      return { ok: false, issues }
+    }
+    const old = current
+    const config = loaded.config
+    let store = old.policy.store
+    if (JSON.stringify(config.store) !== store.signature) {
+      store = await openStore(config.store)
+      try {
+        await store.ready(storeTimeoutMs)
+      } catch (error) {
+        await store.close()
+        metrics.reload('failure')
+        log.error(
+          { reason, err: (error as Error).message },
+          `new store unreachable; generation ${old.id} stays in force`,
+        )
+        return { ok: false, issues: [] }
+      }
+    }
+    const upstreamConfig = await upstreamFor(config)
+    const upstream =
+      JSON.stringify(upstreamConfig) === old.upstream.signature ? old.upstream : openUpstream(upstreamConfig)
+    warnAbout(config, log)
+    const policy = compilePolicy(config, store, old.policy, sink)
+    const next: Generation = {
+      id: old.id + 1,
+      policy,
+      upstream,
+      text: loaded.source.text,
+      inFlight: 0,
+      retired: false,
+    }
+    for (const resource of [store, upstream]) users.set(resource, (users.get(resource) ?? 0) + 1)
+    current = next
+    old.retired = true
+    if (old.inFlight === 0) release(old)
+    const kept = [...policy.limiters.values()].filter((l) =>
+      [...old.policy.limiters.values()].includes(l),
+    ).length
+    metrics.reload('success')
+    metrics.generation.set(next.id)
+    log.info(
+      {
+        reason,
+        generation: next.id,
+        rules: config.rules.map((r) => r.name),
+        limitersKept: kept,
+        limitersNew: policy.limiters.size - kept,
+        storeKept: store === old.policy.store,
+        upstreamKept: upstream === old.upstream,
+      },
+      'policy reloaded',
+    )
+    return { ok: true, issues: [] }
+  }
+
+  let watcher: FSWatcher | undefined
+  if (options.watch !== false) {
+    let timer: NodeJS.Timeout | undefined
+    // The directory, not the file: editors and deploy tools replace files by renaming.
+    watcher = watch(dirname(file), { persistent: false }, (_event, name) => {
+      if (name !== null && name !== basename(file)) return
+      clearTimeout(timer)
+      timer = setTimeout(() => void reload('file changed', true), 100)
+    })
+    watcher.on('error', (error) => log.warn({ err: error.message }, 'watching the policy file failed'))
+  }
+
+  const admin: AdminServer = await startAdmin({
+    port: options.adminPort ?? 9090,
+    host: options.adminHost ?? '127.0.0.1',
+    metrics,
+    log,
+    token: () => options.adminToken ?? current.policy.config.admin.token,
+    policy: () => current.policy,
+    ready: () => ({
+      ready: !draining,
+      draining,
+      generation: current.id,
+      store: { type: current.policy.store.type, status: current.policy.store.status() },
+      upstream: current.upstream.url.origin,
+    }),
+    reload: () => reload('admin API'),
+  })
+
+  let closing: Promise<void> | undefined
+  async function close(): Promise<void> {
+    draining = true
+    log.info({ inFlight }, 'draining')
+    const stopped = new Promise<void>((r) => server.close(() => r()))
+    server.closeIdleConnections()
+    if (inFlight > 0) {
+      const timeout = options.drainTimeoutMs ?? 30_000
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([
+        new Promise<void>((r) => {
+          drained = r
+        }),
+        new Promise<void>((r) => {
+          timer = setTimeout(() => {
+            log.warn({ inFlight }, 'drain timeout: closing connections with requests in flight')
+            r()
+          }, timeout)
+        }),
+      ])
+      clearTimeout(timer)
+    }
+    server.closeAllConnections()
+    await stopped
+    watcher?.close()
+    await Promise.allSettled([...current.policy.limiters.values()].map((l) => l.flush()))
+    await Promise.allSettled([...users.keys()].map((r) => r.close()))
+    await demo?.close()
+    await admin.close()
+    log.info('stopped')
+  }
+
+  const port = (server.address() as AddressInfo).port
+  return {
+    port,
+    adminPort: admin.port,
+    get upstreamUrl() {
+      return current.upstream.url.href.replace(/\/$/, '')
+    },
+    get demo() {
+      return demo !== undefined && current.upstream.url.origin === new URL(demo.url).origin
+    },
+    get config() {
+      return current.policy.config
+    },
+    get generation() {
+      return current.id
+    },
+    metrics,
+    reload: (reason) => reload(reason ?? 'manual'),
+    close: () => {
+      closing ??= close()
+      return closing
+    },
+  }
+}
+
+function digest(text: string): string {
+  return createHash('sha256').update(text).digest('hex')
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+}
+
+function warnAbout(config: GatewayConfig, log: Logger): void {
+  if (
+    config.identity.secret === undefined &&
+    config.rules.some((r) => r.key.some((p) => p.kind !== 'global'))
+  ) {
+    log.warn(
+      'identity.secret is not set: client keys are hashed without a secret (set it from the environment)',
+    )
+  }
+}

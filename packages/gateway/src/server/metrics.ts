@@ -1,0 +1,234 @@
+import type { LimiterEvent } from 'edgelimit'
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+
+/** The gateway's Prometheus instruments, on a registry of their own. */
+export interface Metrics {
+  readonly registry: Registry
+  /** One decision of one rule (outcome: allowed, denied, shadow_denied). */
+  decision(rule: string, tier: string, outcome: 'allowed' | 'denied' | 'shadow_denied'): void
+  /** Events of a limiter on a remote store: latency, errors, fallbacks, breaker. */
+  limiterEvents(rule: string, tier: string): (event: LimiterEvent) => void
+  /** One answered request: the status sent, and the upstream's (or `error`, `aborted`, `none`). */
+  response(status: number, upstream: number | 'error' | 'aborted' | 'none'): void
+  delayed(rule: string, ms: number): void
+  reload(result: 'success' | 'failure'): void
+  /** Requests being handled (read when /metrics is scraped). */
+  inFlight: number
+  readonly generation: Gauge
+}
+
+const BREAKER = { closed: 0, 'half-open': 1, open: 2 } as const
+
+/** A count per label set, kept as a plain number and handed to prom-client when scraped. */
+interface Tally {
+  readonly labels: readonly string[]
+  n: number
+  published: number
+}
+
+/** Per-request counters cost a number increment; `/metrics` publishes what was added since. */
+function tallies(counter: Counter) {
+  const all: Tally[] = []
+  return {
+    create(labels: readonly string[]): Tally {
+      const tally = { labels, n: 0, published: 0 }
+      all.push(tally)
+      return tally
+    },
+    publish() {
+      for (const t of all) {
+        if (t.n > t.published) counter.labels(...t.labels).inc(t.n - t.published)
+        t.published = t.n
+      }
+    },
+  }
+}
+
+/**
+ * Creates the instruments: `edgelimit_decisions_total{rule,tier,outcome}`,
+ * `edgelimit_shadow_would_block_total{rule,tier}`, `edgelimit_store_latency_seconds`,
+ * `edgelimit_store_errors_total{kind}`, `edgelimit_store_fallbacks_total{rule,mode}`,
+ * `edgelimit_breaker_state{rule,tier}` (0 closed, 1 half-open, 2 open),
+ * `edgelimit_upstream_responses_total{code}`, `edgelimit_responses_total{code}`,
+ * `edgelimit_shaping_delay_seconds{rule}`, `edgelimit_in_flight_requests`,
+ * `edgelimit_config_reloads_total{result}`, `edgelimit_config_generation`, plus the process
+ * metrics of prom-client.
+ *
+ * @example const metrics = createMetrics(); res.end(await metrics.registry.metrics())
+ */
+export function createMetrics(): Metrics {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry, prefix: 'edgelimit_' })
+  const registers = [registry]
+  const state = { inFlight: 0 }
+  // Counters fed per request are tallied in plain numbers (see `tallies`).
+  const decisions = tallies(
+    new Counter({
+      name: 'edgelimit_decisions_total',
+      help: 'Rate-limit decisions by rule, tier and outcome (allowed, denied, shadow_denied)',
+      labelNames: ['rule', 'tier', 'outcome'],
+      registers,
+      collect: () => decisions.publish(),
+    }),
+  )
+  const wouldBlock = tallies(
+    new Counter({
+      name: 'edgelimit_shadow_would_block_total',
+      help: 'Requests a rule in shadow mode (or outside its enforce share) would have blocked',
+      labelNames: ['rule', 'tier'],
+      registers,
+      collect: () => wouldBlock.publish(),
+    }),
+  )
+  const upstream = tallies(
+    new Counter({
+      name: 'edgelimit_upstream_responses_total',
+      help: 'Upstream answers by status code (error: unreachable or timed out; aborted: client left)',
+      labelNames: ['code'],
+      registers,
+      collect: () => upstream.publish(),
+    }),
+  )
+  const responses = tallies(
+    new Counter({
+      name: 'edgelimit_responses_total',
+      help: 'Answers sent to clients by status code (429/503 from rules included)',
+      labelNames: ['code'],
+      registers,
+      collect: () => responses.publish(),
+    }),
+  )
+  const latency = new Histogram({
+    name: 'edgelimit_store_latency_seconds',
+    help: 'Round trip of one decision to a remote store',
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.045, 0.1, 0.25],
+    registers,
+  })
+  const storeErrors = new Counter({
+    name: 'edgelimit_store_errors_total',
+    help: 'Store calls that failed, timed out, or were not made because the breaker was open',
+    labelNames: ['kind'],
+    registers,
+  })
+  const fallbacks = new Counter({
+    name: 'edgelimit_store_fallbacks_total',
+    help: 'Rules decided by their onStoreError mode because the store failed',
+    labelNames: ['rule', 'mode'],
+    registers,
+  })
+  const breaker = new Gauge({
+    name: 'edgelimit_breaker_state',
+    help: 'Store circuit breaker per rule limiter: 0 closed, 1 half-open, 2 open',
+    labelNames: ['rule', 'tier'],
+    registers,
+  })
+  const shaping = new Histogram({
+    name: 'edgelimit_shaping_delay_seconds',
+    help: 'How long shaping rules held admitted requests',
+    labelNames: ['rule'],
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  })
+  const reloads = new Counter({
+    name: 'edgelimit_config_reloads_total',
+    help: 'Policy reloads by result (a failed reload keeps the previous policy)',
+    labelNames: ['result'],
+    registers,
+  })
+  new Gauge({
+    name: 'edgelimit_in_flight_requests',
+    help: 'Requests being handled',
+    registers,
+    collect() {
+      this.set(state.inFlight)
+    },
+  })
+  const generation = new Gauge({
+    name: 'edgelimit_config_generation',
+    help: 'Generation of the policy in force (1 at start, +1 per successful reload)',
+    registers,
+  })
+
+  // rule → tier → outcome, looked up without building strings.
+  const byRule = new Map<string, Map<string, Map<string, Tally>>>()
+  const blockedBy = new Map<string, Map<string, Tally>>()
+  const byCode = new Map<number, Tally>()
+  const byUpstream = new Map<number | string, Tally>()
+  const nested = <T>(map: Map<string, Map<string, T>>, key: string): Map<string, T> => {
+    let inner = map.get(key)
+    if (inner === undefined) {
+      inner = new Map()
+      map.set(key, inner)
+    }
+    return inner
+  }
+
+  return {
+    registry,
+    generation,
+    get inFlight() {
+      return state.inFlight
+    },
+    set inFlight(n: number) {
+      state.inFlight = n
+    },
+    decision(rule, tier, outcome) {
+      const outcomes = nested(nested(byRule, rule), tier)
+      let t = outcomes.get(outcome)
+      if (t === undefined) {
+        t = decisions.create([rule, tier, outcome])
+        outcomes.set(outcome, t)
+      }
+      t.n++
+      if (outcome === 'shadow_denied') {
+        const tiers = nested(blockedBy, rule)
+        let w = tiers.get(tier)
+        if (w === undefined) {
+          w = wouldBlock.create([rule, tier])
+          tiers.set(tier, w)
+        }
+        w.n++
+      }
+    },
+    limiterEvents(rule, tier) {
+      breaker.labels(rule, tier).set(0)
+      return (event) => {
+        switch (event.type) {
+          case 'store-latency':
+            latency.observe(event.ms / 1000)
+            break
+          case 'store-error':
+            storeErrors.labels(event.kind).inc()
+            break
+          case 'fallback':
+            fallbacks.labels(rule, event.mode).inc()
+            break
+          case 'breaker':
+            breaker.labels(rule, tier).set(BREAKER[event.state])
+            break
+        }
+      }
+    },
+    response(status, up) {
+      let r = byCode.get(status)
+      if (r === undefined) {
+        r = responses.create([String(status)])
+        byCode.set(status, r)
+      }
+      r.n++
+      if (up === 'none') return
+      let u = byUpstream.get(up)
+      if (u === undefined) {
+        u = upstream.create([String(up)])
+        byUpstream.set(up, u)
+      }
+      u.n++
+    },
+    delayed(rule, ms) {
+      shaping.labels(rule).observe(ms / 1000)
+    },
+    reload(result) {
+      reloads.labels(result).inc()
+    },
+  }
+}

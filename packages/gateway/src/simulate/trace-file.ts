@@ -1,0 +1,96 @@
+import { clfParser } from '../replay/clf.js'
+import { toMs } from '../replay/json-line.js'
+import { forEachLine } from '../replay/lines.js'
+import { UsageError } from '../report/io.js'
+import { type Trace, traceBuilder } from './trace.js'
+
+/**
+ * Reads a trace file into a `Trace` (times made relative to the first request; fixed windows stay
+ * aligned to the epoch). Accepted, detected per line:
+ * - an access log line (Common/Combined Log Format): the client IP is the key;
+ * - JSON lines: `{"t": 1200, "key": "alice", "cost": 1, "path": "/login", "method": "POST"}`
+ *   (`t`, `time`, `ts` or `timestamp`: ms, epoch seconds or ISO 8601; `key` or `ip`);
+ * - `time,key[,cost]` (comma, tab or space separated; a header line is skipped).
+ * Malformed lines are counted in `skipped` and reported with their line numbers.
+ */
+export async function readTrace(
+  file: string,
+  meta: { limit: number; windowMs: number },
+): Promise<{ trace: Trace; skipped: { count: number; first: string[] } }> {
+  const b = traceBuilder()
+  const clf = clfParser()
+  const skipped = { count: 0, first: [] as string[] }
+  const rows: { t: number; key: string; cost: number; path: string; method: string }[] = []
+  const skip = (line: number, why: string) => {
+    skipped.count++
+    if (skipped.first.length < 10) skipped.first.push(`line ${line}: ${why}`)
+  }
+  await forEachLine(
+    file,
+    (buf, s, e, line) => {
+      if (buf[s] === 0x7b) {
+        let o: Record<string, unknown>
+        try {
+          o = JSON.parse(buf.toString('utf8', s, e)) as Record<string, unknown>
+        } catch {
+          return skip(line, 'invalid JSON')
+        }
+        const t = toMs(o.t ?? o.time ?? o.ts ?? o.timestamp)
+        const key = o.key ?? o.ip
+        if (t === undefined || (typeof key !== 'string' && typeof key !== 'number'))
+          return skip(line, 'expected "t" (or time/ts/timestamp) and "key" (or ip)')
+        const cost = typeof o.cost === 'number' && Number.isSafeInteger(o.cost) && o.cost >= 1 ? o.cost : 1
+        rows.push({
+          t,
+          key: String(key),
+          cost,
+          path: typeof o.path === 'string' ? o.path : '/',
+          method: typeof o.method === 'string' ? o.method.toUpperCase() : 'GET',
+        })
+        return
+      }
+      if (clf.parse(buf, s, e) === undefined) {
+        const r = clf.record
+        rows.push({ t: r.ts, key: r.ip, cost: 1, path: r.path, method: r.method })
+        return
+      }
+      const parts = buf
+        .toString('utf8', s, e)
+        .trim()
+        .split(/[,\t ]+/)
+      const t =
+        toMs(parts[0]) ?? (parts[0] !== undefined && /^\d+$/.test(parts[0]) ? Number(parts[0]) : undefined)
+      const relative = parts[0] !== undefined && /^\d+(\.\d+)?$/.test(parts[0]) && Number(parts[0]) < 1e11
+      const ms = relative ? Math.round(Number(parts[0])) : t
+      if (ms === undefined || parts[1] === undefined) {
+        if (line === 1) return // a header line
+        return skip(line, 'expected an access log line, a JSON object, or time,key[,cost]')
+      }
+      const cost = parts[2] === undefined ? 1 : Number(parts[2])
+      if (!Number.isSafeInteger(cost) || cost < 1) return skip(line, `bad cost "${parts[2]}"`)
+      rows.push({ t: ms, key: parts[1], cost, path: '/', method: 'GET' })
+    },
+    (line) => skip(line, 'line longer than 1 MiB'),
+  )
+  if (rows.length === 0)
+    throw new UsageError(
+      `${file}: no requests found${skipped.first.length > 0 ? ` (${skipped.first.join('; ')})` : ''}`,
+    )
+  let origin = Number.POSITIVE_INFINITY
+  let end = Number.NEGATIVE_INFINITY
+  for (const r of rows) {
+    if (r.t < origin) origin = r.t
+    if (r.t > end) end = r.t
+  }
+  for (const r of rows) b.add(r.t - origin, b.client(r.key, 'clients'), r.path, r.method, r.cost)
+  const name = file.split('/').pop() ?? file
+  const trace = b.build({
+    name,
+    description: `${rows.length.toLocaleString('en-US')} requests from ${name}, in time order`,
+    limit: meta.limit,
+    windowMs: meta.windowMs,
+    durationMs: Math.max(1, end - origin + 1),
+    originMs: origin,
+  })
+  return { trace, skipped }
+}

@@ -1,0 +1,270 @@
+// Operations: health, metrics, the admin API and its token, hot reload under load.
+import { writeFileSync } from 'node:fs'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type InProcess, startInProcess } from './support/gateway.js'
+import { type Origin, startOrigin } from './support/origin.js'
+
+let origin: Origin
+beforeAll(async () => {
+  origin = await startOrigin()
+})
+afterAll(async () => {
+  await origin?.close()
+})
+
+const RULES = `
+identity: { secret: test }
+rules:
+  - { name: login, match: { path: /login, methods: [POST] }, algorithm: sliding-log, limit: 3, window: 1m }
+  - name: api
+    match: { path: /api/** }
+    key: header:x-api-key
+    algorithm: token-bucket
+    refillRate: 1
+    refillInterval: 1h
+    tiers: { keys: { vip: pro }, default: free, plans: { free: { capacity: 2 }, pro: { capacity: 4 } } }
+  - { name: trial, match: { path: /trial }, algorithm: fixed-window, limit: 1, window: 1h, mode: shadow }
+`
+
+describe('health and metrics', () => {
+  let gw: InProcess
+  beforeAll(async () => {
+    gw = await startInProcess(RULES, { upstream: origin.url })
+  })
+  afterAll(() => gw?.close())
+
+  test('/healthz and /readyz answer on the admin port, not on the proxy port', async () => {
+    expect(await (await fetch(`${gw.admin}/healthz`)).json()).toEqual({ status: 'ok' })
+    const ready = await fetch(`${gw.admin}/readyz`)
+    expect(ready.status).toBe(200)
+    expect(await ready.json()).toMatchObject({
+      ready: true,
+      generation: 1,
+      store: { type: 'memory', status: 'ready' },
+    })
+    // The proxy port forwards these paths like any other.
+    expect(((await (await fetch(`${gw.url}/healthz`)).json()) as { url: string }).url).toBe('/healthz')
+  })
+
+  test('/metrics: decisions by rule and outcome, shadow would-block, upstream status, responses', async () => {
+    for (let i = 0; i < 4; i++) await (await fetch(`${gw.url}/login`, { method: 'POST' })).arrayBuffer()
+    for (let i = 0; i < 2; i++) await (await fetch(`${gw.url}/trial`)).arrayBuffer()
+    await (await fetch(`${gw.url}/api/x`, { headers: { 'x-api-key': 'vip' } })).arrayBuffer()
+    const response = await fetch(`${gw.admin}/metrics`)
+    expect(response.headers.get('content-type')).toContain('text/plain')
+    const text = await response.text()
+    for (const line of [
+      'edgelimit_decisions_total{rule="login",tier="",outcome="allowed"} 3',
+      'edgelimit_decisions_total{rule="login",tier="",outcome="denied"} 1',
+      'edgelimit_decisions_total{rule="trial",tier="",outcome="shadow_denied"} 1',
+      'edgelimit_decisions_total{rule="api",tier="pro",outcome="allowed"} 1',
+      'edgelimit_shadow_would_block_total{rule="trial",tier=""} 1',
+      'edgelimit_upstream_responses_total{code="200"} 7',
+      'edgelimit_responses_total{code="429"} 1',
+      'edgelimit_config_generation 1',
+      'edgelimit_in_flight_requests 0',
+    ]) {
+      expect(text).toContain(line)
+    }
+    expect(text).toContain('# TYPE edgelimit_store_latency_seconds histogram')
+    expect(text).toContain('# TYPE edgelimit_breaker_state gauge')
+    expect(text).toContain('# TYPE edgelimit_store_errors_total counter')
+  })
+
+  test('without a token the admin API is off (404)', async () => {
+    const response = await fetch(`${gw.admin}/admin/rules`)
+    expect(response.status).toBe(404)
+    expect(((await response.json()) as { detail: string }).detail).toContain('admin API is off')
+  })
+})
+
+describe('admin API with a bearer token', () => {
+  let gw: InProcess
+  const TOKEN = 's3cret-token'
+  const auth = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }
+  beforeAll(async () => {
+    gw = await startInProcess(`admin: { token: "\${TEST_ADMIN_TOKEN}" }\n${RULES}`, {
+      upstream: origin.url,
+      env: { TEST_ADMIN_TOKEN: TOKEN },
+    })
+  })
+  afterAll(() => gw?.close())
+
+  test('no token or a wrong one: 401 with WWW-Authenticate', async () => {
+    const attempts: Record<string, string>[] = [
+      {},
+      { authorization: 'Bearer wrong' },
+      { authorization: `Basic ${TOKEN}` },
+    ]
+    for (const headers of attempts) {
+      const response = await fetch(`${gw.admin}/admin/rules`, { headers })
+      expect(response.status).toBe(401)
+      expect(response.headers.get('www-authenticate')).toBe('Bearer realm="edgelimit admin"')
+    }
+    expect(
+      (await fetch(`${gw.admin}/admin/reset`, { method: 'POST', body: '{"rule":"login","ip":"127.0.0.1"}' }))
+        .status,
+    ).toBe(401)
+  })
+
+  test('rules, peek and reset a key described as a request', async () => {
+    const rules = (await (await fetch(`${gw.admin}/admin/rules`, { headers: auth })).json()) as {
+      rules: { name: string }[]
+    }
+    expect(rules.rules.map((r) => r.name)).toEqual(['login', 'api', 'trial'])
+    for (let i = 0; i < 3; i++) await (await fetch(`${gw.url}/login`, { method: 'POST' })).arrayBuffer()
+    expect((await fetch(`${gw.url}/login`, { method: 'POST' })).status).toBe(429)
+    const who = JSON.stringify({ rule: 'login', ip: '127.0.0.1', method: 'POST', path: '/login' })
+    const peek = (await (
+      await fetch(`${gw.admin}/admin/peek`, { method: 'POST', headers: auth, body: who })
+    ).json()) as {
+      key: string
+      plans: { decision: { admitsNext: boolean; remaining: number } }[]
+    }
+    expect(peek.plans[0]?.decision).toMatchObject({ admitsNext: false, remaining: 0, limit: 3 })
+    const reset = await fetch(`${gw.admin}/admin/reset`, { method: 'POST', headers: auth, body: who })
+    expect(await reset.json()).toEqual({ rule: 'login', key: peek.key, reset: ['login'] })
+    expect((await fetch(`${gw.url}/login`, { method: 'POST' })).status).toBe(200)
+    expect(gw.logs.some((l) => l.msg === 'admin: key reset' && l.rule === 'login')).toBe(true)
+  })
+
+  test('peek a tiered key: the tier comes from the key lookup, as for requests', async () => {
+    for (let i = 0; i < 3; i++)
+      await (await fetch(`${gw.url}/api/x`, { headers: { 'x-api-key': 'vip' } })).arrayBuffer()
+    const body = JSON.stringify({ rule: 'api', headers: { 'x-api-key': 'vip' } })
+    const peek = (await (
+      await fetch(`${gw.admin}/admin/peek`, { method: 'POST', headers: auth, body })
+    ).json()) as {
+      plans: { tier: string; decision: { remaining: number; limit: number } }[]
+    }
+    expect(peek.plans).toEqual([
+      { tier: 'pro', name: 'api.pro', decision: expect.objectContaining({ limit: 4, remaining: 1 }) },
+    ])
+  })
+
+  test('reset by the key a shadow log line shows', async () => {
+    await (await fetch(`${gw.url}/trial`)).arrayBuffer()
+    await (await fetch(`${gw.url}/trial`)).arrayBuffer()
+    const line = gw.logs.find((l) => l.msg === 'shadow: would block' && l.rule === 'trial')
+    expect(line).toBeDefined()
+    const body = JSON.stringify({ rule: 'trial', key: line?.key })
+    const before = (await (
+      await fetch(`${gw.admin}/admin/peek`, { method: 'POST', headers: auth, body })
+    ).json()) as {
+      plans: { decision: { remaining: number } }[]
+    }
+    expect(before.plans[0]?.decision.remaining).toBe(0)
+    await fetch(`${gw.admin}/admin/reset`, { method: 'POST', headers: auth, body })
+    const after = (await (
+      await fetch(`${gw.admin}/admin/peek`, { method: 'POST', headers: auth, body })
+    ).json()) as {
+      plans: { decision: { remaining: number } }[]
+    }
+    expect(after.plans[0]?.decision.remaining).toBe(1)
+  })
+
+  test('unknown rule: 404 problem naming the rules', async () => {
+    const response = await fetch(`${gw.admin}/admin/peek`, {
+      method: 'POST',
+      headers: auth,
+      body: '{"rule":"nope"}',
+    })
+    expect(response.status).toBe(404)
+    expect(((await response.json()) as { detail: string }).detail).toContain('login, api, trial')
+  })
+})
+
+describe('hot reload', () => {
+  const policy = (loginLimit: number, extra = '') => `
+rules:
+  - { name: counted, match: { path: /counted/** }, key: global, algorithm: sliding-log, limit: 1000000, window: 1h }
+  - { name: login, match: { path: /login }, algorithm: fixed-window, limit: ${loginLimit}, window: 1h }
+${extra}`
+
+  test('under load: zero failed requests; unchanged rules keep their counters; an invalid file is rejected and logged', async () => {
+    const gw = await startInProcess(policy(100), { upstream: origin.url, watch: true })
+    try {
+      let stop = false
+      const failures: string[] = []
+      let sent = 0
+      const worker = async () => {
+        while (!stop) {
+          try {
+            const response = await fetch(`${gw.url}/counted/x`)
+            await response.arrayBuffer()
+            sent++
+            if (response.status !== 200) failures.push(String(response.status))
+          } catch (error) {
+            failures.push((error as Error).message)
+          }
+        }
+      }
+      const load = Promise.all(Array.from({ length: 8 }, worker))
+      const waitFor = async (test: () => boolean) => {
+        for (let i = 0; i < 100 && !test(); i++) await new Promise((r) => setTimeout(r, 20))
+        expect(test()).toBe(true)
+      }
+      const reloads = () => gw.logs.filter((l) => l.msg === 'policy reloaded').length
+      const rejections = () => gw.logs.filter((l) => l.msg.startsWith('policy rejected')).length
+      // Valid edits, picked up from the file watcher while requests keep flowing.
+      for (let i = 1; i <= 3; i++) {
+        await new Promise((r) => setTimeout(r, 100))
+        writeFileSync(gw.file, policy(100 + i))
+        await waitFor(() => reloads() === i)
+      }
+      expect(gw.gateway.generation).toBe(4)
+      // An invalid edit: rejected, logged with its problems, generation 4 stays in force.
+      writeFileSync(gw.file, policy(5, '  - { name: broken, algorithm: gcra, limit: 0, period: 1s }'))
+      await waitFor(() => rejections() === 1)
+      const rejected = gw.logs.find((l) => l.msg.startsWith('policy rejected'))
+      expect(rejected?.issues).toEqual([
+        expect.stringMatching(/edgelimit\.yaml:5:\d+ {2}rules\[2\]\.limit: expected a positive integer/),
+      ])
+      expect(gw.gateway.generation).toBe(4)
+      // Explicit reloads too (what SIGHUP does).
+      writeFileSync(gw.file, policy(7))
+      const result = await gw.gateway.reload('test')
+      expect(result.ok).toBe(true)
+      await new Promise((r) => setTimeout(r, 200))
+      stop = true
+      await load
+      expect(failures).toEqual([])
+      expect(sent).toBeGreaterThan(50)
+      // The unchanged rule kept its limiter through 5 reloads: it counted every request.
+      expect(gw.gateway.config.rules.map((r) => r.name)).toEqual(['counted', 'login'])
+      const response = await fetch(`${gw.url}/counted/last`)
+      expect(response.headers.get('ratelimit')).toBe(`"counted";r=${1_000_000 - sent - 1};t=3600`)
+      // The changed rule runs with its new limit: 7.
+      const logins = []
+      for (let i = 0; i < 8; i++) logins.push((await fetch(`${gw.url}/login`)).status)
+      expect(logins).toEqual([200, 200, 200, 200, 200, 200, 200, 429])
+      const metrics = await (await fetch(`${gw.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_config_reloads_total{result="success"} 4')
+      expect(metrics).toContain('edgelimit_config_reloads_total{result="failure"} 1')
+      expect(metrics).toContain('edgelimit_config_generation 5')
+    } finally {
+      await gw.close()
+    }
+  })
+
+  test('in-flight requests finish on the policy and upstream they started with', async () => {
+    const other = await startOrigin()
+    const gw = await startInProcess(policy(100), { upstream: undefined, watch: false })
+    try {
+      writeFileSync(gw.file, `upstream: ${origin.url}\n${policy(100)}`)
+      await gw.gateway.reload()
+      const slow = fetch(`${gw.url}/slow?ms=400`)
+      await new Promise((r) => setTimeout(r, 100))
+      writeFileSync(gw.file, `upstream: ${other.url}\n${policy(100)}`)
+      expect((await gw.gateway.reload()).ok).toBe(true)
+      const response = await slow
+      expect(response.status).toBe(200)
+      expect(await response.text()).toBe('slow done')
+      await (await fetch(`${gw.url}/echo`)).arrayBuffer()
+      expect(other.requests).toBe(1)
+    } finally {
+      await gw.close()
+      await other.close()
+    }
+  })
+})

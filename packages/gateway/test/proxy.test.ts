@@ -1,0 +1,217 @@
+// Proxying correctness over real HTTP on loopback: methods, bodies, streaming both ways,
+// headers, upstream failures.
+import { createHash, randomBytes } from 'node:crypto'
+import { request as httpRequest } from 'node:http'
+import { createServer } from 'node:net'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
+import type { Echo } from './support/origin.js'
+import { type Origin, startOrigin } from './support/origin.js'
+
+let origin: Origin
+let gw: InProcess
+
+beforeAll(async () => {
+  origin = await startOrigin()
+  gw = await startInProcess(
+    `
+rules:
+  - name: everything
+    algorithm: gcra
+    limit: 100000
+    period: 1s
+`,
+    { upstream: origin.url },
+  )
+})
+afterAll(async () => {
+  await gw?.close()
+  await origin?.close()
+})
+
+const echo = async (response: Response) => (await response.json()) as Echo
+
+describe('methods and bodies', () => {
+  test.each(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])(
+    '%s reaches the origin as sent',
+    async (method) => {
+      const body = method === 'GET' || method === 'OPTIONS' ? undefined : `payload for ${method}`
+      const response = await fetch(`${gw.url}/echo/${method.toLowerCase()}?a=1&b=two`, { method, body })
+      expect(response.status).toBe(200)
+      const seen = await echo(response)
+      expect(seen.method).toBe(method)
+      expect(seen.url).toBe(`/echo/${method.toLowerCase()}?a=1&b=two`)
+      expect(seen.bytes).toBe(body === undefined ? 0 : Buffer.byteLength(body))
+    },
+  )
+
+  test('HEAD gets the headers and no body', async () => {
+    const response = await rawRequest(`${gw.url}/echo`, { method: 'HEAD' })
+    expect(response.status).toBe(200)
+    expect(response.headers['x-origin']).toBe('test')
+    expect(response.body.length).toBe(0)
+  })
+
+  test('a 2 MB request body arrives intact, and a 3 MB response body comes back intact', async () => {
+    const body = randomBytes(2 * 1024 * 1024)
+    const seen = await echo(await fetch(`${gw.url}/upload-check`, { method: 'POST', body }))
+    expect(seen.bytes).toBe(body.length)
+    expect(seen.sha256).toBe(createHash('sha256').update(body).digest('hex'))
+    const big = await fetch(`${gw.url}/big?bytes=${3 * 1024 * 1024}`)
+    const received = Buffer.from(await big.arrayBuffer())
+    expect(received.length).toBe(3 * 1024 * 1024)
+    expect(received.subarray(0, 10).toString()).toBe('edgelimit-')
+  })
+
+  test('status codes and their bodies pass through', async () => {
+    for (const code of [201, 404, 500]) {
+      const response = await fetch(`${gw.url}/status/${code}`)
+      expect(response.status).toBe(code)
+      expect(await response.text()).toBe(`status ${code}`)
+    }
+  })
+})
+
+describe('streaming', () => {
+  test('a response is streamed: the first chunk arrives before the origin sends the second', async () => {
+    const response = await fetch(`${gw.url}/stream`)
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader()
+    const first = await reader.read()
+    expect(new TextDecoder().decode(first.value)).toBe('first\n')
+    origin.release()
+    let rest = ''
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      rest += new TextDecoder().decode(value)
+    }
+    expect(rest).toBe('second\n')
+  })
+
+  test('a request body is streamed: the origin sees each chunk before the client sends the next', async () => {
+    const received: string[] = []
+    const answer = new Promise<string>((resolve, reject) => {
+      const req = httpRequest(
+        `${gw.url}/upload`,
+        { method: 'POST', headers: { 'transfer-encoding': 'chunked' }, agent: false },
+        (res) => {
+          let text = ''
+          res.on('data', (c) => {
+            text += c
+          })
+          res.on('end', () => resolve(text))
+        },
+      )
+      req.on('error', reject)
+      let sent = 0
+      const onChunk = (chunk: string) => {
+        received.push(chunk)
+        if (++sent < 3) req.write(`part-${sent}|`)
+        else {
+          origin.events.off('chunk', onChunk)
+          req.end()
+        }
+      }
+      origin.events.on('chunk', onChunk)
+      req.write('part-0|')
+    })
+    // Each write waits for the origin to have the previous chunk: a buffering proxy would hang here.
+    expect(await answer).toBe('part-0|part-1|part-2|')
+    expect(received).toEqual(['part-0|', 'part-1|', 'part-2|'])
+  })
+})
+
+describe('headers', () => {
+  test('hop-by-hop request headers are stripped, others kept, X-Forwarded-For appended', async () => {
+    const response = await rawRequest(`${gw.url}/echo`, {
+      headers: [
+        'Connection',
+        'keep-alive, x-hop-only',
+        'X-Hop-Only',
+        'secret',
+        'Keep-Alive',
+        'timeout=5',
+        'TE',
+        'trailers',
+        'Proxy-Authorization',
+        'Basic Zm9vOmJhcg==',
+        'X-Forwarded-For',
+        '203.0.113.9',
+        'X-Custom',
+        'kept',
+        'Authorization',
+        'Bearer end-to-end',
+        'Cookie',
+        'session=abc',
+      ],
+    })
+    const seen = JSON.parse(response.body.toString()) as Echo
+    expect(seen.headers['x-hop-only']).toBeUndefined()
+    expect(seen.headers['keep-alive']).toBeUndefined()
+    expect(seen.headers.te).toBeUndefined()
+    expect(seen.headers['proxy-authorization']).toBeUndefined()
+    expect(seen.headers['x-custom']).toBe('kept')
+    expect(seen.headers.authorization).toBe('Bearer end-to-end')
+    expect(seen.headers.cookie).toBe('session=abc')
+    expect(seen.headers['x-forwarded-for']).toBe('203.0.113.9, 127.0.0.1')
+    expect(seen.headers['x-forwarded-host']).toBe(`127.0.0.1:${gw.gateway.port}`)
+    expect(seen.headers['x-forwarded-proto']).toBe('http')
+    expect(seen.headers.host).toBe(`127.0.0.1:${origin.port}`)
+  })
+
+  test('hop-by-hop response headers are stripped; repeated Set-Cookie lines survive; rate-limit fields added', async () => {
+    const response = await rawRequest(`${gw.url}/cookies`)
+    expect(response.status).toBe(200)
+    expect(response.headers['set-cookie']).toEqual(['a=1; Path=/', 'b=2; Path=/'])
+    expect(response.headers['x-origin-hop']).toBeUndefined()
+    expect(response.headers['x-origin-kept']).toBe('yes')
+    expect(response.headers['ratelimit-policy']).toBe('"everything";q=100000;w=1')
+    expect(response.headers.ratelimit).toMatch(/^"everything";r=\d+;t=\d+$/)
+    expect(response.body.toString()).toBe('ok')
+  })
+})
+
+describe('upstream failures', () => {
+  test('an unreachable upstream answers 502 problem+json, with the rate-limit fields', async () => {
+    const closed = await new Promise<number>((resolve) => {
+      const server = createServer()
+      server.listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as { port: number }
+        server.close(() => resolve(port))
+      })
+    })
+    const down = await startInProcess(
+      'rules: [{ name: all, algorithm: fixed-window, limit: 10, window: 1m }]\n',
+      { upstream: `http://127.0.0.1:${closed}` },
+    )
+    try {
+      const response = await fetch(`${down.url}/anything`)
+      expect(response.status).toBe(502)
+      expect(response.headers.get('content-type')).toBe('application/problem+json')
+      expect(response.headers.get('ratelimit')).toMatch(/^"all";r=9;t=\d+$/)
+      const problem = (await response.json()) as Record<string, unknown>
+      expect(problem).toMatchObject({ status: 502, title: 'Bad Gateway', instance: '/anything' })
+      expect(String(problem.detail)).toContain('ECONNREFUSED')
+      const metrics = await (await fetch(`${down.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_upstream_responses_total{code="error"} 1')
+      expect(metrics).toContain('edgelimit_responses_total{code="502"} 1')
+    } finally {
+      await down.close()
+    }
+  })
+
+  test('an upstream slower than its timeout answers 504; an upstream path prefix is kept', async () => {
+    const slow = await startInProcess(`upstream: { url: ${origin.url}/base, timeout: 200ms }\nrules: []\n`)
+    try {
+      const started = performance.now()
+      const response = await fetch(`${slow.url}/slow?ms=2000`)
+      expect(response.status).toBe(504)
+      expect(performance.now() - started).toBeLessThan(1500)
+      expect(((await response.json()) as { title: string }).title).toBe('Gateway Timeout')
+      const seen = await echo(await fetch(`${slow.url}/x?y=1`))
+      expect(seen.url).toBe('/base/x?y=1')
+    } finally {
+      await slow.close()
+    }
+  })
+})

@@ -1,0 +1,343 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { Readable } from 'node:stream'
+import { gzipSync } from 'node:zlib'
+import { createLimiter, type LimiterEvent, tokenBucket } from 'edgelimit'
+import { manualClock } from 'edgelimit/testing'
+import { describe, expect, test } from 'vitest'
+import { policyFromRules, type ReplayResult, replayLog, runReplay } from '../../src/replay/index.js'
+import { clfTime } from './generate-log.js'
+import { captureIo } from './io.js'
+
+const SAMPLE = path.resolve(__dirname, '../../../../../shared/data/apache_access_sample.log')
+const sample = readFileSync(SAMPLE)
+const dir = mkdtempSync(path.join(tmpdir(), 'edgelimit-replay-'))
+const file = (name: string, content: string | Buffer) => {
+  const f = path.join(dir, name)
+  writeFileSync(f, content)
+  return f
+}
+const perIp = (limit: number, window = '1m') =>
+  policyFromRules([{ name: 'per-ip', algorithm: 'sliding-window', limit, window }])
+const line = (ip: string, ms: number, request = 'GET / HTTP/1.1', status = 200) =>
+  `${ip} - - [${clfTime(ms)}] "${request}" ${status} 512 "-" "curl/8"\n`
+
+describe('the real sample log (10,000 Combined Log Format lines, not in time order)', () => {
+  test('every line parses; time order is restored within the reorder window', async () => {
+    const r = await replayLog({ inputs: [SAMPLE], rules: perIp(60) })
+    expect(r.lines).toBe(10_000)
+    expect(r.requests).toBe(10_000)
+    expect(r.malformed.count).toBe(0)
+    expect(r.firstTs).toBe(Date.UTC(2015, 4, 17, 10, 5, 0))
+    expect(r.lastTs).toBe(Date.UTC(2015, 4, 20, 21, 5, 59))
+    // Apache stamps a request's start and writes the line at its end: lines run up to 59 s early.
+    expect(r.outOfOrder).toEqual({ count: 9448, maxLagMs: 59_000, reorderMs: 120_000 })
+    expect(r.late.count).toBe(0)
+    const rule = r.rules[0]
+    expect([rule?.matched, rule?.denied, rule?.deniedKeys]).toEqual([10_000, 87, 2])
+    expect(rule?.topDenied.map(([k, n]) => [k, n])).toEqual([
+      ['75.97.9.59', 72],
+      ['130.237.218.86', 15],
+    ])
+    expect(rule?.topKeys[0]).toEqual(['66.249.73.135', 482, 0])
+    expect(r.timeline.widthMs).toBe(600_000)
+    expect(r.timeline.series[0]?.reduce((a, b) => a + b, 0)).toBe(10_000)
+    expect(r.timeline.series[2]?.reduce((a, b) => a + b, 0)).toBe(87)
+  })
+
+  test('without reordering, lines are decided in file order at the latest time seen, and counted as late', async () => {
+    const rules = policyFromRules([{ name: 'burst', algorithm: 'token-bucket', capacity: 20, refillRate: 2 }])
+    const ordered = await replayLog({ inputs: [SAMPLE], rules })
+    const clamped = await replayLog({ inputs: [SAMPLE], rules, reorderMs: 0 })
+    expect(ordered.denied).toBe(0)
+    expect(clamped.late).toEqual({ count: 9448, maxLagMs: 59_000 })
+    // Clamping squeezes requests together: the burst rule then sees bursts that never happened.
+    expect(clamped.denied).toBe(715)
+  })
+
+  test('gzip is detected by content and gives the same result', async () => {
+    const gz = file('sample.log.gz', gzipSync(sample))
+    const [a, b] = await Promise.all([
+      replayLog({ inputs: [SAMPLE], rules: perIp(60) }),
+      replayLog({ inputs: [gz], rules: perIp(60) }),
+    ])
+    expect(strip(b)).toEqual(strip(a))
+  })
+
+  test('a policy file in the gateway format: match, keys, tiers by key value', async () => {
+    const policy = file(
+      'policy.yaml',
+      `rules:
+  - name: per-ip
+    algorithm: sliding-window
+    limit: 60
+    window: 1m
+  - name: feeds
+    match: { path: "/**.xml" }
+    key: [ip, route]
+    algorithm: fixed-window
+    limit: 2
+    window: 1h
+  - name: bots
+    key: header:user-agent
+    algorithm: gcra
+    limit: 30
+    period: 1m
+    tiers:
+      keys: { "UniversalFeedParser/4.2-pre-314-svn +http://feedparser.org/": strict }
+      default: normal
+      plans: { normal: { limit: 30 }, strict: { limit: 1, period: 1h } }
+`,
+    )
+    const io = captureIo(dir)
+    expect(await runReplay([SAMPLE, '--config', policy, '--json', 'r.json', '--no-html'], io)).toBe(0)
+    const r = JSON.parse(readFileSync(path.join(dir, 'r.json'), 'utf8')) as ReplayResult
+    const [ip, feeds, bots] = r.rules
+    expect(ip?.denied).toBe(87)
+    expect(feeds?.matched).toBe(37)
+    expect(feeds?.key).toEqual(['ip', 'route'])
+    expect(bots?.plans.map((p) => p.tier)).toEqual(['normal', 'strict'])
+    expect(bots?.topDenied[0]?.[0]).toBe('UniversalFeedParser/4.2-pre-314-svn +http://feedparser.org/')
+    expect(io.out()).toContain('Top keys blocked by "bots"')
+  })
+})
+
+describe('malformed input is skipped, counted and reported with line numbers, never fatal', () => {
+  const t = Date.UTC(2026, 0, 1)
+  const content = [
+    line('10.0.0.1', t),
+    'garbage without structure\n',
+    line('10.0.0.1', t + 1000).replace('[01/Jan/2026', '[41/Jan/2026'),
+    '10.0.0.2 - - [01/Jan/2026:00:00:02 +0000] "GET / HTTP/1.1 200 1\n',
+    '10.0.0.3 - - [01/Jan/2026:00:00:03 +0000] "GET / HTTP/1.1" abc 1\n',
+    '{"time": "2026-01-01T00:00:04Z", "ip": "10.0.0.4"\n',
+    '{"ip": "10.0.0.5"}\n',
+    '\n',
+    line('10.0.0.1', t + 5000).replace('\n', '\r\n'),
+    `${'x'.repeat(1_200_000)}\n`,
+    line('10.0.0.1', t + 6000).trimEnd(),
+  ].join('')
+
+  test('every bad line has its reason and number', async () => {
+    const r = await replayLog({ inputs: [file('bad.log', content)], rules: perIp(100) })
+    expect(r.requests).toBe(3)
+    expect(r.malformed.count).toBe(7)
+    expect(r.malformed.byReason).toEqual({
+      'not a Common/Combined Log Format line': 1,
+      'bad timestamp': 1,
+      'unterminated request': 1,
+      'bad status': 1,
+      'invalid JSON': 1,
+      'no time field (tried time, timestamp, @timestamp, ts, date, time_local, time_iso8601, msec, start_time)': 1,
+      'line longer than 1 MiB': 1,
+    })
+    expect(r.malformed.examples.map((m) => m.line)).toEqual([2, 3, 4, 5, 6, 7, 10])
+  })
+
+  test('the CLI reports them and exits 0', async () => {
+    const io = captureIo(dir)
+    expect(await runReplay([file('bad2.log', content), '--no-html'], io)).toBe(0)
+    expect(io.out()).toContain('Malformed lines (7, skipped):')
+    expect(io.out()).toMatch(/bad2\.log:3: bad timestamp: 10\.0\.0\.1/)
+  })
+})
+
+describe('JSON lines', () => {
+  test('common field names, ISO and epoch times, field mapping', async () => {
+    const t = Date.UTC(2026, 0, 1)
+    const lines = [
+      {
+        time: new Date(t).toISOString(),
+        remote_addr: '10.0.0.1',
+        request: 'POST /login?next=/ HTTP/1.1',
+        status: 401,
+      },
+      { ts: t / 1000 + 1, ip: '10.0.0.1', method: 'POST', uri: '/login', status: 401 },
+      { timestamp: t + 2000, client_ip: '10.0.0.1', method: 'post', path: '/login', status: 200 },
+      { time: new Date(t + 3000).toISOString(), remote_addr: '10.0.0.1', request: 'GET / HTTP/1.1' },
+    ]
+    const f = file('log.jsonl', lines.map((l) => JSON.stringify(l)).join('\n'))
+    const rules = policyFromRules([
+      {
+        name: 'login',
+        match: { path: '/login', methods: ['POST'] },
+        algorithm: 'fixed-window',
+        limit: 2,
+        window: '1m',
+      },
+    ])
+    const r = await replayLog({ inputs: [f], rules })
+    expect([r.requests, r.rules[0]?.matched, r.rules[0]?.denied]).toEqual([4, 3, 1])
+    const mapped = file('custom.jsonl', `${JSON.stringify({ when: t, who: { addr: '10.9.9.9' } })}\n`)
+    const io = captureIo(dir)
+    expect(
+      await runReplay(
+        [mapped, '--field', 'time=when', '--field', 'ip=who.addr', '--no-html', '--json', 'm.json'],
+        io,
+      ),
+    ).toBe(0)
+    const m = JSON.parse(readFileSync(path.join(dir, 'm.json'), 'utf8')) as ReplayResult
+    expect(m.rules[0]?.topKeys[0]?.[0]).toBe('10.9.9.9')
+  })
+
+  test('header and query keys read JSON fields; a missing one falls back to the client', async () => {
+    const t = Date.UTC(2026, 0, 1)
+    const lines = [
+      { time: t, ip: '10.0.0.1', path: '/api', http_x_api_key: 'k1' },
+      { time: t, ip: '10.0.0.1', path: '/api', headers: { 'x-api-key': 'k1' } },
+      { time: t, ip: '10.0.0.1', path: '/api' },
+      { time: t, ip: '10.0.0.2', uri: '/api?key=k2' },
+    ]
+    const f = file('keys.jsonl', lines.map((l) => JSON.stringify(l)).join('\n'))
+    const rules = policyFromRules([
+      { name: 'by-header', key: 'header:x-api-key', algorithm: 'fixed-window', limit: 100, window: '1m' },
+      { name: 'by-query', key: 'query:key', algorithm: 'fixed-window', limit: 100, window: '1m' },
+    ])
+    const r = await replayLog({ inputs: [f], rules })
+    expect(r.rules[0]?.topKeys.map(([k, n]) => [k, n])).toEqual([
+      ['k1', 2],
+      ['fallback|ip=10.0.0.1', 1],
+      ['fallback|ip=10.0.0.2', 1],
+    ])
+    expect(r.rules[1]?.topKeys.map(([k]) => k)).toContain('k2')
+  })
+})
+
+describe('shadow counts equal the limiter in shadow mode (what the gateway counts)', () => {
+  test('same traffic, same decisions: replay vs createLimiter({ mode: "shadow" }) on a manual clock', async () => {
+    const t0 = Date.UTC(2026, 0, 1)
+    const requests: [string, number][] = []
+    let seed = 3
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff
+      return seed / 0x7fffffff
+    }
+    for (let i = 0; i < 5000; i++) {
+      // Whole seconds: the Common Log Format has no milliseconds.
+      requests.push([
+        `10.0.0.${Math.floor(rand() * 20)}`,
+        t0 + Math.floor((i * 500 + rand() * 3000) / 1000) * 1000,
+      ])
+    }
+    requests.sort((a, b) => a[1] - b[1])
+    const log = requests.map(([ip, ms]) => line(ip, ms)).join('')
+    const rules = policyFromRules([
+      { name: 'burst', algorithm: 'token-bucket', capacity: 5, refillRate: 1, refillInterval: '10s' },
+      { name: 'minute', algorithm: 'sliding-window', limit: 6, window: '1m' },
+    ])
+    const r = await replayLog({ inputs: [Readable.from([log])], rules })
+
+    const clock = manualClock(0)
+    const counts = new Map<string, number>()
+    const limiter = createLimiter({
+      rules: [
+        {
+          name: 'burst',
+          algorithm: tokenBucket({ capacity: 5, refillRate: 1, refillInterval: '10s' }),
+          mode: 'shadow',
+        },
+        {
+          name: 'minute',
+          algorithm: { algorithm: 'sliding-window', options: { limit: 6, window: '1m' } },
+          mode: 'shadow',
+        },
+      ],
+      clock,
+      onEvent: (e: LimiterEvent) => {
+        if (e.type === 'shadow-deny') counts.set(e.rule, (counts.get(e.rule) ?? 0) + 1)
+      },
+    })
+    let allowed = 0
+    for (const [ip, ms] of requests) {
+      clock.set(ms)
+      if (limiter.limitSync(ip).allowed) allowed++
+    }
+    expect(allowed).toBe(requests.length)
+    expect(r.rules.map((x) => x.denied)).toEqual([counts.get('burst') ?? 0, counts.get('minute') ?? 0])
+    expect(counts.get('burst')).toBeGreaterThan(100)
+    expect(counts.get('minute')).toBeGreaterThan(100)
+    // Written out of order (up to a minute, as Apache does), the log still counts the same.
+    const shuffled = requests
+      .map((req, i) => ({ req, at: i + rand() * 120 }))
+      .sort((a, b) => a.at - b.at)
+      .map(({ req: [ip, ms] }) => line(ip, ms))
+      .join('')
+    const s = await replayLog({ inputs: [Readable.from([shuffled])], rules })
+    expect(s.outOfOrder.count).toBeGreaterThan(1000)
+    expect(s.rules.map((x) => x.denied)).toEqual(r.rules.map((x) => x.denied))
+  })
+
+  test('enforce mode walks the rules as the gateway does: the first enforced denial stops the walk', async () => {
+    const t = Date.UTC(2026, 0, 1)
+    const log = Array.from({ length: 10 }, (_, i) => line('10.0.0.1', t + i * 100)).join('')
+    const rules = policyFromRules([
+      { name: 'watch', algorithm: 'fixed-window', limit: 2, window: '1m', mode: 'shadow' },
+      { name: 'tight', algorithm: 'fixed-window', limit: 3, window: '1m' },
+      { name: 'after', algorithm: 'fixed-window', limit: 5, window: '1m' },
+    ])
+    const shadow = await replayLog({ inputs: [Readable.from([log])], rules })
+    const enforce = await replayLog({ inputs: [Readable.from([log])], rules, mode: 'enforce' })
+    expect(shadow.rules.map((x) => [x.matched, x.denied])).toEqual([
+      [10, 8],
+      [10, 7],
+      [10, 5],
+    ])
+    expect([shadow.blocked, shadow.denied]).toEqual([0, 8])
+    // `watch` stays in shadow and sees everything; `tight` blocks 7, which `after` never sees.
+    expect(enforce.rules.map((x) => [x.matched, x.denied])).toEqual([
+      [10, 8],
+      [10, 7],
+      [3, 0],
+    ])
+    expect(enforce.blocked).toBe(7)
+  })
+})
+
+describe('the command', () => {
+  test('table, HTML report, progress on a terminal, --fail-on-block', async () => {
+    const io = captureIo(dir, true)
+    expect(
+      await runReplay([SAMPLE, '--limit', '60', '--html', 'out/replay.html', '--fail-on-block'], io),
+    ).toBe(1)
+    expect(io.out()).toContain('87 requests (0.870 %) would have been blocked by at least one rule')
+    expect(io.out()).toMatch(/sliding-window\s+sliding-window\s+limit=60 window=60s\s+ip\s+10,000\s+87/)
+    expect(io.err()).toMatch(/lines\/s/)
+    const html = readFileSync(path.join(dir, 'out/replay.html'), 'utf8')
+    expect(html).toContain('var uPlot=')
+    expect(html).not.toMatch(/(src|href)="https?:/)
+  })
+
+  test('usage and input errors exit 2 with a message', async () => {
+    const cases: [string[], RegExp][] = [
+      [[], /no log file given/],
+      [['missing.log'], /ENOENT/],
+      [[SAMPLE, '--mode', 'strict'], /--mode: expected shadow or enforce/],
+      [[SAMPLE, '--bogus'], /Unknown option '--bogus'/],
+      [[SAMPLE, '--field', 'when=ts'], /--field: expected/],
+      [[SAMPLE, '--reorder', 'soon'], /--reorder: expected a duration/],
+      [
+        [
+          SAMPLE,
+          '--config',
+          file('bad.yaml', 'rules:\n  - name: x\n    algorithm: sliding-window\n    limit: 0\n'),
+        ],
+        /bad\.yaml:\d+:\d+\s+rules\[0\]/,
+      ],
+    ]
+    for (const [args, message] of cases) {
+      const io = captureIo(dir)
+      expect(await runReplay(args, io), args.join(' ')).toBe(2)
+      expect(io.err()).toMatch(message)
+    }
+    const help = captureIo(dir)
+    expect(await runReplay(['--help'], help)).toBe(0)
+    expect(help.out()).toContain('Usage: edgelimit replay')
+  })
+})
+
+/** A result without its timing. */
+function strip(r: ReplayResult) {
+  const { elapsedMs: _, ...rest } = r
+  return { ...rest, malformed: { ...rest.malformed, examples: [] } }
+}

@@ -1,0 +1,299 @@
+// Every rule type over real HTTP: algorithms, shaping, shadow, tiers, keys, match, cost, several
+// matching rules, rollout, store failure modes.
+import { createServer } from 'node:net'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { burst, type InProcess, rawRequest, startInProcess } from './support/gateway.js'
+import { type Origin, startOrigin } from './support/origin.js'
+
+let origin: Origin
+let gw: InProcess
+
+const POLICY = `
+identity:
+  trustedProxies: [127.0.0.1/32]   # lets the tests play many clients through X-Forwarded-For
+  ipv6Prefix: 64
+  secret: test-secret
+rules:
+  - { name: fw, match: { path: /fw }, algorithm: fixed-window, limit: 3, window: 1h }
+  - { name: sl, match: { path: /sl }, algorithm: sliding-log, limit: 3, window: 1h }
+  - { name: sw, match: { path: /sw }, algorithm: sliding-window, limit: 3, window: 1h }
+  - { name: tb, match: { path: /tb }, algorithm: token-bucket, capacity: 3, refillRate: 1, refillInterval: 1h }
+  - { name: lb, match: { path: /lb }, algorithm: leaky-bucket, capacity: 3, leakRate: 1, leakInterval: 1h }
+  - { name: gcra, match: { path: /gcra }, algorithm: gcra, limit: 3, period: 1h }
+  - name: shaped
+    match: { path: /shaped }
+    algorithm: leaky-bucket
+    shape: true
+    capacity: 3
+    leakRate: 10          # one request per 100 ms
+  - name: trial
+    match: { path: /trial }
+    algorithm: fixed-window
+    limit: 1
+    window: 1h
+    mode: shadow
+  - name: rollout
+    match: { path: /rollout }
+    key: header:x-user
+    algorithm: fixed-window
+    limit: 1
+    window: 1h
+    enforce: 50
+  - name: api
+    match: { path: /api/** }
+    key: header:x-api-key
+    algorithm: token-bucket
+    refillRate: 1
+    refillInterval: 1h
+    tiers:
+      keys: { gold-key: pro }
+      header: x-plan
+      default: free
+      plans: { free: { capacity: 2 }, pro: { capacity: 5 } }
+  - { name: by-query, match: { path: /q }, key: query:user, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: by-route, match: { path: [/r1/**, /r2/**] }, key: [ip, route], algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: shared, match: { path: /shared }, key: global, algorithm: fixed-window, limit: 2, window: 1h }
+  - { name: v6, match: { path: /v6 }, algorithm: fixed-window, limit: 1, window: 1h }
+  - name: picky
+    match: { host: "*.example.test", methods: [POST], headers: { x-tenant: "t-*", x-skip: false } }
+    algorithm: fixed-window
+    limit: 1
+    window: 1h
+  - { name: costly, match: { path: /costly }, cost: 2, algorithm: fixed-window, limit: 5, window: 1h }
+  - { name: inner, match: { path: /both/** }, algorithm: fixed-window, limit: 5, window: 1h }
+  - { name: outer, match: { path: /both/** }, algorithm: fixed-window, limit: 3, window: 1h }
+`
+
+beforeAll(async () => {
+  origin = await startOrigin()
+  gw = await startInProcess(POLICY, { upstream: origin.url })
+})
+afterAll(async () => {
+  await gw?.close()
+  await origin?.close()
+})
+
+const get = (path: string, headers: Record<string, string> = {}, method = 'GET') =>
+  fetch(`${gw.url}${path}`, { method, headers })
+const status = async (path: string, headers?: Record<string, string>, method?: string) => {
+  const response = await get(path, headers, method)
+  await response.arrayBuffer()
+  return response.status
+}
+const client = (n: number) => ({ 'x-forwarded-for': `198.51.100.${n}` })
+
+describe('every algorithm admits its quota, then answers 429 problem+json', () => {
+  test.each(['fw', 'sl', 'sw', 'tb', 'lb', 'gcra'])('%s', async (name) => {
+    const headers = client(1)
+    for (let i = 0; i < 3; i++) {
+      const response = await get(`/${name}`, headers)
+      expect(response.status).toBe(200)
+      expect(response.headers.get('ratelimit-policy')).toMatch(new RegExp(`^"${name}";q=3;w=\\d+$`))
+      expect(response.headers.get('ratelimit')).toMatch(new RegExp(`^"${name}";r=${2 - i};t=\\d+$`))
+      await response.arrayBuffer()
+    }
+    const denied = await get(`/${name}`, headers)
+    expect(denied.status).toBe(429)
+    expect(denied.headers.get('content-type')).toBe('application/problem+json')
+    expect(denied.headers.get('cache-control')).toBe('no-store')
+    expect(Number(denied.headers.get('retry-after'))).toBeGreaterThan(0)
+    expect(await denied.json()).toMatchObject({
+      type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+      status: 429,
+      instance: `/${name}`,
+      'violated-policies': [name],
+    })
+    // Another client has its own quota.
+    expect(await status(`/${name}`, client(2))).toBe(200)
+  })
+})
+
+test('shaping holds requests: measured delays 0, 100, 200, 300 ms; the fifth overflows the queue (429)', async () => {
+  const started = performance.now()
+  const timings = await Promise.all(
+    [0, 1, 2, 3, 4].map(async () => {
+      const response = await get('/shaped', client(3))
+      await response.arrayBuffer()
+      return { status: response.status, ms: performance.now() - started }
+    }),
+  )
+  expect(timings.map((t) => t.status).sort()).toEqual([200, 200, 200, 200, 429])
+  const held = timings
+    .filter((t) => t.status === 200)
+    .map((t) => t.ms)
+    .sort((a, b) => a - b)
+  held.forEach((ms, i) => {
+    expect(ms).toBeGreaterThanOrEqual(i * 100 - 5)
+    expect(ms).toBeLessThan(i * 100 + 90)
+  })
+  const metrics = await (await fetch(`${gw.admin}/metrics`)).text()
+  expect(metrics).toMatch(/edgelimit_shaping_delay_seconds_count\{rule="shaped"\} 3/)
+})
+
+test('shadow mode never blocks; it logs one line and counts one metric per "would block"', async () => {
+  const before = gw.logs.filter((l) => l.msg === 'shadow: would block').length
+  const statuses = [
+    await status('/trial', client(4)),
+    await status('/trial', client(4)),
+    await status('/trial', client(4)),
+  ]
+  expect(statuses).toEqual([200, 200, 200])
+  const lines = gw.logs.filter((l) => l.msg === 'shadow: would block').slice(before)
+  expect(lines).toHaveLength(2)
+  expect(lines[0]).toMatchObject({ rule: 'trial', path: '/trial', method: 'GET', mode: 'shadow', limit: 1 })
+  expect(String(lines[0]?.key)).toMatch(/^[\w-]{43}$/)
+  const metrics = await (await fetch(`${gw.admin}/metrics`)).text()
+  expect(metrics).toContain('edgelimit_shadow_would_block_total{rule="trial",tier=""} 2')
+  expect(metrics).toContain('edgelimit_decisions_total{rule="trial",tier="",outcome="shadow_denied"} 2')
+})
+
+test('enforce: 50 enforces the rule for a stable share of keys and shadows it for the rest', async () => {
+  const users = Array.from({ length: 60 }, (_, i) => `user-${i}`)
+  const blocked: boolean[] = []
+  for (const user of users) {
+    await status('/rollout', { 'x-user': user })
+    blocked.push((await status('/rollout', { 'x-user': user })) === 429)
+  }
+  const share = blocked.filter(Boolean).length / users.length
+  expect(share).toBeGreaterThan(0.25)
+  expect(share).toBeLessThan(0.75)
+  // Stable: the same users are blocked again.
+  for (const [i, user] of users.entries())
+    expect((await status('/rollout', { 'x-user': user })) === 429).toBe(blocked[i])
+})
+
+describe('tiers', () => {
+  test('by key lookup: gold-key is on pro (5), other keys on free (2)', async () => {
+    const statuses = await burst(6, 1, () => status('/api/a', { 'x-api-key': 'gold-key' }))
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429])
+    expect(await burst(3, 1, () => status('/api/a', { 'x-api-key': 'plain-key' }))).toEqual([200, 200, 429])
+    const response = await get('/api/a', { 'x-api-key': 'another-key' })
+    expect(response.headers.get('ratelimit-policy')).toMatch(/^"api\.free";q=2;w=\d+$/)
+  })
+
+  test('by header: x-plan names the plan; an unknown plan falls back to the default', async () => {
+    expect(await burst(6, 1, () => status('/api/b', { 'x-api-key': 'hk-1', 'x-plan': 'pro' }))).toEqual([
+      200, 200, 200, 200, 200, 429,
+    ])
+    expect(await burst(3, 1, () => status('/api/b', { 'x-api-key': 'hk-2', 'x-plan': 'platinum' }))).toEqual([
+      200, 200, 429,
+    ])
+  })
+})
+
+describe('keys', () => {
+  test('header keys are independent; a request without the header is keyed by its address', async () => {
+    expect(await burst(3, 1, () => status('/api/c', { 'x-api-key': 'k-a' }))).toEqual([200, 200, 429])
+    expect(await status('/api/c', { 'x-api-key': 'k-b' })).toBe(200)
+    expect(await burst(3, 1, () => status('/api/c', client(20)))).toEqual([200, 200, 429])
+    expect(await status('/api/c', client(21))).toBe(200)
+  })
+
+  test('query keys', async () => {
+    expect([await status('/q?user=ann'), await status('/q?user=ann'), await status('/q?user=bob')]).toEqual([
+      200, 429, 200,
+    ])
+  })
+
+  test('[ip, route] keys count each path pattern apart', async () => {
+    const h = client(30)
+    expect([await status('/r1/x', h), await status('/r1/y', h), await status('/r2/x', h)]).toEqual([
+      200, 429, 200,
+    ])
+  })
+
+  test('global is one bucket for every client', async () => {
+    expect([
+      await status('/shared', client(40)),
+      await status('/shared', client(41)),
+      await status('/shared', client(42)),
+    ]).toEqual([200, 200, 429])
+  })
+
+  test('IPv6 clients are grouped by /64', async () => {
+    const v6 = (a: string) => ({ 'x-forwarded-for': a })
+    expect(await status('/v6', v6('2001:db8:1:2::1'))).toBe(200)
+    expect(await status('/v6', v6('2001:db8:1:2:ffff::9'))).toBe(429)
+    expect(await status('/v6', v6('2001:db8:1:3::1'))).toBe(200)
+  })
+
+  test('a forged X-Forwarded-For from an untrusted peer is ignored', async () => {
+    const strict = await startInProcess(
+      'rules: [{ name: r, algorithm: fixed-window, limit: 1, window: 1h }]\n',
+      {
+        upstream: origin.url,
+      },
+    )
+    try {
+      const one = await fetch(`${strict.url}/`, { headers: client(50) })
+      const two = await fetch(`${strict.url}/`, { headers: client(51) })
+      expect([one.status, two.status]).toEqual([200, 429])
+    } finally {
+      await strict.close()
+    }
+  })
+})
+
+test('match: host glob, methods and header conditions must all hold', async () => {
+  const send = async (method: string, headers: Record<string, string>) =>
+    (await rawRequest(`${gw.url}/m`, { method, headers })).status
+  const base = { host: 'a.example.test', 'x-tenant': 't-1', ...client(60) }
+  expect(await send('POST', base)).toBe(200)
+  expect(await send('POST', base)).toBe(429)
+  // Not matched (so not limited): another host, GET, a tenant outside the glob, x-skip present.
+  expect(await send('POST', { ...base, host: 'example.org' })).toBe(200)
+  expect(await send('GET', base)).toBe(200)
+  expect(await send('POST', { ...base, 'x-tenant': 'other' })).toBe(200)
+  expect(await send('POST', { ...base, 'x-skip': '1' })).toBe(200)
+})
+
+test('cost: a request costing 2 against a limit of 5 passes twice', async () => {
+  expect(await burst(3, 1, () => status('/costly', client(70)))).toEqual([200, 200, 429])
+})
+
+test('every matching rule applies: all must admit, and each is named in the headers', async () => {
+  const h = client(80)
+  const first = await get('/both/x', h)
+  expect(first.headers.get('ratelimit-policy')).toMatch(/^"inner";q=5;w=\d+, "outer";q=3;w=\d+$/)
+  expect(first.headers.get('ratelimit')).toMatch(/^"inner";r=4;t=\d+, "outer";r=2;t=\d+$/)
+  expect(await burst(3, 1, () => status('/both/x', h))).toEqual([200, 200, 429])
+  const denied = await get('/both/y', h)
+  expect(((await denied.json()) as Record<string, unknown>)['violated-policies']).toEqual(['outer'])
+})
+
+describe('store failures follow onStoreError', () => {
+  test('closed answers 503 temporary-reduced-capacity; open admits', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer()
+      s.listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port
+        s.close(() => resolve(p))
+      })
+    })
+    const down = await startInProcess(
+      `
+store: redis://127.0.0.1:${port}
+rules:
+  - { name: strict, match: { path: /closed }, algorithm: gcra, limit: 10, period: 1s, onStoreError: closed, timeout: 50ms }
+  - { name: lenient, match: { path: /open }, algorithm: gcra, limit: 10, period: 1s, onStoreError: open, timeout: 50ms }
+`,
+      { upstream: origin.url, storeTimeoutMs: 100 },
+    )
+    try {
+      const closed = await fetch(`${down.url}/closed`)
+      expect(closed.status).toBe(503)
+      expect(await closed.json()).toMatchObject({
+        type: 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
+        status: 503,
+      })
+      expect((await fetch(`${down.url}/open`)).status).toBe(200)
+      const metrics = await (await fetch(`${down.admin}/metrics`)).text()
+      expect(metrics).toMatch(/edgelimit_store_errors_total\{kind="error"\} \d+/)
+      expect(metrics).toContain('edgelimit_store_fallbacks_total{rule="strict",mode="closed"} 1')
+      expect(metrics).toContain('edgelimit_store_fallbacks_total{rule="lenient",mode="open"} 1')
+      expect(metrics).toContain('edgelimit_breaker_state{rule="strict",tier=""} 0')
+    } finally {
+      await down.close()
+    }
+  })
+})

@@ -1,0 +1,144 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { describe, expect, test } from 'vitest'
+import { runSimulate, type SimulationResult } from '../../src/simulate/index.js'
+import { captureIo } from '../replay/io.js'
+
+const SAMPLE = path.resolve(__dirname, '../../../../../shared/data/apache_access_sample.log')
+const dir = mkdtempSync(path.join(tmpdir(), 'edgelimit-simulate-'))
+const file = (name: string, content: string) => {
+  const f = path.join(dir, name)
+  writeFileSync(f, content)
+  return f
+}
+
+async function simulateJson(
+  args: string[],
+): Promise<{ code: number; results: SimulationResult[]; out: string; err: string }> {
+  const io = captureIo(dir)
+  const json = `r-${Math.random().toString(36).slice(2)}.json`
+  const code = await runSimulate([...args, '--no-html', '--json', json], io)
+  const results =
+    code === 0 ? (JSON.parse(readFileSync(path.join(dir, json), 'utf8')) as SimulationResult[]) : []
+  return { code, results, out: io.out(), err: io.err() }
+}
+
+describe('edgelimit simulate', () => {
+  test('a table per algorithm, and an HTML report with uPlot inlined (no network)', async () => {
+    const io = captureIo(dir)
+    expect(await runSimulate(['boundary-burst', '--html', 'sim.html'], io)).toBe(0)
+    const out = io.out()
+    expect(out).toContain('boundary-burst: 2,300 requests from 6 clients over 10 m; limit 100 per 1 m')
+    expect(out).toMatch(/fixed window\s+2,300\s+0\s+200 \/ 100\s+2\.00×\s+0\s+400 \(17\.4 %\)\s+—/)
+    expect(out).toMatch(/sliding log \(exact\)\s+1,900\s+400\s+100 \/ 100\s+1\.00×\s+0\s+0\s+2 m/)
+    const html = readFileSync(path.join(dir, 'sim.html'), 'utf8')
+    expect(html).toContain('var uPlot=')
+    expect(html).toContain("default-src 'none'")
+    expect(html).not.toMatch(/(src|href)="https?:/)
+  })
+
+  test('--limit and --window reshape the scenario and every algorithm; --algorithms picks a subset', async () => {
+    const { results } = await simulateJson([
+      'boundary-burst',
+      '--limit',
+      '20',
+      '--window',
+      '10s',
+      '--algorithms',
+      'fixed-window,sliding-log',
+    ])
+    const [r] = results
+    expect(r?.algorithms.map((a) => a.id)).toEqual(['fixed-window', 'sliding-log'])
+    expect([r?.limit, r?.windowMs]).toEqual([20, 10_000])
+    expect(r?.algorithms.map((a) => a.maxInSpan.count)).toEqual([40, 20])
+  })
+
+  test('a policy file: its rules instead of the algorithms; a global rule sees the botnet', async () => {
+    const policy = file(
+      'policy.yaml',
+      `rules:
+  - { name: per-ip, algorithm: sliding-window, limit: 100, window: 1m }
+  - { name: search-global, match: { path: /api/search }, key: global, algorithm: gcra, limit: 20000, period: 1m }
+`,
+    )
+    const { code, results } = await simulateJson(['botnet', '--config', policy])
+    expect(code).toBe(0)
+    const [perIp, global] = results[0]?.algorithms ?? []
+    expect(perIp?.denied).toBe(0)
+    // 50,000 requests a minute for 3 minutes against 20,000 a minute (bursts of 20,000): ~80,000 pass.
+    expect(global?.label).toBe('search-global')
+    expect(global?.admitted).toBe(79_997)
+    expect(global?.maxInSpan.key).toBe('*')
+  })
+
+  test('--trace: an access log, JSON lines, and time,key[,cost] lines', async () => {
+    const log = await simulateJson([
+      '--trace',
+      SAMPLE,
+      '--limit',
+      '60',
+      '--algorithms',
+      'sliding-log,fixed-window',
+    ])
+    expect(log.results[0]?.requests).toBe(10_000)
+    expect(log.results[0]?.clients).toBe(1753)
+    expect(log.results[0]?.algorithms[0]?.denied).toBe(87)
+    const csv = file('trace.csv', 'time,key,cost\n0,alice\n10,alice,2\n20,bob\nnot-a-time,x\n30,alice,3\n')
+    const c = await simulateJson([
+      '--trace',
+      csv,
+      '--limit',
+      '4',
+      '--window',
+      '1s',
+      '--algorithms',
+      'sliding-log',
+    ])
+    expect(c.err).toContain('1 malformed line(s) skipped: line 5')
+    expect(c.results[0]?.algorithms[0]).toMatchObject({ admitted: 3, denied: 1 })
+    const jsonl = file(
+      'trace.jsonl',
+      ['{"t":0,"key":"a"}', '{"t":"1970-01-01T00:00:00.500Z","key":"a","cost":2}', '{"t":900,"ip":"b"}'].join(
+        '\n',
+      ),
+    )
+    const j = await simulateJson([
+      '--trace',
+      jsonl,
+      '--limit',
+      '2',
+      '--window',
+      '1s',
+      '--algorithms',
+      'fixed-window',
+    ])
+    expect(j.results[0]?.algorithms[0]).toMatchObject({ admitted: 2, denied: 1 })
+  })
+
+  test('usage errors exit 2; --help and --list exit 0', async () => {
+    const cases: [string[], RegExp][] = [
+      [['nosuch'], /unknown scenario "nosuch"/],
+      [['--algorithms', 'magic'], /--algorithms: unknown magic/],
+      [['--window', 'soon'], /--window: expected a duration/],
+      [['--limit', '0'], /--limit: expected a positive whole number/],
+      [['--trace', path.join(dir, 'missing.csv')], /ENOENT/],
+      [['--trace', file('empty.csv', 'time,key\n')], /no requests found/],
+      [
+        ['--config', file('bad.yaml', 'rules: [{ name: x, algorithm: magic }]\n')],
+        /bad\.yaml:1:\d+\s+rules\[0\]\.algorithm/,
+      ],
+    ]
+    for (const [args, message] of cases) {
+      const io = captureIo(dir)
+      expect(await runSimulate([...args, '--no-html'], io), args.join(' ')).toBe(2)
+      expect(io.err()).toMatch(message)
+    }
+    const help = captureIo(dir)
+    expect(await runSimulate(['--help'], help)).toBe(0)
+    expect(help.out()).toContain('Usage: edgelimit simulate')
+    const list = captureIo(dir)
+    expect(await runSimulate(['--list'], list)).toBe(0)
+    expect(list.out().split('\n').filter(Boolean)).toHaveLength(6)
+  })
+})
