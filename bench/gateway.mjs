@@ -20,9 +20,10 @@
 //   2. latency: all contestants at once, fresh processes (each warmed with 1 s of wrk), one
 //      open-loop probe sending 500 requests/s to each in turn, in rotating order
 //      (bench/gateway/probe.mjs): the same seconds of machine load for everyone.
-// Reported: best round per contestant (house style). Targets: the median over rounds of the
-// paired per-round ratios (memory/plain, memory/nginx) and of the paired p99 difference
-// (memory − plain, same window) — robust to one lucky or unlucky run.
+// Reported: throughput of each contestant's best round (house style); latency percentiles of
+// every sample of every round pooled (a stall of a few ms lands in some round's p99 at random;
+// pooling averages it out). Targets: the median over rounds of the paired per-round throughput
+// ratios (memory/plain, memory/nginx), and the pooled p99 difference (memory − plain).
 // Node proxies and nginx each get one core's worth: one event loop / worker_processes 1.
 //
 // Writes bench/results/gateway-<YYYY-MM-DD>.json and .md (UTC date).
@@ -330,12 +331,12 @@ function markdown(report) {
   const lines = [
     `# Gateway benchmark — ${report.date}`,
     '',
-    `- Command: \`${report.command}\`; ${report.settings.rounds} round(s); the table shows each contestant's best round`,
+    `- Command: \`${report.command}\`; ${report.settings.rounds} round(s); throughput: each contestant's best round; latency: every round's samples pooled`,
     `- Node ${report.machine.node}, ${report.machine.platform}; CPU: ${report.machine.cpu} × ${report.machine.cores}; ${report.machine.nginx}; ${report.machine.wrk}; ${report.machine.redis}`,
     `- Load average (1/5/15 min) ${report.load.before.join(' / ')} before, ${report.load.after.join(' / ')} after — 2 cores shared by the load generator, the origin, the proxies and other work: single runs swing by ±25 %, hence paired rounds and medians`,
     `- edgelimit at ${report.git.commit}${report.git.dirtyFiles ? ` with ${report.git.dirtyFiles} uncommitted file(s) under packages/ and bench/gateway` : ''}; build hash ${report.buildHash}`,
     `- Throughput: each contestant alone in a fresh process, \`wrk -t1 -c${CONNECTIONS} -d${WRK_S}s --latency\` after a ${WARMUP_S} s warm-up; order alternating between rounds`,
-    `- Latency: every contestant at once (fresh processes), one open-loop probe sending ${PROBE_RATE} requests/s to each in turn for ${PROBE_S} s after ${PROBE_WARMUP_S} s of warm-up, each request timed from when it was due`,
+    `- Latency: every contestant at once (fresh processes), one open-loop probe sending ${PROBE_RATE} requests/s to each in turn (rotating order) for ${PROBE_S} s after ${PROBE_WARMUP_S} s of warm-up, each request timed from when it was due; percentiles over all rounds' samples`,
     '',
     `| contestant | what | requests/s | p50 (wrk) | p99 (wrk) | p50 @${PROBE_RATE}/s | p99 @${PROBE_RATE}/s | non-2xx / errors |`,
     '| :--- | :--- | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -408,6 +409,8 @@ async function main() {
       await ready(url, child)
       return { url, stop: () => (child === undefined ? undefined : stop(child, child.stopSignal)) }
     }
+    /** Every latency sample of every round, per contestant. */
+    const pooled = new Map()
     for (let round = 1; round <= ROUNDS; round++) {
       const order = round % 2 === 1 ? list : [...list].reverse()
       const results = new Map()
@@ -429,7 +432,9 @@ async function main() {
         for (const [i, c] of list.entries()) {
           const w = results.get(c.id)
           const p = latencies[i]
-          runs.push({ round, id: c.id, label: c.label, wrk: w, probe: p })
+          const { samples, ...probeSummary } = p
+          pooled.set(c.id, [...(pooled.get(c.id) ?? []), ...samples])
+          runs.push({ round, id: c.id, label: c.label, wrk: w, probe: probeSummary })
           process.stdout.write(
             `round ${round}  ${c.label.padEnd(20)} ${fmt.rps(w.rps).padStart(10)}  p50 ${fmt.ms(w.p50)}  p99 ${fmt.ms(w.p99)}  |  @${PROBE_RATE}/s p50 ${fmt.ms(p.p50)} p99 ${fmt.ms(p.p99)}${w.non2xx + w.errors + p.non2xx + p.errors > 0 ? `  (non-2xx ${w.non2xx + p.non2xx}, errors ${w.errors + p.errors})` : ''}\n`,
           )
@@ -441,7 +446,8 @@ async function main() {
     const summary = list.map((c) => {
       const mine = runs.filter((r) => r.id === c.id)
       const best = mine.reduce((a, b) => (b.wrk.rps > a.wrk.rps ? b : a))
-      const calm = mine.reduce((a, b) => (b.probe.p99 < a.probe.p99 ? b : a))
+      const samples = [...(pooled.get(c.id) ?? [])].sort((a, b) => a - b)
+      const at = (q) => samples[Math.min(samples.length - 1, Math.floor(q * samples.length))] ?? null
       return {
         id: c.id,
         label: c.label,
@@ -449,8 +455,9 @@ async function main() {
         rps: best.wrk.rps,
         p50: best.wrk.p50,
         p99: best.wrk.p99,
-        probeP50: calm.probe.p50,
-        probeP99: calm.probe.p99,
+        probeP50: at(0.5),
+        probeP99: at(0.99),
+        probeSamples: samples.length,
         non2xx: mine.reduce((n, r) => n + r.wrk.non2xx + r.probe.non2xx, 0),
         errors: mine.reduce((n, r) => n + r.wrk.errors + r.probe.errors, 0),
       }
@@ -488,14 +495,15 @@ async function main() {
       })
     }
     if (by.memory && by.plain) {
+      const added = by.memory.probeP99 - by.plain.probeP99
       const r = paired('plain', (m, o) => m.probe.p99 - o.probe.p99)
       const signed = (x) => `${x >= 0 ? '+' : ''}${x.toFixed(2)} ms`
       targets.push({
         ...TARGETS[2],
-        value: r.median,
+        value: added,
         rounds: r.values,
-        measured: `${signed(r.median)} median of ${r.values.length} rounds (${r.values.map(signed).join(', ')}); calmest runs ${fmt.ms(by.memory.probeP99)} vs ${fmt.ms(by.plain.probeP99)}`,
-        pass: r.median <= TARGETS[2].ms,
+        measured: `${signed(added)} (p99 of ${by.memory.probeSamples} pooled samples: ${fmt.ms(by.memory.probeP99)} vs ${fmt.ms(by.plain.probeP99)}); per round ${r.values.map(signed).join(', ')}`,
+        pass: added <= TARGETS[2].ms,
       })
     }
     const date = new Date().toISOString().slice(0, 10)

@@ -4,7 +4,7 @@
 // Requests go to the targets in turn, evenly spaced and in rotating order, so a burst of machine
 // load hits every target alike. Each request is timed from the moment it was due, not from when it was sent, so a
 // stalled server shows up as latency (no coordinated omission). Prints one JSON line per target,
-// in milliseconds.
+// in milliseconds, with every sample (for pooling over rounds).
 import { createRequire } from 'node:module'
 import { performance } from 'node:perf_hooks'
 
@@ -66,7 +66,7 @@ function finish() {
     const l = t.latencies.sort((a, b) => a - b)
     const at = (p) => l[Math.min(l.length - 1, Math.floor((p / 100) * l.length))] ?? null
     process.stdout.write(
-      `${JSON.stringify({ url: t.url, rate, seconds, count: l.length, errors: t.errors, non2xx: t.non2xx, p50: round(at(50)), p90: round(at(90)), p99: round(at(99)), max: round(l.at(-1) ?? null) })}\n`,
+      `${JSON.stringify({ url: t.url, rate, seconds, count: l.length, errors: t.errors, non2xx: t.non2xx, p50: round(at(50)), p90: round(at(90)), p99: round(at(99)), max: round(l.at(-1) ?? null), samples: l.map((x) => Math.round(x * 100) / 100) })}\n`,
     )
   }
   Promise.all(targets.map((t) => t.pool.close())).then(() => process.exit(0))

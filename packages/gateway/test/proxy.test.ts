@@ -215,3 +215,10 @@ describe('upstream failures', () => {
     }
   })
 })
+
+test('every request above was accounted for: none left in flight', async () => {
+  await new Promise((r) => setTimeout(r, 50))
+  expect(gw.gateway.metrics.inFlight).toBe(0)
+  const metrics = await (await fetch(`${gw.admin}/metrics`)).text()
+  expect(metrics).toContain('edgelimit_in_flight_requests 0')
+})

@@ -120,6 +120,8 @@ function onSocketClose(this: Watched): void {
 class Exchange implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined
   private finished = false
+  // Kept: Node detaches `req.socket` once the response has ended.
+  private readonly socket: Watched
   constructor(
     private readonly req: IncomingMessage,
     private readonly res: ServerResponse,
@@ -129,13 +131,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     const socket = req.socket as Watched
     if (!(SERVING in socket)) socket.once('close', onSocketClose)
     socket[SERVING] = this
+    this.socket = socket
   }
 
   private finish(status: number, upstream: number | 'error' | 'aborted', error?: Error): void {
     if (this.finished) return
     this.finished = true
-    const socket = this.req.socket as Watched
-    if (socket[SERVING] === this) socket[SERVING] = undefined
+    if (this.socket[SERVING] === this) this.socket[SERVING] = undefined
     this.sink.done(status, upstream, error)
   }
 
