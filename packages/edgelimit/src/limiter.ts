@@ -27,7 +27,7 @@ export interface Limiter {
   limit(key: string, options?: LimitOptions): Promise<Decision>
   /** The synchronous form, for stores that are in-process (the memory store). */
   limitSync(key: string, options?: LimitOptions): Decision
-  /** The decision a cost-1 request would get now, without charging. */
+  /** The current state (a cost-0 decision): `remaining`, `resetAfterMs` per rule; charges nothing. */
   peek(key: string): Promise<Decision>
   /** Forgets `key` in every rule. */
   reset(key: string): Promise<void>
