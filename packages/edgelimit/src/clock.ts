@@ -13,9 +13,3 @@ export const systemClock: Clock = { now: () => Date.now() }
 export function monotonic(): number {
   return performance.now()
 }
-
-/** A monotonic stopwatch in fractional ms. */
-export function stopwatch(): () => number {
-  const start = monotonic()
-  return () => monotonic() - start
-}

@@ -156,13 +156,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
             approxIndex.length,
             Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
             100_000,
-            (error) => {
-              const kind =
-                error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_TIMEOUT'
-                  ? 'timeout'
-                  : 'error'
-              emit?.({ type: 'store-error', kind, error, latencyMs: 0 })
-            },
+            (error) => emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: 0 }),
           )
 
     /** Approximate syncs go through the same breaker and deadline as decisions. */
@@ -255,9 +249,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         return { verdicts, ok: true }
       } catch (error) {
         breaker?.record(false, clock.now())
-        const kind =
-          error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error'
-        emit?.({ type: 'store-error', kind, error, latencyMs: monotonic() - started })
+        emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: monotonic() - started })
         return { verdicts: fallback(g, key, cost, now, mask), ok: false }
       }
     }
@@ -369,6 +361,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
     },
     flush: () => remote?.flush() ?? Promise.resolve(),
   }
+}
+
+/** How a failed store call is reported: a missed deadline, or any other error. */
+function storeErrorKind(error: unknown): 'timeout' | 'error' {
+  return error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error'
 }
 
 /** A cached denial as it stands `ms` later: every wait shortened by the time passed. */

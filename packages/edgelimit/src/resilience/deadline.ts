@@ -1,4 +1,4 @@
-import { stopwatch } from '../clock.js'
+import { monotonic } from '../clock.js'
 import { EdgelimitError } from '../errors.js'
 
 /** Runs `f` after pending I/O callbacks (Node, Bun, Deno: setImmediate), else on the next task. */
@@ -25,7 +25,6 @@ interface Pending {
  * @example const deadline = createDeadline(45); await deadline(store.evaluate(key, 1, now))
  */
 export function createDeadline(ms: number): Deadline {
-  const elapsed = stopwatch()
   let queue: Pending[] = []
   let head = 0
   let timer: ReturnType<typeof setTimeout> | undefined
@@ -50,7 +49,7 @@ export function createDeadline(ms: number): Deadline {
 
   function sweep(): void {
     timer = undefined
-    const now = elapsed()
+    const now = monotonic()
     while (head < queue.length) {
       const p = queue[head] as Pending
       if (!p.settled && p.at > now) break
@@ -80,7 +79,7 @@ export function createDeadline(ms: number): Deadline {
 
   return <T>(work: Promise<T>): Promise<T> =>
     new Promise<T>((resolve, reject) => {
-      const now = elapsed()
+      const now = monotonic()
       const pending: Pending = { at: now + ms, settled: false, fail: reject }
       queue.push(pending)
       live++
