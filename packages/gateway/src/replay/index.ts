@@ -2,7 +2,14 @@ import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { parseDuration } from 'edgelimit'
-import { type CliIo, positiveInt, UsageError, workingDirectory, writeOutput } from '../report/io.js'
+import {
+  type CliIo,
+  positiveInt,
+  runCommand,
+  UsageError,
+  workingDirectory,
+  writeOutput,
+} from '../report/io.js'
 import { type ReplayResult, replayLog } from './engine.js'
 import type { JsonFields } from './json-line.js'
 import { loadPolicy, PolicyError, type PolicyRule, policyFromRules } from './policy.js'
@@ -51,23 +58,13 @@ const FIELDS = new Set(['time', 'ip', 'user', 'method', 'path', 'status', 'userA
  * `edgelimit replay`: the CLI entry point. Returns the exit code; never throws for bad input.
  * @example process.exitCode = await runReplay(process.argv.slice(3), process)
  */
-export async function runReplay(args: string[], io: CliIo): Promise<number> {
-  try {
-    return await replay(args, io)
-  } catch (error) {
-    if (error instanceof UsageError || error instanceof PolicyError) {
-      io.stderr.write(`edgelimit replay: ${error.message}\n`)
-      return 2
-    }
-    if (
-      isNodeError(error) &&
-      (error.code === 'ENOENT' || error.code === 'EACCES' || error.code === 'EISDIR')
-    ) {
-      io.stderr.write(`edgelimit replay: ${error.message}\n`)
-      return 2
-    }
-    throw error
-  }
+export function runReplay(args: string[], io: CliIo): Promise<number> {
+  return runCommand(
+    'replay',
+    io,
+    () => replay(args, io),
+    (e) => e instanceof PolicyError,
+  )
 }
 
 async function replay(args: string[], io: CliIo): Promise<number> {
@@ -187,8 +184,4 @@ function quickRule(values: {
         : { limit, period: window }
   const key = (values.key ?? 'ip').split('+').map((k) => k.trim())
   return policyFromRules([{ name: algorithm, algorithm, key: key.length === 1 ? key[0] : key, ...params }])
-}
-
-function isNodeError(e: unknown): e is NodeJS.ErrnoException {
-  return e instanceof Error && typeof (e as NodeJS.ErrnoException).code === 'string'
 }

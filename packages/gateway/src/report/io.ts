@@ -29,6 +29,34 @@ export class UsageError extends Error {
   override readonly name = 'UsageError'
 }
 
+/**
+ * Runs a CLI command: a usage error, an input error (`isInputError`) or an unreadable file is
+ * printed as `edgelimit <command>: <message>` with exit code 2; anything else is a bug and throws.
+ */
+export async function runCommand(
+  command: string,
+  io: CliIo,
+  work: () => Promise<number>,
+  isInputError: (error: unknown) => boolean,
+): Promise<number> {
+  try {
+    return await work()
+  } catch (error) {
+    const code = error instanceof Error ? (error as NodeJS.ErrnoException).code : undefined
+    if (
+      error instanceof UsageError ||
+      isInputError(error) ||
+      code === 'ENOENT' ||
+      code === 'EACCES' ||
+      code === 'EISDIR'
+    ) {
+      io.stderr.write(`edgelimit ${command}: ${(error as Error).message}\n`)
+      return 2
+    }
+    throw error
+  }
+}
+
 /** Writes a file, creating its directory. */
 export async function writeOutput(file: string, text: string): Promise<void> {
   await mkdir(path.dirname(file), { recursive: true })

@@ -2,7 +2,14 @@ import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { parseDuration } from 'edgelimit'
 import { loadPolicy, PolicyError } from '../replay/policy.js'
-import { type CliIo, positiveInt, UsageError, workingDirectory, writeOutput } from '../report/io.js'
+import {
+  type CliIo,
+  positiveInt,
+  runCommand,
+  UsageError,
+  workingDirectory,
+  writeOutput,
+} from '../report/io.js'
 import { ALGORITHM_IDS, type Contestant, defaultContestants, policyContestants } from './contestants.js'
 import { type SimulationResult, simulate } from './engine.js'
 import { htmlReport, textTable } from './report.js'
@@ -44,21 +51,13 @@ Exit codes: 0 done, 2 usage, policy or input error.
  * `edgelimit simulate`: the CLI entry point. Returns the exit code; never throws for bad input.
  * @example process.exitCode = await runSimulate(['boundary-burst', '--no-html'], process)
  */
-export async function runSimulate(args: string[], io: CliIo): Promise<number> {
-  try {
-    return await run(args, io)
-  } catch (error) {
-    if (error instanceof UsageError || error instanceof PolicyError) {
-      io.stderr.write(`edgelimit simulate: ${error.message}\n`)
-      return 2
-    }
-    const code = (error as NodeJS.ErrnoException).code
-    if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') {
-      io.stderr.write(`edgelimit simulate: ${(error as Error).message}\n`)
-      return 2
-    }
-    throw error
-  }
+export function runSimulate(args: string[], io: CliIo): Promise<number> {
+  return runCommand(
+    'simulate',
+    io,
+    () => run(args, io),
+    (e) => e instanceof PolicyError,
+  )
 }
 
 async function run(args: string[], io: CliIo): Promise<number> {
