@@ -4,6 +4,7 @@ export default defineConfig({
   entry: {
     index: 'src/index.ts',
     redis: 'src/redis.ts',
+    http: 'src/http.ts',
     'testing/index': 'src/testing/index.ts',
     fetch: 'src/adapters/fetch.ts',
     node: 'src/adapters/node.ts',

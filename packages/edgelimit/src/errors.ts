@@ -48,5 +48,6 @@ export function describe(value: unknown): string {
   if (value === null) return 'null'
   if (value === undefined) return 'undefined'
   if (Array.isArray(value)) return 'an array'
-  return `a ${typeof value}`
+  const type = typeof value
+  return type === 'object' ? 'an object' : `a ${type}`
 }

@@ -1,23 +1,20 @@
 /**
- * The library's HTTP building blocks the gateway shares with every adapter: header fields, the
- * problem+json answer, client-address resolution. `edgelimit` does not export them yet (its
- * adapters use them internally), so they are taken from its source here, in this one file, and
- * bundled into the CLI. When the library exports them (say as `edgelimit/http`), only this file
- * changes.
+ * What the gateway takes from the library beyond its public entry points: the HTTP building
+ * blocks come from `edgelimit/http` (shared with every adapter); `bindingRule` and `describe` are
+ * internal helpers not worth a public export, taken from the library's source in this one file.
  */
 
-export { bindingRule } from '../../edgelimit/src/decision.js'
-export { describe } from '../../edgelimit/src/errors.js'
 export {
+  type ClientKeyOptions,
   type HeaderStandard,
+  PROBLEM_TYPES,
+  problemFor,
   type QuotaPolicy,
   quotaPolicy,
   rateLimitHeaders,
-} from '../../edgelimit/src/http/headers.js'
-export {
-  type ClientKeyOptions,
   resolveClientIp,
+  subnetKey,
   validateClientKeyOptions,
-} from '../../edgelimit/src/http/identity.js'
-export { subnetKey } from '../../edgelimit/src/http/ip.js'
-export { PROBLEM_TYPES, problemFor } from '../../edgelimit/src/http/problem.js'
+} from 'edgelimit/http'
+export { bindingRule } from '../../edgelimit/src/decision.js'
+export { describe } from '../../edgelimit/src/errors.js'
