@@ -1,7 +1,8 @@
 // Concurrency: 1,000 simultaneous requests for one key admit exactly the limit, whatever the
 // algorithm. Through the example Worker (examples/cloudflare-worker, its built dependencies, one
-// Durable Object per client) with limit 100, and at the store with a frozen client clock, which
-// also covers the shaping leaky bucket (whose admitted requests the adapter holds for delayMs).
+// Durable Object per client) with limit 100 — the shaping leaky bucket included, whose queued
+// requests the Worker accepts with 202 and their place in the queue — and at the store with a
+// frozen client clock.
 
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
@@ -19,8 +20,11 @@ const EXAMPLE_ALGORITHMS = [
   'sliding-window',
   'token-bucket',
   'leaky-bucket',
+  'leaky-bucket-shape',
   'gcra',
 ]
+/** The example's window: shaping releases one queued request every WINDOW / LIMIT = 36 s. */
+const WINDOW_MS = 3_600_000
 
 describe(`example Worker: ${N} concurrent requests from one client, limit ${LIMIT}`, () => {
   let mf: Miniflare
@@ -48,6 +52,7 @@ describe(`example Worker: ${N} concurrent requests from one client, limit ${LIMI
   })
 
   it.each(EXAMPLE_ALGORITHMS)('%s admits exactly 100', async (algorithm) => {
+    const shaping = algorithm === 'leaky-bucket-shape'
     // Through miniflare's entry, routed to this algorithm's Worker, as one client (CF-Connecting-IP).
     const send = (path: string, ip = '203.0.113.7') =>
       mf.dispatchFetch(`http://example.com${path}`, {
@@ -58,11 +63,27 @@ describe(`example Worker: ${N} concurrent requests from one client, limit ${LIMI
     for (const r of responses) statuses[r.status] = (statuses[r.status] ?? 0) + 1
     // Miniflare may have read an error response's body already (to rebuild the error).
     const bodies = await Promise.all(responses.map((r) => (r.bodyUsed ? '(read)' : r.text())))
-    const odd = responses.findIndex((r) => r.status !== 200 && r.status !== 429)
-    expect(statuses, odd === -1 ? '' : `${responses[odd]?.status}: ${bodies[odd]}`).toEqual({
-      200: LIMIT,
-      429: N - LIMIT,
-    })
+    const odd = responses.findIndex((r) => ![200, 202, 429].includes(r.status))
+    // Shaping admits one request now and queues LIMIT − 1 behind it (202): admitted all the same.
+    expect(statuses, odd === -1 ? '' : `${responses[odd]?.status}: ${bodies[odd]}`).toEqual(
+      shaping ? { 200: 1, 202: LIMIT - 1, 429: N - LIMIT } : { 200: LIMIT, 429: N - LIMIT },
+    )
+    if (shaping) {
+      // Each queued request has its own place, 1 … 99, due one release interval after the one before
+      // (less the time the burst took, well under one interval).
+      const queued = bodies
+        .filter((_, i) => responses[i]?.status === 202)
+        .map((b) => JSON.parse(b) as { queued: boolean; position: number; delayMs: number })
+      const release = WINDOW_MS / LIMIT
+      expect(queued.map((q) => q.position).sort((a, b) => a - b)).toEqual(
+        Array.from({ length: LIMIT - 1 }, (_, i) => i + 1),
+      )
+      for (const q of queued) {
+        expect(q.queued).toBe(true)
+        expect(q.delayMs).toBeGreaterThan((q.position - 0.5) * release)
+        expect(q.delayMs).toBeLessThanOrEqual(q.position * release)
+      }
+    }
     const denied = responses.find((r) => r.status === 429)
     expect(denied?.headers.get('content-type')).toBe('application/problem+json')
     expect(denied?.headers.get('ratelimit')).toMatch(/^"api";r=0;t=\d+$/)
