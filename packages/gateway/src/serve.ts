@@ -78,7 +78,7 @@ export async function serve(args: readonly string[]): Promise<number> {
         '',
         `edgelimit serve — policy ${relative(process.cwd(), values.config) || values.config}: ${config.rules.length} rules, ${config.store.type} store`,
         `  proxy  ${base}  →  ${gateway.demo ? `built-in demo origin ${gateway.upstreamUrl}` : gateway.upstreamUrl}`,
-        `  admin  ${admin}  (/metrics, /healthz, /readyz; ${adminApi})`,
+        `  admin  ${admin}  (/dashboard, /metrics, /healthz, /readyz; ${adminApi})`,
         '',
         ...tryLines(config, base, admin),
         '',

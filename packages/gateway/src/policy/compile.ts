@@ -1,4 +1,4 @@
-import { createLimiter, type Limiter, type LimiterEvent } from 'edgelimit'
+import { type Clock, createLimiter, type Limiter, type LimiterEvent } from 'edgelimit'
 import type { GatewayConfig, PlanConfig, RuleConfig } from '../config/types.js'
 import { type ClientKeyOptions, type QuotaPolicy, quotaPolicy } from '../library.js'
 import { compileKey, createClientResolver, createHasher, type KeyContext, type RuleKey } from './key.js'
@@ -44,7 +44,8 @@ export type EventSink = (rule: string, tier: string) => ((event: LimiterEvent) =
 
 /**
  * Builds limiters for every rule (one per tier), reusing those of `previous` whose rule,
- * parameters and store are unchanged: their counters carry over a reload.
+ * parameters and store are unchanged: their counters carry over a reload. Every limiter reads the
+ * time from `clock` (the system clock by default; a manual clock in tests and replays).
  *
  * @example const policy = compilePolicy(config, await openStore(config.store))
  */
@@ -53,6 +54,7 @@ export function compilePolicy(
   store: StoreHandle,
   previous?: CompiledPolicy,
   events?: EventSink,
+  clock?: Clock,
 ): CompiledPolicy {
   const reuse = previous?.store === store ? previous.limiters : undefined
   const limiters = new Map<string, Limiter>()
@@ -82,6 +84,7 @@ export function compilePolicy(
           ],
           store: store.store,
           timeout: rule.timeout,
+          ...(clock === undefined ? {} : { clock }),
           ...(onEvent === undefined ? {} : { onEvent }),
         })
       }

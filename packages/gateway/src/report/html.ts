@@ -74,7 +74,7 @@ export function htmlTable(
 let assets: { js: string; css: string } | undefined
 
 /** uPlot's script and stylesheet, read once from node_modules to be inlined (no network). */
-function uplot(): { js: string; css: string } {
+export function uplot(): { js: string; css: string } {
   if (assets === undefined) {
     const require = createRequire(import.meta.url)
     const dir = path.dirname(require.resolve('uplot/dist/uPlot.iife.min.js'))
@@ -87,7 +87,7 @@ function uplot(): { js: string; css: string } {
 }
 
 /** Serialises for a `<script>` element: no `</script>` or `<!--` can close it early. */
-function scriptJson(value: unknown): string {
+export function scriptJson(value: unknown): string {
   return JSON.stringify(value)
     .replace(/</g, '\\u003c')
     .replace(/\u2028/g, '\\u2028')

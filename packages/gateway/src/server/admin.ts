@@ -6,6 +6,7 @@ import type { Logger } from 'pino'
 import type { CompiledPolicy, CompiledRule, Plan } from '../policy/compile.js'
 import type { RequestInfo } from '../policy/request.js'
 import { sendProblem } from '../proxy/problem.js'
+import { createDashboard } from './dashboard.js'
 import type { Metrics } from './metrics.js'
 
 /** The operations port: metrics, health, and the admin API. */
@@ -125,13 +126,27 @@ function target(
 
 /**
  * Starts the operations server: `GET /metrics` (Prometheus), `GET /healthz` (the process is up),
- * `GET /readyz` (503 while draining), and, with a bearer token, `GET /admin/rules`,
+ * `GET /readyz` (503 while draining), `GET /dashboard` (the live dashboard, read-only like
+ * `/metrics`; its stream is `GET /dashboard/events`), and, with a bearer token, `GET /admin/rules`,
  * `POST /admin/peek`, `POST /admin/reset` and `POST /admin/reload`.
  *
  * @example await startAdmin({ port: 9090, host: '127.0.0.1', metrics, log, token: () => process.env.TOKEN, … })
  */
 export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
   const { metrics, log } = options
+  const dashboard = createDashboard({
+    data: metrics.dashboard,
+    context: () => {
+      const policy = options.policy()
+      const state = options.ready()
+      return {
+        rules: policy.rules.map((r) => ({ name: r.name, mode: r.config.mode, enforce: r.config.enforce })),
+        store: { type: policy.store.type, status: policy.store.status() },
+        generation: typeof state.generation === 'number' ? state.generation : 0,
+        draining: !state.ready,
+      }
+    },
+  })
   const server = createServer((req, res) => {
     handle(req, res).catch((error: Error) => {
       if (!res.headersSent) sendProblem(res, 400, req.url ?? '/', error.message)
@@ -151,6 +166,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       const state = options.ready()
       return json(res, state.ready ? 200 : 503, state)
     }
+    if (path !== undefined && dashboard.handle(req, res, path)) return
     if (!path?.startsWith('/admin/')) return sendProblem(res, 404, path ?? '/', 'Not found.')
     const token = options.token()
     if (token === undefined) {
@@ -223,6 +239,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
     port: (server.address() as AddressInfo).port,
     close: () =>
       new Promise((resolve) => {
+        dashboard.close()
         server.close(() => resolve())
         server.closeAllConnections()
       }),

@@ -3,6 +3,7 @@ import { type FSWatcher, readFileSync, watch } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { basename, dirname, resolve } from 'node:path'
+import { type Clock, systemClock } from 'edgelimit'
 import type { Logger } from 'pino'
 import { formatIssue, type Issue, PolicyError } from '../config/issues.js'
 import type { GatewayConfig, UpstreamConfig } from '../config/types.js'
@@ -42,6 +43,11 @@ export interface GatewayOptions {
   storeTimeoutMs?: number
   /** Environment for `${VAR}` in the policy. @default process.env */
   env?: Readonly<Record<string, string | undefined>>
+  /**
+   * Where decisions read the time (programmatic only: no flag or header sets it). Tests and
+   * replays pass a manual clock. @default systemClock
+   */
+  clock?: Clock
 }
 
 /** A running gateway. */
@@ -89,7 +95,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const log = options.logger
   const env = options.env ?? process.env
   const storeTimeoutMs = options.storeTimeoutMs ?? 10_000
-  const metrics = createMetrics()
+  const clock = options.clock ?? systemClock
+  const metrics = createMetrics({ dashboard: { now: () => clock.now() } })
   const sink = (rule: string, tier: string) => metrics.limiterEvents(rule, tier)
 
   const first = loadPolicy(file, env)
@@ -110,7 +117,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   })
   let current: Generation = {
     id: 1,
-    policy: compilePolicy(first.config, firstStore, undefined, sink),
+    policy: compilePolicy(first.config, firstStore, undefined, sink, clock),
     upstream: openUpstream(await upstreamFor(first.config)),
     text: first.source.text,
     inFlight: 0,
@@ -146,7 +153,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     for (const part of verdict.parts) {
       for (const r of part.decision.rules) {
         const outcome = r.allowed ? 'allowed' : r.shadow ? 'shadow_denied' : 'denied'
-        metrics.decision(part.rule.name, part.plan.tier, outcome)
+        metrics.decision(part.rule.name, part.plan.tier, outcome, part.key)
         if (outcome === 'shadow_denied') {
           log.warn(
             {
@@ -184,10 +191,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       try {
         const request = fromIncoming(this.req)
         const policy = this.gen.policy
-        if (policy.store.inProcess) this.proceed(request, decideSync(policy, request, Date.now()))
+        if (policy.store.inProcess) this.proceed(request, decideSync(policy, request, clock.now()))
         else {
           this.watchAbort()
-          decide(policy, request, Date.now()).then(
+          decide(policy, request, clock.now()).then(
             (verdict) => this.proceed(request, verdict),
             (error: unknown) => this.fail(error),
           )
@@ -317,7 +324,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const upstream =
       JSON.stringify(upstreamConfig) === old.upstream.signature ? old.upstream : openUpstream(upstreamConfig)
     warnAbout(config, log)
-    const policy = compilePolicy(config, store, old.policy, sink)
+    const policy = compilePolicy(config, store, old.policy, sink, clock)
     const next: Generation = {
       id: old.id + 1,
       policy,

@@ -1,11 +1,15 @@
 import type { LimiterEvent } from 'edgelimit'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import { createDashboardData, type DashboardData, type DashboardDataOptions } from './dashboard-data.js'
 
 /** The gateway's Prometheus instruments, on a registry of their own. */
 export interface Metrics {
   readonly registry: Registry
-  /** One decision of one rule (outcome: allowed, denied, shadow_denied). */
-  decision(rule: string, tier: string, outcome: 'allowed' | 'denied' | 'shadow_denied'): void
+  /**
+   * One decision of one rule (outcome: allowed, denied, shadow_denied); `key`, the hashed store
+   * key, feeds the dashboard's top keys (never a label: it would make unbounded series).
+   */
+  decision(rule: string, tier: string, outcome: 'allowed' | 'denied' | 'shadow_denied', key?: string): void
   /** Events of a limiter on a remote store: latency, errors, fallbacks, breaker. */
   limiterEvents(rule: string, tier: string): (event: LimiterEvent) => void
   /** One answered request: the status sent, and the upstream's (or `error`, `aborted`, `none`). */
@@ -15,6 +19,8 @@ export interface Metrics {
   /** Requests being handled (read when /metrics is scraped). */
   inFlight: number
   readonly generation: Gauge
+  /** The same decisions and store events, per second, for the live dashboard (`/dashboard`). */
+  readonly dashboard: DashboardData
 }
 
 const BREAKER = { closed: 0, 'half-open': 1, open: 2 } as const
@@ -56,7 +62,8 @@ function tallies(counter: Counter) {
  *
  * @example const metrics = createMetrics(); res.end(await metrics.registry.metrics())
  */
-export function createMetrics(): Metrics {
+export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}): Metrics {
+  const dashboard = createDashboardData(options.dashboard)
   const registry = new Registry()
   collectDefaultMetrics({ register: registry, prefix: 'edgelimit_' })
   const registers = [registry]
@@ -166,13 +173,15 @@ export function createMetrics(): Metrics {
   return {
     registry,
     generation,
+    dashboard,
     get inFlight() {
       return state.inFlight
     },
     set inFlight(n: number) {
       state.inFlight = n
     },
-    decision(rule, tier, outcome) {
+    decision(rule, tier, outcome, key) {
+      dashboard.decision(rule, tier, outcome, key)
       const outcomes = nested(nested(byRule, rule), tier)
       let t = outcomes.get(outcome)
       if (t === undefined) {
@@ -192,19 +201,23 @@ export function createMetrics(): Metrics {
     },
     limiterEvents(rule, tier) {
       breaker.labels(rule, tier).set(0)
+      dashboard.breaker(rule, tier, 'closed')
       return (event) => {
         switch (event.type) {
           case 'store-latency':
             latency.observe(event.ms / 1000)
+            dashboard.latency(event.ms)
             break
           case 'store-error':
             storeErrors.labels(event.kind).inc()
+            dashboard.storeError(event.kind)
             break
           case 'fallback':
             fallbacks.labels(rule, event.mode).inc()
             break
           case 'breaker':
             breaker.labels(rule, tier).set(BREAKER[event.state])
+            dashboard.breaker(rule, tier, event.state)
             break
         }
       }

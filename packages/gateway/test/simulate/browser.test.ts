@@ -1,19 +1,16 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { ReplayResult } from '../../src/replay/index.js'
 import { runReplay } from '../../src/replay/index.js'
 import { runSimulate, type SimulationResult } from '../../src/simulate/index.js'
 import { captureIo } from '../replay/io.js'
+import { CHROMIUM_AVAILABLE, launchChromium, RESULTS as OUT } from '../support/chromium.js'
 
 // Real Chromium (Debian's `chromium`), driven by playwright-core: the reports as a user sees them.
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const OUT = path.resolve(__dirname, '../../../../test-results')
+// (The live dashboard's browser test is test/dashboard/browser.test.ts.)
 const SAMPLE = path.resolve(__dirname, '../../../../../shared/data/apache_access_sample.log')
-const available = existsSync(CHROMIUM)
-if (!available && process.env.CI === 'true')
-  throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`)
 
 interface ChartInfo {
   labels: string[]
@@ -21,23 +18,10 @@ interface ChartInfo {
   sums: number[]
 }
 
-describe.skipIf(!available)('HTML reports in Chromium', () => {
+describe.skipIf(!CHROMIUM_AVAILABLE)('HTML reports in Chromium', () => {
   let browser: Browser
   beforeAll(async () => {
-    mkdirSync(OUT, { recursive: true })
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    })
+    browser = await launchChromium()
   })
   afterAll(async () => {
     await browser?.close()
