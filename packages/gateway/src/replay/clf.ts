@@ -1,4 +1,4 @@
-import { interner } from './intern.js'
+import { type ClientTable, clientTable, interner } from './intern.js'
 import type { LogRecord } from './record.js'
 
 /**
@@ -13,7 +13,10 @@ export interface ClfParser {
   readonly record: LogRecord
   /** Parses one line; returns undefined on success, else why the line is malformed. */
   parse(buf: Buffer, s: number, e: number): string | undefined
-  /** Lines parsed per client address (with `countClients`). */
+  /**
+   * Lines parsed per client address (with `countClients`): those whose record says `counted`
+   * (all of them up to 262,144 distinct addresses).
+   */
   clientCounts(): Map<string, number>
 }
 
@@ -49,7 +52,9 @@ export function clfParser(needs: Needs = {}): ClfParser {
   // The epoch ms of the last line's day and zone: most lines share it, and Date.UTC is not free.
   let dayKey = -1
   let dayBase = 0
-  const ips = interner(1 << 17, 128, needs.countClients === true)
+  // Counting clients: every address held and counted (no eviction); else a bounded cache.
+  const counting = needs.countClients === true
+  const ips = counting ? clientTable() : interner(1 << 17, 128)
   const paths = interner(1 << 14)
   const record: LogRecord = {
     ts: 0,
@@ -62,6 +67,7 @@ export function clfParser(needs: Needs = {}): ClfParser {
     host: '',
     ua: '-',
     json: undefined,
+    counted: false,
   }
 
   const digit = (p: number) => {
@@ -189,6 +195,7 @@ export function clfParser(needs: Needs = {}): ClfParser {
       }
     }
     record.ip = ips.get(b, s, ipEnd)
+    if (counting) record.counted = (ips as ClientTable).counted
     record.user =
       userEnd - identEnd === 2 && b[identEnd + 1] === 0x2d ? '-' : b.toString('utf8', identEnd + 1, userEnd)
     record.method = method(b, reqS, m)
@@ -199,7 +206,7 @@ export function clfParser(needs: Needs = {}): ClfParser {
     return undefined
   }
 
-  return { record, parse, clientCounts: () => ips.counts() }
+  return { record, parse, clientCounts: () => (counting ? (ips as ClientTable).counts() : new Map()) }
 }
 
 const COMMON = ['GET', 'POST', 'HEAD', 'PUT', 'DELETE', 'OPTIONS', 'PATCH']

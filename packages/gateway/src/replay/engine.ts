@@ -125,14 +125,19 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
   let lines = 0
   let requests = 0
   let deniedAny = 0
-  let now = Number.NEGATIVE_INFINITY
-  let firstTs: number | undefined
-  let lastTs: number | undefined
+  // Times (epoch ms) are past the small-integer range: kept in a typed array, a new value costs
+  // no heap number (as a closure variable, every assignment would allocate one).
+  const t = new Float64Array(5)
+  const NOW = 0
+  /** The latest time seen (the last line's time, in time order). */
+  const NEWEST = 1
+  const FIRST = 2
+  const MAX_LAG = 3
+  const MAX_LATE = 4
+  t[NOW] = t[NEWEST] = Number.NEGATIVE_INFINITY
+  t[FIRST] = Number.POSITIVE_INFINITY
   let outOfOrder = 0
-  let maxLag = 0
-  let newest = Number.NEGATIVE_INFINITY
   let late = 0
-  let maxLate = 0
   let bytes = 0
   let inputIndex = 0
   let inputName = ''
@@ -149,10 +154,12 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
   const decide = (r: LogRecord) => {
     requests++
     const ts = r.ts
-    if (ts < now) {
+    const was = t[NOW] as number
+    if (ts < was) {
       late++
-      if (now - ts > maxLate) maxLate = now - ts
-    } else now = ts
+      if (was - ts > (t[MAX_LATE] as number)) t[MAX_LATE] = was - ts
+    } else t[NOW] = ts
+    const now = t[NOW] as number
     line.add(now, 0)
     const any = runner.decide(r, now)
     if (any) {
@@ -162,6 +169,7 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
   }
 
   function noteDenied(i: number, key: string) {
+    const now = t[NOW] as number
     denied[i] = (denied[i] as number) + 1
     if (firstDenied[i] === undefined) firstDenied[i] = now
     ;(topDenied[i] as TopKeys).add(key)
@@ -171,12 +179,15 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
   const buffer = reorderMs > 0 ? reorder(reorderMs, options.reorderMaxHeld ?? 200_000, decide) : undefined
   const accept = (r: LogRecord) => {
     const ts = r.ts
+    const newest = t[NEWEST] as number
     if (ts < newest) {
       outOfOrder++
-      if (newest - ts > maxLag) maxLag = newest - ts
-    } else newest = ts
-    if (firstTs === undefined || ts < firstTs) firstTs = ts
-    if (lastTs === undefined || ts > lastTs) lastTs = ts
+      if (newest - ts > (t[MAX_LAG] as number)) t[MAX_LAG] = newest - ts
+      if (ts < (t[FIRST] as number)) t[FIRST] = ts
+    } else {
+      t[NEWEST] = ts
+      if (ts < (t[FIRST] as number)) t[FIRST] = ts
+    }
     if (buffer === undefined) decide(r)
     else buffer.push(r)
   }
@@ -219,16 +230,26 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
   runner.finish(() => clf.clientCounts())
   options.onProgress?.({ lines, bytes, input: inputIndex })
   const top = options.top ?? 10
+  // Rules decided together share one counter of requests: listed once.
+  const busiest = new Map<TopKeys, [string, number, number][]>()
+  const busiestOf = (t: TopKeys) => {
+    let list = busiest.get(t)
+    if (list === undefined) {
+      list = t.top(top)
+      busiest.set(t, list)
+    }
+    return list
+  }
   return {
     mode,
     lines,
     requests,
     denied: deniedAny,
     malformed,
-    outOfOrder: { count: outOfOrder, maxLagMs: maxLag, reorderMs },
-    late: { count: late, maxLagMs: maxLate },
-    firstTs,
-    lastTs,
+    outOfOrder: { count: outOfOrder, maxLagMs: t[MAX_LAG] as number, reorderMs },
+    late: { count: late, maxLagMs: t[MAX_LATE] as number },
+    firstTs: requests === 0 ? undefined : t[FIRST],
+    lastTs: requests === 0 ? undefined : t[NEWEST],
     blocked: runner.blocked,
     rules: rules.map((r, i) => ({
       name: r.name,
@@ -245,7 +266,7 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
       deniedKeys: (topDenied[i] as TopKeys).distinct,
       deniedKeysExact: (topDenied[i] as TopKeys).exact,
       topDenied: (topDenied[i] as TopKeys).top(top),
-      topKeys: (runner.requests[i] as TopKeys).top(top),
+      topKeys: busiestOf(runner.requests[i] as TopKeys),
     })),
     timeline: line.snapshot(),
     elapsedMs: performance.now() - started,

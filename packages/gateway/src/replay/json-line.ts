@@ -60,6 +60,7 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
     host: '',
     ua: '-',
     json: undefined,
+    counted: false,
   }
 
   function parse(line: string): string | undefined {

@@ -17,6 +17,8 @@ export interface LogRecord {
   ua: string
   /** The parsed object of a JSON line (for `field:` keys), else undefined. */
   json: Record<string, unknown> | undefined
+  /** Whether the parser counted this line's client address (see `ClfParser.clientCounts`). */
+  counted?: boolean
 }
 
 /** `obj[name]`, else the dotted path `a.b.c`. */

@@ -7,7 +7,7 @@ import type { LogRecord } from './record.js'
  * newest time seen is `horizonMs` past them, or `maxHeld` are waiting; then they are released
  * oldest first, equal times in file order. A record older than what was already released is
  * released at once (the replay decides it at the latest time seen, and counts it as late).
- * A released record is reused afterwards: `release` must not keep it.
+ * The record given to `release` is refilled for the next one: `release` must not keep it.
  */
 export interface Reorder {
   push(r: LogRecord): void
@@ -19,30 +19,97 @@ export interface Reorder {
 /** Creates a reorder buffer releasing records to `release`. */
 export function reorder(horizonMs: number, maxHeld: number, release: (r: LogRecord) => void): Reorder {
   const size = Math.ceil(horizonMs / 1000) + 2
-  const ring: LogRecord[][] = Array.from({ length: size }, () => [])
+  // Held records live in columns (one array per field, indexed by slot), not as objects: a
+  // bucket's records are read back in order from dense arrays, which the processor prefetches,
+  // instead of from objects scattered over the heap. Freed slots are reused most recent first.
+  let capacity = Math.min(1024, maxHeld + 1)
+  let tsOf = new Float64Array(capacity)
+  let statusOf = new Float64Array(capacity)
+  const ipOf: string[] = []
+  const userOf: string[] = []
+  const methodOf: string[] = []
+  const pathOf: string[] = []
+  const queryOf: string[] = []
+  const hostOf: string[] = []
+  const uaOf: string[] = []
+  const jsonOf: (Record<string, unknown> | undefined)[] = []
+  const countedOf: boolean[] = []
+  const free: number[] = []
+  let used = 0
+  // Per bucket: the slots held (the arrays keep their length: no reallocation per second), the
+  // latest time pushed, and whether a push went back in time (then the bucket is sorted).
+  const ring: number[][] = Array.from({ length: size }, () => [])
+  const counts = new Int32Array(size)
+  const latest = new Float64Array(size)
+  const unsorted = new Uint8Array(size)
   // The oldest second not yet released; everything held is in [base, base + size).
   let base = Number.NaN
   let held = 0
-  // Released records are reused for later lines: no allocation per line once warm.
-  const pool: LogRecord[] = []
+  // The record handed to `release`, refilled for each.
+  const out: LogRecord = {
+    ts: 0,
+    ip: '',
+    user: '-',
+    method: '',
+    path: '',
+    status: 0,
+    query: '',
+    host: '',
+    ua: '-',
+    json: undefined,
+    counted: false,
+  }
 
-  /** The bucket of a second (a true modulo: the ring may start before the epoch). */
-  const at = (second: number) => ring[((second % size) + size) % size] as LogRecord[]
+  // Seconds are counted from the first base: small non-negative integers (epoch seconds are past
+  // the small-integer range, and a modulo of doubles is a slow library call).
+  let anchor = 0
+  /** The bucket index of a second (at or after `anchor`: everything held is at or after `base`). */
+  const at = (second: number) => (second - anchor) % size
+
+  function slot(): number {
+    if (free.length > 0) return free.pop() as number
+    if (used === capacity) {
+      capacity = Math.min(capacity * 2, maxHeld + 1)
+      const ts = new Float64Array(capacity)
+      ts.set(tsOf)
+      tsOf = ts
+      const status = new Float64Array(capacity)
+      status.set(statusOf)
+      statusOf = status
+    }
+    return used++
+  }
 
   function flush(second: number) {
-    const bucket = at(second)
-    if (bucket.length === 0) return
-    let sorted = true
-    for (let i = 1; i < bucket.length && sorted; i++)
-      sorted = (bucket[i - 1] as LogRecord).ts <= (bucket[i] as LogRecord).ts
-    if (!sorted) bucket.sort((a, b) => a.ts - b.ts) // stable: equal times keep file order
-    held -= bucket.length
-    for (const r of bucket) {
-      release(r)
-      r.json = undefined
-      pool.push(r)
+    const b = at(second)
+    const n = counts[b] as number
+    if (n === 0) return
+    const bucket = ring[b] as number[]
+    if (unsorted[b] === 1) {
+      // Stable: equal times keep file order.
+      const sorted = bucket.slice(0, n).sort((x, y) => (tsOf[x] as number) - (tsOf[y] as number))
+      for (let i = 0; i < n; i++) bucket[i] = sorted[i] as number
+      unsorted[b] = 0
     }
-    bucket.length = 0
+    counts[b] = 0
+    held -= n
+    for (let i = 0; i < n; i++) {
+      const k = bucket[i] as number
+      out.ts = tsOf[k] as number
+      out.ip = ipOf[k] as string
+      out.user = userOf[k] as string
+      out.method = methodOf[k] as string
+      out.path = pathOf[k] as string
+      out.status = statusOf[k] as number
+      out.query = queryOf[k] as string
+      out.host = hostOf[k] as string
+      out.ua = uaOf[k] as string
+      out.json = jsonOf[k]
+      out.counted = countedOf[k] as boolean
+      jsonOf[k] = undefined
+      free.push(k)
+      release(out)
+    }
   }
 
   /** Releases every second before `until`. */
@@ -60,24 +127,31 @@ export function reorder(horizonMs: number, maxHeld: number, release: (r: LogReco
     push(r) {
       const second = Math.floor(r.ts / 1000)
       // The first line may be followed by older ones: the ring starts a horizon before it.
-      if (Number.isNaN(base)) base = second - (size - 2)
+      if (Number.isNaN(base)) anchor = base = second - (size - 2)
       if (second < base) {
         release(r)
         return
       }
       if (second >= base + size) advance(second - size + 1)
-      const copy = pool.pop() ?? { ...r }
-      copy.ts = r.ts
-      copy.ip = r.ip
-      copy.user = r.user
-      copy.method = r.method
-      copy.path = r.path
-      copy.status = r.status
-      copy.query = r.query
-      copy.host = r.host
-      copy.ua = r.ua
-      copy.json = r.json
-      at(second).push(copy)
+      const k = slot()
+      tsOf[k] = r.ts
+      ipOf[k] = r.ip
+      userOf[k] = r.user
+      methodOf[k] = r.method
+      pathOf[k] = r.path
+      statusOf[k] = r.status
+      queryOf[k] = r.query
+      hostOf[k] = r.host
+      uaOf[k] = r.ua
+      jsonOf[k] = r.json
+      countedOf[k] = r.counted === true
+      const b = at(second)
+      const n = counts[b] as number
+      if (n === 0) latest[b] = r.ts
+      else if (r.ts < (latest[b] as number)) unsorted[b] = 1
+      else latest[b] = r.ts
+      ;(ring[b] as number[])[n] = k
+      counts[b] = n + 1
       held++
       const until = Math.floor((r.ts - horizonMs) / 1000)
       if (until > base) advance(until)

@@ -56,6 +56,11 @@ export function topKeys(capacity = 100_000): TopKeys {
       if (error > 0) undercount.set(key, error)
     },
     merge(more) {
+      if (counts.size === 0 && more.size <= capacity) {
+        // Into an empty counter (the usual case): taken whole, exact.
+        counts = new Map(more)
+        return
+      }
       for (const [key, n] of more) {
         const c = counts.get(key)
         if (c !== undefined) counts.set(key, c + n)
@@ -67,7 +72,18 @@ export function topKeys(capacity = 100_000): TopKeys {
       }
     },
     top(n) {
-      return [...counts.entries()]
+      let entries: [string, number][]
+      if (counts.size <= n) entries = [...counts.entries()]
+      else {
+        // Only the keys at or above the n-th count are sorted (found by selection, linear time).
+        const values = new Float64Array(counts.size)
+        let i = 0
+        for (const c of counts.values()) values[i++] = c
+        const threshold = kthLargest(values, n)
+        entries = []
+        for (const e of counts) if (e[1] >= threshold) entries.push(e)
+      }
+      return entries
         .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
         .slice(0, n)
         .map(([k, c]) => [k, c, undercount.get(k) ?? 0])

@@ -19,7 +19,8 @@ interface Unit {
   readonly requests: TopKeys
   /**
    * The unit counts every request by client address: the parser counts Common Log Format lines
-   * per address as it interns them (no map lookup per line), so only JSON lines are counted here.
+   * per address as it interns them (no map lookup per line), so only the lines it did not count
+   * (JSON lines, addresses beyond its table) are counted here.
    */
   readonly byClient: ((ip: string) => string) | undefined
 }
@@ -93,7 +94,7 @@ export function ruleRunner(
         const route = u.rule.match(r)
         if (route === undefined) continue
         const key = u.rule.keyOf(r, route)
-        if (u.byClient === undefined || r.json !== undefined) u.requests.add(key)
+        if (u.byClient === undefined || r.counted !== true) u.requests.add(key)
         const plan = u.bound.length === 1 ? 0 : u.rule.planOf(r, key)
         const verdicts = (u.bound[plan] as Bound).evaluateSync(key, u.cost, now, u.options)
         const members = u.members
@@ -122,10 +123,23 @@ export function ruleRunner(
       if (counting.length === 0) return
       const counts = clientCounts()
       for (const u of counting) {
-        const byKey = new Map<string, number>()
-        for (const [ip, n] of counts) {
-          const key = (u.byClient as (ip: string) => string)(ip)
-          byKey.set(key, (byKey.get(key) ?? 0) + n)
+        const keyOf = u.byClient as (ip: string) => string
+        // Addresses are usually their own keys (IPv4 kept whole): then the counts are the keys'.
+        let same = true
+        for (const ip of counts.keys()) {
+          if (keyOf(ip) !== ip) {
+            same = false
+            break
+          }
+        }
+        let byKey = counts
+        if (!same) {
+          const grouped = new Map<string, number>()
+          byKey = grouped
+          for (const [ip, n] of counts) {
+            const key = keyOf(ip)
+            grouped.set(key, (grouped.get(key) ?? 0) + n)
+          }
         }
         u.requests.merge(byKey)
       }
