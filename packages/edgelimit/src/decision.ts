@@ -67,8 +67,20 @@ export function bindingRule(parts: readonly RuleDecision[], allowed: boolean): n
   return Math.max(0, bind)
 }
 
+/** Builds decisions from store verdicts (in rule order) for a fixed list of rules. */
+export interface DecisionBuilder {
+  /** `shadow`: bit i set = rule i only observes this request. */
+  (verdicts: readonly RuleVerdict[], shadow: number): Decision
+  /**
+   * For a limiter of one rule, with no rule in shadow: the same decision, built without the
+   * multi-rule bookkeeping (undefined for several rules).
+   */
+  readonly one: ((verdicts: readonly RuleVerdict[]) => Decision) | undefined
+}
+
 /** Builds decisions from store verdicts for a fixed list of rules. */
-export function decisionBuilder(rules: readonly RuleConfig[]) {
+export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
+  const count = rules.length
   const names = rules.map((r) => r.name)
   const limits = rules.map(limitOf)
   const shaping = rules.map((r) => r.policy.algorithm === 'leaky-bucket' && r.policy.mode === 'shape')
@@ -88,27 +100,31 @@ export function decisionBuilder(rules: readonly RuleConfig[]) {
     }
   }
 
-  /** `shadow`: bit i set = rule i only observes this request. */
-  return function build(verdicts: readonly RuleVerdict[], shadow: number): Decision {
-    if (verdicts.length === 1 && shadow === 0) {
-      const v = verdicts[0] as RuleVerdict
-      return {
-        allowed: v.allowed,
-        limit: limits[0] as number,
-        remaining: v.remaining,
-        resetAfterMs: v.resetAfterMs,
-        retryAfterMs: v.retryAfterMs,
-        delayMs: shaping[0] === true && v.allowed ? v.delayMs : undefined,
-        reason: v.reason,
-        rules: [part(0, v, false)],
-      }
+  /** One rule: the decision is its part's fields, and the part. */
+  function one(verdicts: readonly RuleVerdict[]): Decision {
+    const p = part(0, verdicts[0] as RuleVerdict, false)
+    return {
+      allowed: p.allowed,
+      limit: p.limit,
+      remaining: p.remaining,
+      resetAfterMs: p.resetAfterMs,
+      retryAfterMs: p.retryAfterMs,
+      delayMs: p.delayMs,
+      reason: p.reason,
+      rules: [p],
     }
+  }
+
+  function build(verdicts: readonly RuleVerdict[], shadow: number): Decision {
+    if (shadow === 0 && count === 1) return one(verdicts)
     let allowed = true
-    const parts = verdicts.map((v, i) => {
+    const parts: RuleDecision[] = []
+    for (let i = 0; i < verdicts.length; i++) {
+      const v = verdicts[i] as RuleVerdict
       const inShadow = (shadow & (1 << i)) !== 0
       if (!v.allowed && !inShadow) allowed = false
-      return part(i, v, inShadow)
-    })
+      parts.push(part(i, v, inShadow))
+    }
     const bind = parts[bindingRule(parts, allowed)] as RuleDecision
     let delay = 0
     for (const p of parts) if (!p.shadow && p.delayMs !== undefined && p.delayMs > delay) delay = p.delayMs
@@ -123,4 +139,5 @@ export function decisionBuilder(rules: readonly RuleConfig[]) {
       rules: parts,
     }
   }
+  return Object.assign(build, { one: count === 1 ? one : undefined })
 }

@@ -11,7 +11,7 @@ export {
   tokenBucket,
   type WindowOptions,
 } from './algorithms.js'
-export { type Clock, systemClock } from './clock.js'
+export { type Clock, type CoarseClockOptions, coarseClock, systemClock } from './clock.js'
 export type { DenyReason, Policy } from './core/types.js'
 export { type Duration, parseDuration } from './duration.js'
 export { ConfigError, type ConfigIssue, EdgelimitError, type ErrorCode } from './errors.js'
@@ -30,5 +30,15 @@ export {
   type StoreErrorMode,
 } from './limiter.js'
 export type { BreakerOptions, BreakerState } from './resilience/breaker.js'
+export { remoteDecider } from './resilience/remote.js'
 export { type MemoryRules, type MemoryStore, type MemoryStoreOptions, memoryStore } from './stores/memory.js'
-export type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from './stores/types.js'
+export type {
+  BoundRules,
+  Decider,
+  DecisionContext,
+  DecisionPath,
+  EvaluateOptions,
+  RuleVerdict,
+  Store,
+  StoreRule,
+} from './stores/types.js'

@@ -109,6 +109,48 @@ describe('calls', () => {
       expect.objectContaining({ code: 'ERR_EDGELIMIT_SYNC_UNSUPPORTED' }),
     )
   })
+  it('an async store without a decider fails its decisions with a code that says what to add', async () => {
+    const bare: Store = {
+      name: 'bare',
+      bind: () => ({ evaluate: async () => [], reset: async () => {} }),
+    }
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 2, window: '1s' }) }],
+      store: bare,
+    })
+    await expect(limiter.limit('k')).rejects.toMatchObject({
+      code: 'ERR_EDGELIMIT_STORE',
+      message: expect.stringContaining('decider: remoteDecider'),
+    })
+    await expect(limiter.reset('k')).resolves.toBeUndefined()
+  })
+})
+
+describe('the in-process fast path', () => {
+  it('decides exactly as the general path (one rule, no rollout, no observers)', async () => {
+    const specs = [
+      fixedWindow({ limit: 5, window: '1s' }),
+      slidingWindow({ limit: 5, window: '1s' }),
+      tokenBucket({ capacity: 5, refillRate: 3 }),
+      leakyBucket({ capacity: 3, leakRate: 2, mode: 'shape' }),
+      leakyBucket({ capacity: 3, leakRate: 2 }),
+      gcra({ limit: 4, period: '1s', burst: 2 }),
+    ]
+    for (const algorithm of specs) {
+      const clock = manualClock(1_000_000)
+      const rules = [{ name: 'r', algorithm }]
+      const fast = createLimiter({ rules, clock })
+      // An observer takes the general path (shadow masks, reporting); it must change nothing.
+      const general = createLimiter({ rules, clock, onEvent: () => {} })
+      for (let i = 0; i < 300; i++) {
+        clock.advance((i * 37) % 211)
+        const key = `k${i % 3}`
+        const cost = i % 7 === 0 ? 0 : 1 + (i % 3)
+        const a = i % 2 === 0 ? fast.limitSync(key, { cost }) : await fast.limit(key, { cost })
+        expect(a, `${algorithm.algorithm} step ${i}`).toEqual(general.limitSync(key, { cost }))
+      }
+    }
+  })
 })
 
 describe('decisions', () => {

@@ -1,15 +1,11 @@
-import { monotonic, systemClock } from './clock.js'
-import { type Decision, decisionBuilder, limitOf } from './decision.js'
+import { systemClock } from './clock.js'
+import { type Decision, decisionBuilder } from './decision.js'
 import { describe, EdgelimitError } from './errors.js'
 import { type DecisionSource, type LimiterEvent, meterSink } from './events.js'
 import { type LimiterOptions, type RuleConfig, validateOptions } from './options.js'
-import { createApproximate } from './resilience/approximate.js'
-import { createBreaker } from './resilience/breaker.js'
-import { createDeadline } from './resilience/deadline.js'
-import { createDenyCache } from './resilience/deny-cache.js'
 import { enforcedFor } from './resilience/rollout.js'
 import { memoryStore } from './stores/memory.js'
-import type { BoundRules, RuleVerdict } from './stores/types.js'
+import type { DecisionPath } from './stores/types.js'
 
 export type { Decision, DecisionReason, RuleDecision } from './decision.js'
 export { bindingRule } from './decision.js'
@@ -37,22 +33,15 @@ export interface Limiter {
   readonly rules: readonly RuleConfig[]
 }
 
-/** A group of rules decided the same way, and where their verdicts go in the decision. */
-interface Group {
-  readonly index: readonly number[]
-  readonly bound: BoundRules
-  /** In-process limiter for the group's `onStoreError: 'local'` rules. */
-  readonly fallback: BoundRules | undefined
-  readonly fallbackIndex: readonly number[]
-}
-
 /**
  * Creates a limiter. Options are validated once, here: an invalid one throws a `ConfigError`
  * listing every problem with its path and code.
  *
- * On a remote store every call has a deadline (`timeout`, 45 ms by default) and a circuit breaker;
- * when the store fails, each rule answers by its `onStoreError` (`closed` by default: deny with
- * reason `store-unavailable`). Recent denials are answered in-process until their retry time.
+ * On an in-process store (the memory store) a decision is a synchronous call. On a remote store
+ * the store's decision path (`remoteDecider`) runs it: every call has a deadline (`timeout`,
+ * 45 ms by default) and a circuit breaker; when the store fails, each rule answers by its
+ * `onStoreError` (`closed` by default: deny with reason `store-unavailable`). Recent denials are
+ * answered in-process until their retry time.
  *
  * @example
  * const limiter = createLimiter({
@@ -68,9 +57,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const clock = options.clock ?? systemClock
   const store = options.store ?? memoryStore()
   const build = decisionBuilder(rules)
-  const sinks = [options.onEvent, options.meter === undefined ? undefined : meterSink(options.meter)].filter(
-    (f): f is (e: LimiterEvent) => void => f !== undefined,
-  )
+  const sinks: ((event: LimiterEvent) => void)[] = []
+  if (options.onEvent !== undefined) sinks.push(options.onEvent)
+  if (options.meter !== undefined) sinks.push(meterSink(options.meter))
   const emit =
     sinks.length === 0
       ? undefined
@@ -83,17 +72,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
           }
         }
   const rollout = rules.some((r) => r.shadow || r.enforce < 100)
-  const shadowOf = (key: string) => {
+  const shadowOf = (key: string): number => {
+    if (!rollout) return 0
     let mask = 0
-    rules.forEach((r, i) => {
+    for (let i = 0; i < rules.length; i++) {
+      const r = rules[i] as RuleConfig
       if (r.shadow || !enforcedFor(r.name, key, r.enforce)) mask |= 1 << i
-    })
+    }
     return mask
   }
-
-  const main = store.bind(rules)
-  const inProcess = main.evaluateSync?.bind(main)
-
   function report(key: string, decision: Decision, source: DecisionSource): Decision {
     if (emit === undefined) return decision
     emit({ type: 'decision', key, decision, source })
@@ -102,284 +89,86 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return decision
   }
 
-  function inProcessDecision(key: string, cost: number): Decision {
-    const shadow = rollout ? shadowOf(key) : 0
-    const verdicts = (inProcess as NonNullable<typeof inProcess>)(
-      key,
-      cost,
-      clock.now(),
-      shadow === 0 ? undefined : { shadow },
-    )
-    const decision = build(verdicts, shadow)
-    return emit === undefined ? decision : report(key, decision, 'store')
-  }
-
-  const remote = inProcess === undefined ? remoteLimiter() : undefined
-
-  function remoteLimiter() {
-    const byConsistency = (c: RuleConfig['consistency']) =>
-      rules.flatMap((r, i) => (r.consistency === c ? [i] : []))
-    const group = (index: number[], bound?: BoundRules): Group => {
-      const subset = index.map((i) => rules[i] as RuleConfig)
-      const fallbackIndex = index.flatMap((i, j) =>
-        (rules[i] as RuleConfig).onStoreError === 'local' ? [j] : [],
-      )
-      return {
-        index,
-        bound: bound ?? store.bind(subset),
-        fallback:
-          fallbackIndex.length === 0
-            ? undefined
-            : memoryStore().bind(fallbackIndex.map((j) => subset[j] as RuleConfig)),
-        fallbackIndex,
-      }
-    }
-    const strictIndex = byConsistency('strict')
-    const localIndex = byConsistency('local')
-    const approxIndex = byConsistency('approximate')
-    const allStrict = strictIndex.length === rules.length
-    const strict = strictIndex.length > 0 ? group(strictIndex, allStrict ? main : undefined) : undefined
-    const local =
-      localIndex.length > 0 ? memoryStore().bind(localIndex.map((i) => rules[i] as RuleConfig)) : undefined
-    const approxGroup = approxIndex.length > 0 ? group(approxIndex) : undefined
-    const breaker =
-      config.breaker === undefined
-        ? undefined
-        : createBreaker(config.breaker, (state) => emit?.({ type: 'breaker', state }))
-    const cache = allStrict && config.denyCacheKeys > 0 ? createDenyCache(config.denyCacheKeys) : undefined
-    const deadline = config.timeoutMs === undefined ? undefined : createDeadline(config.timeoutMs)
-    const approx =
-      approxGroup === undefined
-        ? undefined
-        : createApproximate(
-            guarded(approxGroup.bound),
-            approxIndex.length,
-            Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
-            100_000,
-            (error) => emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: 0 }),
-          )
-
-    /** Approximate syncs go through the same breaker and deadline as decisions. */
-    function guarded(bound: BoundRules): BoundRules {
-      return {
-        evaluate(key, cost, now, options) {
-          if (breaker !== undefined && !breaker.allow(now)) {
-            return Promise.reject(new EdgelimitError('ERR_EDGELIMIT_STORE', 'The store breaker is open'))
-          }
-          const work = bound.evaluate(key, cost, now, options)
-          return (deadline === undefined ? work : deadline(work)).then(
-            (verdicts) => {
-              breaker?.record(true, now)
-              return verdicts
-            },
-            (error: unknown) => {
-              breaker?.record(false, clock.now())
-              throw error
-            },
-          )
-        },
-        reset: (key) => bound.reset(key),
-      }
-    }
-    const cached = new Map<string, { decision: Decision; at: number }>()
-    const untouched = (i: number): RuleVerdict => ({
-      allowed: true,
-      remaining: limitOf(rules[i] as RuleConfig),
-      resetAfterMs: 0,
-      retryAfterMs: 0,
-      delayMs: 0,
-      reason: undefined,
-    })
-    const sub = (mask: number, index: readonly number[]) =>
-      index.reduce((m, i, j) => ((mask & (1 << i)) !== 0 ? m | (1 << j) : m), 0)
-    const blocks = (verdicts: readonly RuleVerdict[], mask: number) =>
-      verdicts.some((v, j) => !v.allowed && (mask & (1 << j)) === 0)
-
-    function fallback(g: Group, key: string, cost: number, now: number, mask: number): RuleVerdict[] {
-      const out: RuleVerdict[] = []
-      const closed = g.index.some(
-        (i, j) => (rules[i] as RuleConfig).onStoreError === 'closed' && (mask & (1 << j)) === 0,
-      )
-      const retry =
-        breaker !== undefined && breaker.state === 'open' ? Math.max(1, breaker.reopensAt - now) : 1000
-      const local =
-        g.fallback === undefined
-          ? undefined
-          : g.fallback.evaluateSync?.(key, closed ? 0 : cost, now, { shadow: sub(mask, g.fallbackIndex) })
-      g.index.forEach((i, j) => {
-        const rule = rules[i] as RuleConfig
-        emit?.({ type: 'fallback', mode: rule.onStoreError, rule: rule.name, key })
-        if (rule.onStoreError === 'local') {
-          out.push({ ...(local?.[g.fallbackIndex.indexOf(j)] as RuleVerdict) })
-        } else if (rule.onStoreError === 'open') {
-          out.push({
-            allowed: true,
-            remaining: 0,
-            resetAfterMs: 0,
-            retryAfterMs: 0,
-            delayMs: 0,
-            reason: undefined,
-          })
-        } else {
-          out.push({
-            allowed: false,
-            remaining: 0,
-            resetAfterMs: 0,
-            retryAfterMs: retry,
-            delayMs: 0,
-            reason: 'store-unavailable',
-          })
-        }
-      })
-      return out
-    }
-
-    /** One store call under the breaker and the deadline; per-rule fallback when it fails. */
-    async function call(g: Group, key: string, cost: number, now: number, mask: number) {
-      if (breaker !== undefined && !breaker.allow(now)) {
-        emit?.({ type: 'store-error', kind: 'breaker-open', latencyMs: 0 })
-        return { verdicts: fallback(g, key, cost, now, mask), ok: false }
-      }
-      const started = emit === undefined ? 0 : monotonic()
-      const work = g.bound.evaluate(key, cost, now, mask === 0 ? undefined : { shadow: mask })
-      try {
-        const verdicts = await (deadline === undefined ? work : deadline(work))
-        breaker?.record(true, now)
-        emit?.({ type: 'store-latency', ms: monotonic() - started })
-        return { verdicts, ok: true }
-      } catch (error) {
-        breaker?.record(false, clock.now())
-        emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: monotonic() - started })
-        return { verdicts: fallback(g, key, cost, now, mask), ok: false }
-      }
-    }
-
-    async function decide(key: string, cost: number): Promise<Decision> {
-      const now = clock.now()
-      const shadow = rollout ? shadowOf(key) : 0
-      if (cache !== undefined && cost > 0) {
-        const until = cache.until(key, cost, now)
-        const hit = until === undefined ? undefined : cached.get(key)
-        if (hit !== undefined) return report(key, aged(hit.decision, now - hit.at), 'cache')
-      }
-      if (strict !== undefined && allStrict) {
-        // The common case: one store call for every rule.
-        const result = await call(strict, key, cost, now, shadow)
-        const decision = build(result.verdicts, shadow)
-        if (cache !== undefined && result.ok && !decision.allowed && Number.isFinite(decision.retryAfterMs)) {
-          remember(key, cost, now, decision)
-        }
-        return report(key, decision, result.ok ? 'store' : 'fallback')
-      }
-      const verdicts = rules.map((_, i) => untouched(i))
-      const place = (index: readonly number[], vs: readonly RuleVerdict[]) => {
-        index.forEach((i, j) => {
-          verdicts[i] = vs[j] as RuleVerdict
-        })
-      }
-      let source: DecisionSource = 'store'
-      // Cheapest first: in-process rules shield the store, then approximate, then strict.
-      if (local !== undefined) {
-        const mask = sub(shadow, localIndex)
-        const vs = (local.evaluateSync as NonNullable<BoundRules['evaluateSync']>)(key, cost, now, {
-          shadow: mask,
-        })
-        place(localIndex, vs)
-        if (blocks(vs, mask)) return report(key, build(verdicts, shadow), 'local')
-      }
-      if (approx !== undefined && approxGroup !== undefined) {
-        const mask = sub(shadow, approxIndex)
-        let vs: readonly RuleVerdict[] | undefined = approx.decide(key, cost, now, mask)
-        if (vs === undefined) {
-          const result = await call(approxGroup, key, cost, now, mask)
-          vs = result.verdicts
-          if (result.ok) approx.seed(key, result.verdicts, now)
-          else source = 'fallback'
-        } else source = 'approximate'
-        place(approxIndex, vs)
-        if (blocks(vs, mask)) return report(key, build(verdicts, shadow), source)
-      }
-      if (strict !== undefined) {
-        const result = await call(strict, key, cost, now, sub(shadow, strictIndex))
-        place(strictIndex, result.verdicts)
-        if (!result.ok) source = 'fallback'
-      }
-      return report(key, build(verdicts, shadow), source)
-    }
-
-    function remember(key: string, cost: number, now: number, decision: Decision): void {
-      if (cache === undefined) return
-      cache.set(key, cost, now + decision.retryAfterMs)
-      cached.set(key, { decision, at: now })
-      if (cached.size > config.denyCacheKeys) cached.delete(cached.keys().next().value as string)
-    }
-
-    function resetKey(key: string): Promise<unknown> {
-      cache?.delete(key)
-      cached.delete(key)
-      return Promise.all([
-        strict?.bound.reset(key),
-        approxGroup?.bound.reset(key),
-        local?.reset(key),
-        strict?.fallback?.reset(key),
-        approxGroup?.fallback?.reset(key),
-      ])
-    }
-
-    return Object.assign(decide, { resetKey, flush: () => approx?.flush(clock.now()) ?? Promise.resolve() })
-  }
-
-  const limit =
-    remote === undefined
-      ? (key: string, opts?: LimitOptions): Promise<Decision> => {
-          // A synchronous store answers with an already-settled promise: no async frame per call.
-          try {
-            return Promise.resolve(inProcessDecision(key, checkCall(key, opts)))
-          } catch (error) {
-            return Promise.reject(error)
-          }
-        }
-      : async (key: string, opts?: LimitOptions): Promise<Decision> => remote(key, checkCall(key, opts))
-
-  return {
-    rules,
-    limit,
-    limitSync(key, opts) {
-      if (inProcess === undefined) {
+  const bound = store.bind(rules)
+  const evaluateSync = bound.evaluateSync
+  if (evaluateSync === undefined) {
+    const decider = store.decider
+    const path: DecisionPath =
+      decider === undefined
+        ? undecided(store.name, (key) => bound.reset(key))
+        : decider({ rules, config, store, bound, clock, build, shadowOf, emit, report })
+    const limit = async (key: string, opts?: LimitOptions): Promise<Decision> =>
+      path.decide(key, checkCall(key, opts))
+    return {
+      rules,
+      limit,
+      limitSync() {
         throw new EdgelimitError(
           'ERR_EDGELIMIT_SYNC_UNSUPPORTED',
           `The ${store.name} store is not synchronous; use limit() instead of limitSync()`,
         )
-      }
-      return inProcessDecision(key, checkCall(key, opts))
-    },
+      },
+      peek: (key) => limit(key, { cost: 0 }),
+      async reset(key) {
+        checkCall(key, undefined)
+        await path.reset(key)
+      },
+      flush: () => path.flush(),
+    }
+  }
+
+  // In-process: one synchronous store call and the decision built from its verdicts.
+  const one = build.one
+  const decide =
+    one !== undefined && !rollout && emit === undefined
+      ? // The common case, specialised: one rule, no rollout, no observers.
+        (key: string, cost: number): Decision => one(evaluateSync.call(bound, key, cost, clock.now()))
+      : (key: string, cost: number): Decision => {
+          const shadow = shadowOf(key)
+          const verdicts = evaluateSync.call(
+            bound,
+            key,
+            cost,
+            clock.now(),
+            shadow === 0 ? undefined : { shadow },
+          )
+          const decision = build(verdicts, shadow)
+          return emit === undefined ? decision : report(key, decision, 'store')
+        }
+  const limitSync = (key: string, opts?: LimitOptions): Decision => decide(key, checkCall(key, opts))
+  const limit = (key: string, opts?: LimitOptions): Promise<Decision> => {
+    // An already-settled promise: no async frame and no extra promise hop per call.
+    try {
+      return Promise.resolve(decide(key, checkCall(key, opts)))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+  return {
+    rules,
+    limit,
+    limitSync,
     peek: (key) => limit(key, { cost: 0 }),
     async reset(key) {
       checkCall(key, undefined)
-      if (remote === undefined) await main.reset(key)
-      else await remote.resetKey(key)
+      await bound.reset(key)
     },
-    flush: () => remote?.flush() ?? Promise.resolve(),
+    flush: () => Promise.resolve(),
   }
 }
 
-/** How a failed store call is reported: a missed deadline, or any other error. */
-function storeErrorKind(error: unknown): 'timeout' | 'error' {
-  return error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error'
-}
-
-/** A cached denial as it stands `ms` later: every wait shortened by the time passed. */
-function aged(decision: Decision, ms: number): Decision {
-  const less = (x: number) => (Number.isFinite(x) ? Math.max(0, x - ms) : x)
+/** The path of a store with neither a synchronous path nor a decider: every decision fails. */
+function undecided(name: string, reset: (key: string) => Promise<void>): DecisionPath {
   return {
-    ...decision,
-    retryAfterMs: Math.max(1, less(decision.retryAfterMs)),
-    resetAfterMs: less(decision.resetAfterMs),
-    rules: decision.rules.map((r) => ({
-      ...r,
-      retryAfterMs: r.allowed ? 0 : Math.max(1, less(r.retryAfterMs)),
-      resetAfterMs: less(r.resetAfterMs),
-    })),
+    decide: () =>
+      Promise.reject(
+        new EdgelimitError(
+          'ERR_EDGELIMIT_STORE',
+          `The ${name} store has no evaluateSync and no decider: a remote store sets \`decider: remoteDecider\` (from 'edgelimit')`,
+        ),
+      ),
+    reset,
+    flush: () => Promise.resolve(),
   }
 }
 

@@ -111,3 +111,17 @@ export function newVerdict(width = 3): Verdict {
     next: new Array<number>(width).fill(0),
   }
 }
+
+/** A verdict's public fields, copied out of the reused verdict object. */
+export function plainVerdict<R>(
+  v: Readonly<Omit<Verdict, 'ttlMs' | 'next' | 'reason'>> & { readonly reason: R },
+): Omit<Verdict, 'ttlMs' | 'next' | 'reason'> & { reason: R } {
+  return {
+    allowed: v.allowed,
+    remaining: v.remaining,
+    resetAfterMs: v.resetAfterMs,
+    retryAfterMs: v.retryAfterMs,
+    delayMs: v.delayMs,
+    reason: v.reason,
+  }
+}

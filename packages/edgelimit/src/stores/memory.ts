@@ -1,4 +1,11 @@
-import { type CompiledRule, compile, type LogState, newVerdict, type Verdict } from '../core/index.js'
+import {
+  type CompiledRule,
+  compile,
+  type LogState,
+  newVerdict,
+  plainVerdict,
+  type Verdict,
+} from '../core/index.js'
 import type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from './types.js'
 
 /** Options of the in-memory store. */
@@ -73,16 +80,17 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     logIndex.push(rule.kind === 'log' ? logs++ : NONE)
     width += rule.width
   }
-  const single = count === 1 ? (rules[0] as CompiledRule) : undefined
+  const single = count === 1 && rules[0]?.kind === 'numeric' ? rules[0] : undefined
   const outs: Verdict[] = rules.map(() => newVerdict())
+  const out0 = outs[0] as Verdict
   const zero = new Float64Array(Math.max(width, 1))
 
   const index = new Map<string, number>()
   let capacity = Math.min(FIRST_CAPACITY, maxKeys)
   const keys: string[] = new Array<string>(capacity)
   let rows = new Float64Array(capacity * width)
-  let prev = new Int32Array(capacity)
-  let next = new Int32Array(capacity)
+  /** LRU links, side by side: `links[2s]` = previous (more recent) slot, `links[2s + 1]` = next. */
+  let links = new Int32Array(capacity * 2)
   const logStates: (LogState | undefined)[][] = Array.from({ length: logs }, () => [])
   const free: number[] = []
   let used = 0
@@ -90,18 +98,18 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
   let tail = NONE
 
   function unlink(slot: number): void {
-    const p = prev[slot] as number
-    const n = next[slot] as number
+    const p = links[2 * slot] as number
+    const n = links[2 * slot + 1] as number
     if (p === NONE) head = n
-    else next[p] = n
+    else links[2 * p + 1] = n
     if (n === NONE) tail = p
-    else prev[n] = p
+    else links[2 * n] = p
   }
 
   function pushFront(slot: number): void {
-    prev[slot] = NONE
-    next[slot] = head
-    if (head !== NONE) prev[head] = slot
+    links[2 * slot] = NONE
+    links[2 * slot + 1] = head
+    if (head !== NONE) links[2 * head] = slot
     head = slot
     if (tail === NONE) tail = slot
   }
@@ -119,13 +127,12 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     let until = 0
     for (let r = 0; r < count; r++) {
       const rule = rules[r] as CompiledRule
-      const at =
-        rule.kind === 'numeric'
-          ? rule.expiresAt(rows, slot * width + (offsets[r] as number))
-          : (() => {
-              const log = logStates[logIndex[r] as number]?.[slot]
-              return log === undefined ? 0 : rule.expiresAt(log)
-            })()
+      let at = 0
+      if (rule.kind === 'numeric') at = rule.expiresAt(rows, slot * width + (offsets[r] as number))
+      else {
+        const log = logStates[logIndex[r] as number]?.[slot]
+        if (log !== undefined) at = rule.expiresAt(log)
+      }
       if (at > until) until = at
     }
     return until
@@ -136,12 +143,9 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     const r = new Float64Array(size * width)
     r.set(rows)
     rows = r
-    const p = new Int32Array(size)
-    p.set(prev)
-    prev = p
-    const n = new Int32Array(size)
-    n.set(next)
-    next = n
+    const l = new Int32Array(size * 2)
+    l.set(links)
+    links = l
     keys.length = size
     capacity = size
   }
@@ -191,17 +195,18 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
       unlink(slot)
       pushFront(slot)
     }
-    const shadow = options?.shadow ?? 0
-    const force = options?.force === true
-    if (single !== undefined && single.kind === 'numeric' && shadow === 0 && !force) {
+    const shadow = options === undefined ? 0 : (options.shadow ?? 0)
+    const force = options !== undefined && options.force === true
+    if (single !== undefined && shadow === 0 && !force) {
       // The common case: one enforced numeric rule, no all-or-nothing bookkeeping.
-      const out = outs[0] as Verdict
+      const out = out0
       if (slot === undefined) single.decide(zero, 0, now, cost, out)
       else single.decide(rows, slot * width, now, cost, out)
       if (out.allowed && cost > 0) {
         if (slot === undefined) slot = allocate(key, now)
         const base = slot * width
-        for (let i = 0; i < width; i++) rows[base + i] = out.next[i] as number
+        const next = out.next
+        for (let i = 0; i < width; i++) rows[base + i] = next[i] as number
       }
       return outs
     }
@@ -236,7 +241,7 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     evaluateSync,
     evaluate(key, cost, now, options) {
       try {
-        return Promise.resolve(evaluateSync(key, cost, now, options).map(copy))
+        return Promise.resolve(evaluateSync(key, cost, now, options).map(plainVerdict))
       } catch (error) {
         return Promise.reject(error)
       }
@@ -249,16 +254,5 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     get size() {
       return index.size
     },
-  }
-}
-
-function copy(v: RuleVerdict): RuleVerdict {
-  return {
-    allowed: v.allowed,
-    remaining: v.remaining,
-    resetAfterMs: v.resetAfterMs,
-    retryAfterMs: v.retryAfterMs,
-    delayMs: v.delayMs,
-    reason: v.reason,
   }
 }

@@ -1,4 +1,8 @@
+import type { Clock } from '../clock.js'
 import type { DenyReason, Policy } from '../core/types.js'
+import type { Decision } from '../decision.js'
+import type { DecisionSource, LimiterEvent } from '../events.js'
+import type { LimiterConfig, RuleConfig } from '../options.js'
 
 /** One rule as a store sees it: plain data, so it can cross into Lua or a Durable Object. */
 export interface StoreRule {
@@ -59,4 +63,40 @@ export interface BoundRules {
 export interface Store {
   readonly name: string
   bind(rules: readonly StoreRule[]): BoundRules
+  /**
+   * How a limiter decides on this store when its bound rules have no `evaluateSync`: remote
+   * stores (Redis, Durable Objects) set it to `remoteDecider`, the path with the deadline,
+   * circuit breaker, denial cache, approximate sync and per-rule `onStoreError` fallback. It lives
+   * with the store so that an app on the in-process memory store does not bundle any of it.
+   * A custom remote store sets `decider: remoteDecider` (from `edgelimit`).
+   */
+  readonly decider?: Decider
 }
+
+/** What a limiter hands a store's decider: its rules, settings and decision helpers. */
+export interface DecisionContext {
+  readonly rules: readonly RuleConfig[]
+  readonly config: LimiterConfig
+  readonly store: Store
+  /** `store.bind(rules)`, already made. */
+  readonly bound: BoundRules
+  readonly clock: Clock
+  /** Builds a decision from verdicts in rule order; `shadow` bit i = rule i only observes. */
+  build(verdicts: readonly RuleVerdict[], shadow: number): Decision
+  /** The shadow mask for `key` (shadow rules and keys outside a rule's `enforce` share). */
+  shadowOf(key: string): number
+  /** Reports an event to the limiter's observers (undefined when there are none). */
+  readonly emit: ((event: LimiterEvent) => void) | undefined
+  /** Reports a decision to the observers and returns it. */
+  report(key: string, decision: Decision, source: DecisionSource): Decision
+}
+
+/** A limiter's decisions on one store: what `limit`, `reset` and `flush` call. */
+export interface DecisionPath {
+  decide(key: string, cost: number): Promise<Decision>
+  reset(key: string): Promise<unknown>
+  flush(): Promise<void>
+}
+
+/** Makes a limiter's decision path for a store (see `Store.decider`). */
+export type Decider = (context: DecisionContext) => DecisionPath

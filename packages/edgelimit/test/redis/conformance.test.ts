@@ -1,10 +1,18 @@
 import { Redis as Upstash } from '@upstash/redis'
 import { Cluster, Redis } from 'ioredis'
 import { createClient, createCluster } from 'redis'
-import { afterAll, beforeAll, describe, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createLimiter, fixedWindow, tokenBucket } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
+import { keySlot } from '../../src/stores/redis/slot.js'
 import { storeConformance } from '../../src/testing/index.js'
-import { type RedisCluster, type RedisServer, startCluster, startRedis } from '../support/redis.js'
+import {
+  type RedisCluster,
+  type RedisServer,
+  redisCommand,
+  startCluster,
+  startRedis,
+} from '../support/redis.js'
 import { startUpstashBridge } from '../support/upstash-bridge.js'
 
 // The same suite the memory store passes, against real servers started for this file.
@@ -64,4 +72,55 @@ suite('Upstash REST (@upstash/redis through the test bridge)', async () => {
   const bridge = await startUpstashBridge({ host: redis.host, port: redis.port })
   closers.push(() => bridge.close())
   return new Upstash({ url: bridge.url, token: bridge.token })
+})
+
+describe('coalescing on the 6-node cluster', () => {
+  it('computes the slot of a hash tag as CLUSTER KEYSLOT does', async () => {
+    const port = cluster.nodes[0]?.port as number
+    for (const tag of ['a', 'user:42', 'k9999', '10.0.0.1', 'héllo wörld', '日本', '%7D', 'x'.repeat(300)]) {
+      expect(keySlot(tag)).toBe(await redisCommand(port, ['CLUSTER', 'KEYSLOT', `edgelimit:r:{${tag}}`]))
+    }
+  })
+
+  it('batches per slot: 300 decisions over 40 keys in one tick, one EVALSHA per slot', async () => {
+    const client = new Cluster(cluster.nodes)
+    closers.push(() => client.quit())
+    // Every EVALSHA the store sends, with its keys (recorded before the store wraps the client).
+    const sent: string[][] = []
+    const evalsha = client.evalsha.bind(client) as (...args: unknown[]) => Promise<unknown>
+    Object.assign(client, {
+      evalsha: (...args: unknown[]) => {
+        sent.push(args[2] as string[])
+        return evalsha(...args)
+      },
+    })
+    const limiter = createLimiter({
+      rules: [
+        { name: 'a', algorithm: fixedWindow({ limit: 5, window: '1h' }) },
+        { name: 'b', algorithm: tokenBucket({ capacity: 6, refillRate: 1, refillInterval: '1h' }) },
+      ],
+      store: redisStore({ client, prefix: 'cs' }),
+      timeout: false,
+      breaker: false,
+      denyCache: false,
+    })
+    // No node has the script: every batch meets NOSCRIPT at once, on three masters, and each node
+    // must get the script loaded (a regression: one reload used to be shared by all nodes).
+    for (const node of cluster.nodes) await redisCommand(node.port, ['SCRIPT', 'FLUSH'])
+    const warm = await Promise.all(Array.from({ length: 40 }, (_, i) => limiter.peek(`warm${i}`)))
+    expect(warm.filter((d) => !d.allowed).map((d) => d.reason)).toEqual([])
+    sent.length = 0
+    const keys = Array.from({ length: 300 }, (_, i) => `user:${i % 40}`)
+    const ds = await Promise.all(keys.map((k) => limiter.limit(k)))
+    // 7 or 8 calls per key: the first 5 admitted (fixed window 5 binds), the rest denied.
+    for (let k = 0; k < 40; k++) {
+      const mine = ds.filter((_, i) => i % 40 === k)
+      expect(mine.map((d) => d.allowed)).toEqual(mine.map((_, j) => j < 5))
+    }
+    // One command per slot, each holding only keys of its slot (Redis would refuse CROSSSLOT).
+    const slotOf = (key: string) => keySlot(key.slice(key.indexOf('{') + 1, key.lastIndexOf('}')))
+    expect(sent.length).toBe(new Set(keys.map((k) => keySlot(k))).size)
+    for (const batch of sent) expect(new Set(batch.map(slotOf)).size).toBe(1)
+    expect(sent.reduce((n, b) => n + b.length, 0)).toBe(300 * 2)
+  })
 })

@@ -1,6 +1,5 @@
 import fc from 'fast-check'
-import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, it } from 'vitest'
+import { describe, it } from 'vitest'
 import type { AlgorithmSpec } from '../../src/algorithms.js'
 import { type PlainState, step } from '../../src/core/index.js'
 import {
@@ -14,18 +13,9 @@ import {
 } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
 import { manualClock } from '../../src/testing/index.js'
-import { type RedisServer, startRedis } from '../support/redis.js'
+import { redisFixture } from '../support/redis-client.js'
 
-let redis: RedisServer
-let client: Redis
-beforeAll(async () => {
-  redis = await startRedis()
-  client = new Redis({ port: redis.port, host: redis.host })
-})
-afterAll(async () => {
-  await client?.quit()
-  await redis?.stop()
-})
+const fixture = redisFixture()
 
 const small = fc.integer({ min: 1, max: 12 })
 const ms = fc.integer({ min: 1, max: 4000 })
@@ -54,7 +44,7 @@ describe('Lua scripts ≡ TypeScript core (client clock), field by field', () =>
           const clock = manualClock(t0)
           const limiter = createLimiter({
             rules: [{ name, algorithm: spec }],
-            store: redisStore({ client, clock: 'client', prefix: 'eq' }),
+            store: redisStore({ client: fixture.client, clock: 'client', prefix: 'eq' }),
             clock,
             // The scripts alone: no deadline, breaker or denial cache in between.
             timeout: false,

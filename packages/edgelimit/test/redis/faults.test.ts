@@ -28,36 +28,45 @@ const rules = [
 ]
 
 describe('round trips', () => {
-  it('sends exactly one Redis command per decision (INFO commandstats)', async () => {
-    const client = new Redis({ port: redis.port, host: redis.host })
-    const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'count' }), ...PURE })
-    await limiter.limit('warm') // loads the script once (NOSCRIPT → EVAL)
-    await client.config('RESETSTAT')
-    await Promise.all(Array.from({ length: 200 }, (_, i) => limiter.limit(`k${i % 7}`)))
-    const stats = Object.fromEntries(
-      (await client.info('commandstats'))
-        .split('\n')
-        .filter((l) => l.startsWith('cmdstat_'))
-        .map((l) => [l.slice(8, l.indexOf(':')), Number(/calls=(\d+)/.exec(l)?.[1])]),
-    )
-    // commandstats also counts the commands a script runs inside Redis; the client sent EVALSHA only.
-    expect(stats.evalsha).toBe(200)
-    const insideScripts = [
-      'get',
-      'set',
-      'zrangebyscore',
-      'zadd',
-      'zrem',
-      'zremrangebyscore',
-      'pexpire',
-      'time',
-    ]
-    const ours = ['config|resetstat', 'info']
-    expect(
-      Object.keys(stats).filter((c) => c !== 'evalsha' && !insideScripts.includes(c) && !ours.includes(c)),
-    ).toEqual([])
-    await client.quit()
-  })
+  // At most one command per decision: one each without coalescing; with it (the default), the
+  // 200 decisions issued in one tick share ⌈200 / 64⌉ = 4 EVALSHAs (maxBatch 64).
+  it.each([
+    { coalesce: false, evalsha: 200 },
+    { coalesce: true, evalsha: 4 },
+  ])(
+    '200 decisions, coalesce: $coalesce → $evalsha EVALSHA and nothing else (INFO commandstats)',
+    async ({ coalesce, evalsha }) => {
+      const client = new Redis({ port: redis.port, host: redis.host })
+      const store = redisStore({ client, prefix: `count${coalesce}`, coalesce })
+      const limiter = createLimiter({ rules, store, ...PURE })
+      await limiter.limit('warm') // loads the script once (NOSCRIPT → EVAL)
+      await client.config('RESETSTAT')
+      await Promise.all(Array.from({ length: 200 }, (_, i) => limiter.limit(`k${i % 7}`)))
+      const stats = Object.fromEntries(
+        (await client.info('commandstats'))
+          .split('\n')
+          .filter((l) => l.startsWith('cmdstat_'))
+          .map((l) => [l.slice(8, l.indexOf(':')), Number(/calls=(\d+)/.exec(l)?.[1])]),
+      )
+      // commandstats also counts the commands a script runs inside Redis; the client sent EVALSHA only.
+      expect(stats.evalsha).toBe(evalsha)
+      const insideScripts = [
+        'get',
+        'set',
+        'zrangebyscore',
+        'zadd',
+        'zrem',
+        'zremrangebyscore',
+        'pexpire',
+        'time',
+      ]
+      const ours = ['config|resetstat', 'info']
+      expect(
+        Object.keys(stats).filter((c) => c !== 'evalsha' && !insideScripts.includes(c) && !ours.includes(c)),
+      ).toEqual([])
+      await client.quit()
+    },
+  )
 })
 
 describe('script loading', () => {

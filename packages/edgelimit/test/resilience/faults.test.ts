@@ -589,7 +589,8 @@ describe('4. denial cache: one exhausted key hammered', () => {
     await Promise.all([ready(c), ready(admin)])
     const limiter = createLimiter({
       rules,
-      store: redisStore({ client: c, prefix: 'deny-uncached' }),
+      // One script call per decision: without coalescing, so the count is the cache's doing alone.
+      store: redisStore({ client: c, prefix: 'deny-uncached', coalesce: false }),
       timeout: '2s',
       denyCache: false,
     })

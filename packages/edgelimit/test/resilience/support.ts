@@ -9,6 +9,7 @@ import { createInterface } from 'node:readline'
 import { Redis } from 'ioredis'
 import { faultOptions } from './pace.mjs'
 
+export { prng } from './approx-trace.mjs'
 export { faultOptions, monitorStalls, now, offCpu, pace, type Stall, sleep } from './pace.mjs'
 
 /**
@@ -146,18 +147,6 @@ export async function exitWithin(
   clearTimeout(timer)
   if (hung) worker.child.kill('SIGKILL')
   return { ...(await worker.exited), hung }
-}
-
-/** mulberry32: a small seeded PRNG, so a failing trace can be replayed. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 /** Summary statistics of latencies, for the report. */

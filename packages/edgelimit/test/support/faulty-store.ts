@@ -1,3 +1,4 @@
+import { remoteDecider } from '../../src/resilience/remote.js'
 import type { BoundRules, Store } from '../../src/stores/types.js'
 
 /** How the wrapped store misbehaves right now; change it between calls. */
@@ -19,6 +20,8 @@ export function faultyStore(inner: Store): { store: Store; faults: Faults; relea
   let waiting: (() => void)[] = []
   const store: Store = {
     name: 'faulty',
+    // A remote store: decided under the deadline, breaker and failure policy.
+    decider: remoteDecider,
     bind(rules) {
       const bound = inner.bind(rules)
       const wrapped: BoundRules = {

@@ -1,4 +1,11 @@
-import { type CompiledRule, compile, type LogState, newVerdict, type Verdict } from '../../core/index.js'
+import {
+  type CompiledRule,
+  compile,
+  type LogState,
+  newVerdict,
+  plainVerdict,
+  type Verdict,
+} from '../../core/index.js'
 import type { RuleVerdict } from '../types.js'
 import type { RuleSpec } from './protocol.js'
 
@@ -62,7 +69,7 @@ export function compileRuleSet(spec: RuleSpec): RuleSet {
               : out.next.slice(0, rule.width)
         }
       }
-      return outs.map(verdictOf)
+      return outs.map(plainVerdict)
     },
   }
 }
@@ -98,15 +105,4 @@ const ZEROS: number[][] = []
 function zeros(width: number): number[] {
   ZEROS[width] ??= new Array<number>(width).fill(0)
   return ZEROS[width] as number[]
-}
-
-function verdictOf(v: Verdict): RuleVerdict {
-  return {
-    allowed: v.allowed,
-    remaining: v.remaining,
-    resetAfterMs: v.resetAfterMs,
-    retryAfterMs: v.retryAfterMs,
-    delayMs: v.delayMs,
-    reason: v.reason,
-  }
 }

@@ -1,4 +1,5 @@
 import { ConfigError, describe } from '../../errors.js'
+import { remoteDecider } from '../../resilience/remote.js'
 import { createIssues } from '../../validate.js'
 import type { BoundRules, Store } from '../types.js'
 import type { DurableObjectNamespaceLike } from './platform.js'
@@ -76,6 +77,7 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
 
   return {
     name: 'durable-object',
+    decider: remoteDecider,
     bind(rules): BoundRules {
       const spec = encodeRules(rules)
       // Async, so that a failure to reach the object is a rejection the limiter's failure policy sees.

@@ -4,6 +4,8 @@
  */
 export interface ScriptClient {
   readonly kind: 'ioredis' | 'node-redis' | 'upstash'
+  /** A Redis Cluster client: one script call may only carry keys of one slot. */
+  readonly cluster: boolean
   evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>
   eval(script: string, keys: string[], args: string[]): Promise<unknown>
   del(keys: string[]): Promise<unknown>
@@ -33,6 +35,7 @@ export function toScriptClient(client: unknown): ScriptClient {
   if (has(c, 'evalSha') && has(c, 'scriptLoad')) {
     return {
       kind: 'node-redis',
+      cluster: has(c, 'getSlotMaster'),
       evalsha: (sha, keys, args) => call(c, 'evalSha', sha, { keys, arguments: args }),
       eval: (script, keys, args) => call(c, 'eval', script, { keys, arguments: args }),
       del: (keys) => call(c, 'del', keys),
@@ -42,17 +45,21 @@ export function toScriptClient(client: unknown): ScriptClient {
   if (has(c, 'evalsha') && has(c, 'scriptLoad')) {
     return {
       kind: 'upstash',
+      cluster: false,
       evalsha: (sha, keys, args) => call(c, 'evalsha', sha, keys, args),
       eval: (script, keys, args) => call(c, 'eval', script, keys, args),
       del: (keys) => call(c, 'del', ...keys),
     }
   }
-  // ioredis (Redis and Cluster): evalsha(sha, numkeys, ...keys, ...args).
+  // ioredis (Redis and Cluster): evalsha(sha, numkeys, ...keys, ...args); it flattens array
+  // arguments itself, so the arrays are passed as they are (no copy).
   if (has(c, 'evalsha') && has(c, 'eval')) {
+    const evalsha = c.evalsha as (...args: unknown[]) => Promise<unknown>
     return {
       kind: 'ioredis',
-      evalsha: (sha, keys, args) => call(c, 'evalsha', sha, keys.length, ...keys, ...args),
-      eval: (script, keys, args) => call(c, 'eval', script, keys.length, ...keys, ...args),
+      cluster: c.isCluster === true,
+      evalsha: (sha, keys, args) => evalsha.call(c, sha, keys.length, keys, args),
+      eval: (script, keys, args) => call(c, 'eval', script, keys.length, keys, args),
       del: (keys) => call(c, 'del', ...keys),
     }
   }

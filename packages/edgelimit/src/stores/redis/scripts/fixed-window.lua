@@ -1,24 +1,42 @@
 -- fixed-window.lua: fixed window, REFERENCE §2 (mirrors src/core/fixed-window.ts).
--- KEYS: the rule's state key (a string "windowIndex:count").
--- ARGV (rule params): limit, windowMs.
-
-local function fixed_window(key, p, now, cost)
-  local limit, w = p[1], p[2]
-  local r = row(key, 2)
-  local k = math.floor(now / w)
-  local count = 0
-  if r[1] == k then count = r[2] end
-  local toend = (k + 1) * w - now
-  local after = count + cost
-  local ttl = 0
-  if after > 0 then ttl = toend end
-  local nextstate = fmt(k) .. ':' .. fmt(after)
-  local left = math.max(0, limit - count)
-  if cost > limit then
-    local reset = 0
-    if count > 0 then reset = toend end
-    return never(left, reset, ttl, nextstate)
+-- A template section of the limiter's script (main.lua): `$name` is this rule's own local, COST
+-- the cost being decided, `now` the decision's time. The decide section sets $code, $rem, $reset,
+-- $x (see main.lua's reply) and $ttl; the write section stores an admission.
+-- KEYS: $key, a string "windowIndex:count".
+--@params limit w
+--@read
+local s = redis.pcall('GET', $key)
+$sk, $sc = 0, 0
+if s then
+  if type(s) == 'table' then
+    err = s.err
+  else
+    local k, c = string.match(s, '^([^:]*):(.*)$')
+    $sk, $sc = tonumber(k), tonumber(c)
   end
-  if after > limit then return deny(toend, left, toend, ttl, nextstate) end
-  return admit(limit - after, ttl, ttl, 0, nextstate)
 end
+--@decide
+local w, limit = $w, $limit
+local k = math.floor(now / w)
+local count = 0
+if $sk == k then count = $sc end
+local toend = (k + 1) * w - now
+local after = count + COST
+$k, $after = k, after
+local ttl = 0
+if after > 0 then ttl = toend end
+$ttl = ttl
+-- A forced charge (a sync of counts admitted elsewhere) can take count past the limit.
+local left = limit - count
+if left < 0 then left = 0 end
+if COST > limit then
+  local reset = 0
+  if count > 0 then reset = toend end
+  $code, $rem, $reset, $x = 2, left, reset, -1
+elseif after > limit then
+  $code, $rem, $reset, $x = 1, left, toend, toend
+else
+  $code, $rem, $reset, $x = 0, limit - after, ttl, 0
+end
+--@write
+redis.call('SET', $key, string.format('%d:%d', $k, $after), 'PX', $ttl + slack)

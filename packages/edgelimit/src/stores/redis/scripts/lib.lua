@@ -1,7 +1,11 @@
--- lib.lua: exact integer helpers shared by every algorithm (all values are integers below 2^53).
--- Lua numbers are doubles: divisions are corrected with exact products, and numbers are written
--- with '%.0f' (tostring would round to 14 significant digits).
+-- lib.lua: exact integer helpers shared by the algorithms (all values are integers below 2^53).
+-- Lua numbers are doubles: divisions are corrected with exact products. Numbers go to Redis as
+-- redis.call arguments (Redis writes them with %.17g: exact for integers below 2^53) or through
+-- string.format('%d') (exact; tostring would round to 14 significant digits).
+-- script.ts copies a helper into a script only when the script's code names it: each helper is
+-- one section, from its `--@helper <name>` line to the next.
 
+--@helper floordiv
 local function floordiv(a, b)
   local q = math.floor(a / b)
   if q * b > a then
@@ -12,42 +16,25 @@ local function floordiv(a, b)
   return q
 end
 
+--@helper ceildiv
 local function ceildiv(a, b)
-  local q = floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
   if q * b == a then return q end
   return q + 1
 end
 
-local function fmt(x)
-  return string.format('%.0f', x)
-end
-
--- A numeric state row is stored as one string "a:b[:c]"; a missing key is the fresh row (zeros).
-local function row(key, width)
-  local s = redis.call('GET', key)
-  local r = {}
-  local i = 1
-  if s then
-    for part in string.gmatch(s, '[^:]+') do
-      r[i] = tonumber(part)
-      i = i + 1
-    end
+--@helper sw_reset
+-- Sliding window: ms until the state equals a fresh key (sliding-window.lua).
+local function sw_reset(w, start, now, cur, prev)
+  if cur > 0 then return start + w + (w - ceildiv(w, cur) + 1) - now end
+  if prev > 0 then
+    local r = start + (w - ceildiv(w, prev) + 1) - now
+    if r > 0 then return r end
   end
-  for j = i, width do r[j] = 0 end
-  return r
-end
-
--- Verdicts: allowed (1/0), remaining, resetAfterMs, retryAfterMs (-1 = never), delayMs,
--- reason (0 none, 1 limit-exceeded, 2 cost-exceeds-limit), ttlMs, next state. Like the core,
--- every verdict carries the state after charging the cost, stored on admission or when forced.
-local function never(remaining, reset, ttl, nextstate)
-  return { 0, remaining, reset, -1, 0, 2, ttl, nextstate }
-end
-
-local function deny(retry, remaining, reset, ttl, nextstate)
-  return { 0, remaining, reset, retry, 0, 1, ttl, nextstate }
-end
-
-local function admit(remaining, reset, ttl, delay, nextstate)
-  return { 1, remaining, reset, 0, delay, 0, ttl, nextstate }
+  return 0
 end

@@ -1,54 +1,58 @@
 -- sliding-log.lua: sliding-window log, REFERENCE §2 (mirrors src/core/sliding-log.ts).
 -- State: one sorted set per key; score = admission time, member "ts:cost" (one member per
 -- instant, costs at the same instant are merged). An entry counts while now - ts < W.
--- KEYS: the rule's state key (a sorted set).
--- ARGV (rule params): limit, windowMs.
-
+-- A template section of the limiter's script (main.lua): `$name` is this rule's own local, COST
+-- the cost being decided, `now` the decision's time. The decide section sets $code, $rem, $reset,
+-- $x (see main.lua's reply) and $ttl; the write section stores an admission.
+-- KEYS: $key, a sorted set.
+--@params limit w
+--@read
 -- The counted entries as parallel arrays of times and costs, oldest first.
-local function log_entries(key, now, w)
-  local members = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(now - w), '+inf')
-  local times, costs = {}, {}
-  for i, m in ipairs(members) do
-    local ts, c = string.match(m, '^(%d+):(%d+)$')
+local members = redis.pcall('ZRANGEBYSCORE', $key, '(' .. string.format('%d', now - $w), '+inf')
+$times, $ecosts, $n = {}, {}, 0
+if members.err then
+  err = members.err
+else
+  local times, costs = $times, $ecosts
+  for i = 1, #members do
+    local ts, c = string.match(members[i], '^(%d+):(%d+)$')
     times[i] = tonumber(ts)
     costs[i] = tonumber(c)
   end
-  return times, costs
+  $n = #members
 end
-
-local function sliding_log(key, p, now, cost)
-  local limit, w = p[1], p[2]
-  local times, costs = log_entries(key, now, w)
-  local n = #times
-  local counted = 0
-  for i = 1, n do counted = counted + costs[i] end
-  local reset = 0
-  if counted > 0 then reset = times[n] + w - now end
-  local ttl = reset
-  if cost > 0 then ttl = math.max(w, reset) end
-  -- A clock stepping back still appends in order: the entry joins the newest instant.
-  local entry = { at = now, cost = cost }
-  if n > 0 and times[n] >= now then
-    entry = { at = times[n], cost = costs[n] + cost, old = fmt(times[n]) .. ':' .. fmt(costs[n]) }
+--@decide
+local limit, w = $limit, $w
+local times, costs, n = $times, $ecosts, $n
+local counted = 0
+for i = 1, n do counted = counted + costs[i] end
+local reset = 0
+if counted > 0 then reset = times[n] + w - now end
+local ttl = reset
+if COST > 0 and w > reset then ttl = w end
+$ttl = ttl
+-- A clock stepping back still appends in order: the entry joins the newest instant.
+$at, $ecost, $old = now, COST, nil
+if n > 0 and times[n] >= now then
+  $at, $ecost, $old = times[n], costs[n] + COST, string.format('%d:%d', times[n], costs[n])
+end
+local left = limit - counted
+if left < 0 then left = 0 end
+if COST > limit then
+  $code, $rem, $reset, $x = 2, left, reset, -1
+elseif counted + COST > limit then
+  -- The request fits once the oldest entries holding more than limit - COST have left.
+  local i = 0
+  while counted > limit - COST do
+    i = i + 1
+    counted = counted - costs[i]
   end
-  if cost > limit then return never(math.max(0, limit - counted), reset, ttl, entry) end
-  if counted + cost > limit then
-    -- The request fits once the oldest entries holding more than limit - cost have left.
-    local left = counted
-    local i = 0
-    while left > limit - cost do
-      i = i + 1
-      left = left - costs[i]
-    end
-    return deny(times[i] + w - now, math.max(0, limit - counted), reset, ttl, entry)
-  end
-  return admit(limit - counted - cost, ttl, ttl, 0, entry)
+  $code, $rem, $reset, $x = 1, left, reset, times[i] + w - now
+else
+  $code, $rem, $reset, $x = 0, limit - counted - COST, ttl, 0
 end
-
--- Stores an admission decided by sliding_log.
-local function sliding_log_commit(key, now, w, entry, ttl)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - w))
-  if entry.old then redis.call('ZREM', key, entry.old) end
-  redis.call('ZADD', key, fmt(entry.at), fmt(entry.at) .. ':' .. fmt(entry.cost))
-  redis.call('PEXPIRE', key, fmt(ttl))
-end
+--@write
+redis.call('ZREMRANGEBYSCORE', $key, '-inf', now - $w)
+if $old then redis.call('ZREM', $key, $old) end
+redis.call('ZADD', $key, $at, string.format('%d:%d', $at, $ecost))
+redis.call('PEXPIRE', $key, $ttl + slack)

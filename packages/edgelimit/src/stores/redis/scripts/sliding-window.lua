@@ -1,42 +1,52 @@
 -- sliding-window.lua: sliding-window counter, REFERENCE §2 (mirrors src/core/sliding-window.ts).
--- KEYS: the rule's state key (a string "windowIndex:cur:prev").
--- ARGV (rule params): limit, windowMs.
-
-local function sw_reset(w, start, now, cur, prev)
-  if cur > 0 then return start + w + (w - ceildiv(w, cur) + 1) - now end
-  if prev > 0 then return math.max(0, start + (w - ceildiv(w, prev) + 1) - now) end
-  return 0
+-- A template section of the limiter's script (main.lua): `$name` is this rule's own local, COST
+-- the cost being decided, `now` the decision's time. The decide section sets $code, $rem, $reset,
+-- $x (see main.lua's reply) and $ttl; the write section stores an admission.
+-- KEYS: $key, a string "windowIndex:cur:prev".
+--@params limit w
+--@read
+local s = redis.pcall('GET', $key)
+$sk, $sc, $sp = 0, 0, 0
+if s then
+  if type(s) == 'table' then
+    err = s.err
+  else
+    local k, c, p = string.match(s, '^([^:]*):([^:]*):(.*)$')
+    $sk, $sc, $sp = tonumber(k), tonumber(c), tonumber(p)
+  end
 end
-
-local function sliding_window(key, p, now, cost)
-  local limit, w = p[1], p[2]
-  local r = row(key, 3)
-  local k = math.floor(now / w)
-  local start = k * w
-  local e = now - start
-  local cur, prev = 0, 0
-  if r[1] == k then
-    cur, prev = r[2], r[3]
-  elseif r[1] == k - 1 then
-    prev = r[2]
-  end
-  local estimate = cur
-  if prev > 0 then estimate = cur + floordiv(prev * (w - e), w) end
-  local after = cur + cost
-  local ttl = sw_reset(w, start, now, after, prev)
-  local nextstate = fmt(k) .. ':' .. fmt(after) .. ':' .. fmt(prev)
-  if cost > limit then
-    return never(math.max(0, limit - estimate), sw_reset(w, start, now, cur, prev), ttl, nextstate)
-  end
-  if estimate + cost > limit then
-    local room = limit - cost - cur
-    local at
-    if room >= 0 then
-      at = start + w - ceildiv((room + 1) * w, prev) + 1
-    else
-      at = start + w + math.max(0, w - ceildiv((limit - cost + 1) * w, cur) + 1)
-    end
-    return deny(at - now, math.max(0, limit - estimate), sw_reset(w, start, now, cur, prev), ttl, nextstate)
-  end
-  return admit(limit - estimate - cost, ttl, ttl, 0, nextstate)
+--@decide
+local w, limit = $w, $limit
+local k = math.floor(now / w)
+local start = k * w
+local cur, prev = 0, 0
+if $sk == k then
+  cur, prev = $sc, $sp
+elseif $sk == k - 1 then
+  prev = $sc
 end
+local estimate = cur
+if prev > 0 then estimate = cur + floordiv(prev * (w - (now - start)), w) end
+local after = cur + COST
+$k, $after, $prev = k, after, prev
+$ttl = sw_reset(w, start, now, after, prev)
+local left = limit - estimate
+if left < 0 then left = 0 end
+if COST > limit then
+  $code, $rem, $reset, $x = 2, left, sw_reset(w, start, now, cur, prev), -1
+elseif estimate + COST > limit then
+  local room = limit - COST - cur
+  local at
+  if room >= 0 then
+    at = start + w - ceildiv((room + 1) * w, prev) + 1
+  else
+    at = w - ceildiv((limit - COST + 1) * w, cur) + 1
+    if at < 0 then at = 0 end
+    at = start + w + at
+  end
+  $code, $rem, $reset, $x = 1, left, sw_reset(w, start, now, cur, prev), at - now
+else
+  $code, $rem, $reset, $x = 0, limit - estimate - COST, $ttl, 0
+end
+--@write
+redis.call('SET', $key, string.format('%d:%d:%d', $k, $after, $prev), 'PX', $ttl + slack)

@@ -1,24 +1,43 @@
 -- tat.lua: GCRA and the shaping leaky bucket, REFERENCE §2 (mirrors src/core/tat.ts).
 -- Time is kept in steps of 1/k ms so that the emission interval T = t steps is exact; the TAT is
 -- tatMs + tatSteps / k.
--- KEYS: the rule's state key (a string "tatMs:tatSteps").
--- ARGV (rule params): k, t, slots (GCRA burst, or queue capacity + 1), shape (1 = report delay).
-
-local function tat(key, p, now, cost)
-  local k, t, slots, shape = p[1], p[2], p[3], p[4]
-  local r = row(key, 2)
-  local tatms, tatsteps = r[1], r[2]
-  local horizon = slots * t
-  local wait = 0
-  if tatms > now or (tatms == now and tatsteps > 0) then wait = (tatms - now) * k + tatsteps end
-  local after = wait + cost * t
-  local q = floordiv(after, k)
-  local ttl = ceildiv(after, k)
-  local nextstate = fmt(now + q) .. ':' .. fmt(after - q * k)
-  local left = floordiv(math.max(0, horizon - wait), t)
-  if cost > slots then return never(left, ceildiv(wait, k), ttl, nextstate) end
-  if after > horizon then return deny(ceildiv(after - horizon, k), left, ceildiv(wait, k), ttl, nextstate) end
-  local delay = 0
-  if shape == 1 then delay = ceildiv(wait, k) end
-  return admit(floordiv(horizon - after, t), ttl, ttl, delay, nextstate)
+-- A template section of the limiter's script (main.lua): `$name` is this rule's own local, COST
+-- the cost being decided, `now` the decision's time. The decide section sets $code, $rem, $reset,
+-- $x (see main.lua's reply) and $ttl; the write section stores an admission.
+-- KEYS: $key, a string "tatMs:tatSteps".
+--@params k t slots shape
+--@read
+local s = redis.pcall('GET', $key)
+$tatms, $tatsteps = 0, 0
+if s then
+  if type(s) == 'table' then
+    err = s.err
+  else
+    local ms, steps = string.match(s, '^([^:]*):(.*)$')
+    $tatms, $tatsteps = tonumber(ms), tonumber(steps)
+  end
 end
+--@decide
+local k, t = $k, $t
+local tatms, tatsteps = $tatms, $tatsteps
+local horizon = $slots * t
+local wait = 0
+if tatms > now or (tatms == now and tatsteps > 0) then wait = (tatms - now) * k + tatsteps end
+local after = wait + COST * t
+local q = floordiv(after, k)
+$nms, $nsteps = now + q, after - q * k
+$ttl = ceildiv(after, k)
+local left = horizon - wait
+if left < 0 then left = 0 end
+left = floordiv(left, t)
+if COST > $slots then
+  $code, $rem, $reset, $x = 2, left, ceildiv(wait, k), -1
+elseif after > horizon then
+  $code, $rem, $reset, $x = 1, left, ceildiv(wait, k), ceildiv(after - horizon, k)
+else
+  local delay = 0
+  if $shape == 1 then delay = ceildiv(wait, k) end
+  $code, $rem, $reset, $x = 0, floordiv(horizon - after, t), $ttl, delay
+end
+--@write
+redis.call('SET', $key, string.format('%d:%d', $nms, $nsteps), 'PX', $ttl + slack)

@@ -1,0 +1,260 @@
+import fc from 'fast-check'
+import { Redis } from 'ioredis'
+import { describe, expect, it } from 'vitest'
+import type { AlgorithmSpec } from '../../src/algorithms.js'
+import {
+  createLimiter,
+  fixedWindow,
+  gcra,
+  leakyBucket,
+  memoryStore,
+  type RuleVerdict,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+} from '../../src/index.js'
+import { redisStore } from '../../src/redis.js'
+import { redisFixture } from '../support/redis-client.js'
+
+// Coalescing: decisions issued in the same tick travel as one EVALSHA. These tests check that a
+// batch decides exactly what the same calls decide one at a time, against a real redis-server.
+
+const fixture = redisFixture()
+
+async function commandCalls(c: Redis, name: string): Promise<number> {
+  const line = (await c.info('commandstats')).split('\n').find((l) => l.startsWith(`cmdstat_${name}:`))
+  return Number(/calls=(\d+)/.exec(line ?? '')?.[1] ?? 0)
+}
+
+const fields = (v: RuleVerdict) => [
+  v.allowed,
+  v.remaining,
+  v.resetAfterMs,
+  v.retryAfterMs,
+  v.delayMs,
+  v.reason,
+]
+
+const small = fc.integer({ min: 1, max: 8 })
+const ms = fc.integer({ min: 1, max: 3000 })
+const algorithm: fc.Arbitrary<AlgorithmSpec> = fc.oneof(
+  fc.record({ limit: small, window: ms }).map(fixedWindow),
+  fc.record({ limit: small, window: ms }).map(slidingLog),
+  fc.record({ limit: small, window: ms }).map(slidingWindow),
+  fc.record({ capacity: small, refillRate: small, refillInterval: ms }).map(tokenBucket),
+  fc.record({ capacity: small, leakRate: small, leakInterval: ms }).map(leakyBucket),
+  fc
+    .record({ capacity: fc.integer({ min: 0, max: 6 }), leakRate: small, leakInterval: ms })
+    .map((o) => leakyBucket({ ...o, mode: 'shape' })),
+  fc.record({ limit: small, period: ms, burst: small }).map(gcra),
+)
+/** One call: which of 3 keys, ms since the previous call, cost, shadow bitmask, force. */
+const call = fc.record({
+  key: fc.integer({ min: 0, max: 2 }),
+  dt: fc.integer({ min: 0, max: 400 }),
+  cost: fc.integer({ min: 0, max: 9 }),
+  shadow: fc.integer({ min: 0, max: 7 }),
+  force: fc.boolean().map((b) => b && Math.random() < 0.3),
+})
+
+let run = 0
+describe('a coalesced batch ≡ the same calls one at a time', () => {
+  it('every algorithm, 1–3 rules, shadow and forced charges, repeated keys (vs the core)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(algorithm, { minLength: 1, maxLength: 3 }),
+        fc.integer({ min: 0, max: 2e12 }),
+        fc.array(call, { minLength: 1, maxLength: 60 }),
+        async (specs, t0, calls) => {
+          const rules = createLimiter({
+            rules: specs.map((algorithm, i) => ({ name: `r${i}`, algorithm })),
+          }).rules
+          const prefix = `co${run++}`
+          const reference = memoryStore().bind(rules)
+          const batched = redisStore({ client: fixture.client, clock: 'client', prefix }).bind(rules)
+          // Every call issued in this tick: one EVALSHA (60 < maxBatch), decided in order.
+          let t = t0
+          const times = calls.map((c) => {
+            t += c.dt
+            return t
+          })
+          const pending = calls.map((c, i) =>
+            batched.evaluate(`k${c.key}`, c.cost, times[i] as number, {
+              shadow: c.shadow & ((1 << rules.length) - 1),
+              force: c.force,
+            }),
+          )
+          const got = await Promise.all(pending)
+          for (const [i, c] of calls.entries()) {
+            const want = await reference.evaluate(`k${c.key}`, c.cost, times[i] as number, {
+              shadow: c.shadow & ((1 << rules.length) - 1),
+              force: c.force,
+            })
+            const g = JSON.stringify((got[i] as readonly RuleVerdict[]).map(fields))
+            const w = JSON.stringify(want.map(fields))
+            if (g !== w) throw new Error(`call ${i} ${JSON.stringify(c)}: Redis batch ${g} ≠ core ${w}`)
+          }
+        },
+      ),
+      { numRuns: 80 },
+    )
+  })
+})
+
+describe('large limiters', () => {
+  it('30 rules (the most a limiter takes) compile to a script Redis runs, ≡ the core', async () => {
+    const makers = [
+      (i: number) => fixedWindow({ limit: 3 + (i % 5), window: '1h' }),
+      (i: number) => slidingLog({ limit: 3 + (i % 4), window: '1h' }),
+      (i: number) => slidingWindow({ limit: 4 + (i % 3), window: '1h' }),
+      (i: number) => tokenBucket({ capacity: 3 + (i % 6), refillRate: 1, refillInterval: '1h' }),
+      (i: number) => leakyBucket({ capacity: 3 + (i % 2), leakRate: 1, leakInterval: '1h', mode: 'shape' }),
+      (i: number) => gcra({ limit: 1, period: '1h', burst: 3 + (i % 7) }),
+    ]
+    const rules = createLimiter({
+      rules: Array.from({ length: 30 }, (_, i) => ({
+        name: `r${i}`,
+        algorithm: (makers[i % 6] as (i: number) => AlgorithmSpec)(i),
+      })),
+    }).rules
+    const reference = memoryStore().bind(rules)
+    const batched = redisStore({ client: fixture.client, clock: 'client', prefix: 'big' }).bind(rules)
+    const now = 1_700_000_000_000
+    const calls = Array.from({ length: 12 }, (_, i) => ({
+      key: `k${i % 2}`,
+      cost: 1 + (i % 2),
+      shadow: i === 5 ? 0b101 : 0,
+    }))
+    const got = await Promise.all(
+      calls.map((c, i) => batched.evaluate(c.key, c.cost, now + i, { shadow: c.shadow })),
+    )
+    for (const [i, c] of calls.entries()) {
+      const want = await reference.evaluate(c.key, c.cost, now + i, { shadow: c.shadow })
+      expect((got[i] as readonly RuleVerdict[]).map(fields)).toEqual(want.map(fields))
+    }
+  })
+})
+
+describe('round trips', () => {
+  const rules = [
+    { name: 'burst', algorithm: tokenBucket({ capacity: 50, refillRate: 1, refillInterval: '1h' }) },
+    { name: 'window', algorithm: fixedWindow({ limit: 400, window: '1h' }) },
+  ]
+  const PURE = { timeout: false, breaker: false, denyCache: false } as const
+
+  it('200 decisions issued in one tick share ⌈200 / maxBatch⌉ EVALSHAs', async () => {
+    const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+    const store = redisStore({ client: c, prefix: 'rt1', maxBatch: 64 })
+    const limiter = createLimiter({ rules, store, ...PURE })
+    await limiter.limit('warm')
+    await c.config('RESETSTAT')
+    const ds = await Promise.all(Array.from({ length: 200 }, (_, i) => limiter.limit(`k${i % 7}`)))
+    expect(await commandCalls(c, 'evalsha')).toBe(Math.ceil(200 / 64))
+    // 7 keys: 29 or 28 calls each, all below the 50-token burst.
+    expect(ds.every((d) => d.allowed)).toBe(true)
+    await c.quit()
+  })
+
+  it('coalesce: false sends one EVALSHA per decision', async () => {
+    const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+    const store = redisStore({ client: c, prefix: 'rt2', coalesce: false })
+    const limiter = createLimiter({ rules, store, ...PURE })
+    await limiter.limit('warm')
+    await c.config('RESETSTAT')
+    await Promise.all(Array.from({ length: 200 }, (_, i) => limiter.limit(`k${i % 7}`)))
+    expect(await commandCalls(c, 'evalsha')).toBe(200)
+    await c.quit()
+  })
+
+  it('a reset issued after decisions in the same tick runs after them', async () => {
+    const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+    const limiter = createLimiter({
+      rules: [{ name: 'w', algorithm: fixedWindow({ limit: 3, window: '1h' }) }],
+      store: redisStore({ client: c, prefix: 'rt3' }),
+      ...PURE,
+    })
+    const first = Array.from({ length: 5 }, () => limiter.limit('k'))
+    const reset = limiter.reset('k')
+    const firstDs = await Promise.all(first)
+    await reset
+    expect(firstDs.map((d) => d.allowed)).toEqual([true, true, true, false, false])
+    expect(await c.exists('rt3:w:{k}')).toBe(0)
+    expect((await limiter.limit('k')).remaining).toBe(2)
+    await c.quit()
+  })
+})
+
+describe('failures stay per decision', () => {
+  it('a key Redis cannot read fails its own decision only; the rest of the batch is decided', async () => {
+    const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+    await c.lpush('pd:w:{bad}', 'not a counter')
+    const limiter = createLimiter({
+      rules: [{ name: 'w', algorithm: slidingLog({ limit: 10, window: '1h' }) }],
+      store: redisStore({ client: c, prefix: 'pd' }),
+      timeout: false,
+      breaker: false,
+      denyCache: false,
+    })
+    const bound = redisStore({ client: c, prefix: 'pd' }).bind(limiter.rules)
+    const now = Date.now()
+    const results = await Promise.allSettled([
+      bound.evaluate('good', 1, now),
+      bound.evaluate('bad', 1, now),
+      bound.evaluate('good', 1, now),
+    ])
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+    const failed = results[1] as PromiseRejectedResult
+    expect(failed.reason).toMatchObject({ code: 'ERR_EDGELIMIT_STORE' })
+    expect(String(failed.reason.message)).toMatch(/WRONGTYPE/)
+    // Both good decisions were charged once each: 10 - 2 left.
+    expect((await limiter.peek('good')).remaining).toBe(8)
+    expect(await c.type('pd:w:{bad}')).toBe('list')
+    await c.quit()
+  })
+
+  it('decisions abandoned at their deadline are charged once, when Redis comes back', async () => {
+    // No offline queue and no resend of unanswered commands: the batch is written once.
+    const c = new Redis({
+      port: fixture.redis.port,
+      host: fixture.redis.host,
+      enableOfflineQueue: false,
+      autoResendUnfulfilledCommands: false,
+      lazyConnect: true,
+    })
+    await c.connect()
+    const limiter = createLimiter({
+      rules: [{ name: 'w', algorithm: fixedWindow({ limit: 1000, window: '1h' }), onStoreError: 'open' }],
+      store: redisStore({ client: c, prefix: 'dl' }),
+      timeout: 50,
+      breaker: false,
+      denyCache: false,
+      onEvent: (e) => {
+        if (e.type === 'fallback') fallbacks++
+      },
+    })
+    let fallbacks = 0
+    await limiter.peek('k') // loads the script
+    fixture.redis.pause()
+    let ds: Awaited<ReturnType<typeof limiter.limit>>[]
+    try {
+      const started = performance.now()
+      ds = await Promise.all(Array.from({ length: 20 }, () => limiter.limit('k')))
+      expect(performance.now() - started).toBeLessThan(1000)
+    } finally {
+      fixture.redis.resume()
+    }
+    // Every decision fell back (fail-open) at its deadline; the store never answered in time.
+    expect(ds.every((d) => d.allowed)).toBe(true)
+    expect(fallbacks).toBe(20)
+    // The one batch reaches Redis once it resumes: 20 decisions charged once each, never again.
+    const admin = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+    const count = async () => Number(String(await admin.get('dl:w:{k}')).split(':')[1])
+    for (let i = 0; i < 200 && (await admin.exists('dl:w:{k}')) === 0; i++) {
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    expect(await count()).toBe(20)
+    expect((await limiter.limit('k')).remaining).toBe(1000 - 21)
+    expect(await count()).toBe(21)
+    await Promise.all([c.quit(), admin.quit()])
+  })
+})
