@@ -19,17 +19,12 @@
 //
 // Writes bench/results/edge-<YYYY-MM-DD>.json and .md (UTC date).
 
-import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 import { Miniflare } from 'miniflare'
-
-const SELF = fileURLToPath(import.meta.url)
-const ROOT = path.resolve(path.dirname(SELF), '..')
-const RESULTS = path.join(ROOT, 'bench', 'results')
+import { dirtyText, gitState, loadAverage, ROOT, version, writeResults } from './lib/machine.mjs'
 
 const argv = process.argv.slice(2)
 const opts = { quick: argv.includes('--quick'), write: !argv.includes('--no-write') }
@@ -60,26 +55,6 @@ const CASES = [
     keys: KEYS,
   },
 ]
-
-function git(args) {
-  try {
-    return execFileSync('git', args, {
-      cwd: ROOT,
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trimEnd()
-  } catch {
-    return null
-  }
-}
-
-function version(pkg) {
-  try {
-    return JSON.parse(readFileSync(path.join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version
-  } catch {
-    return null
-  }
-}
 
 function quantile(sorted, q) {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]
@@ -210,7 +185,7 @@ async function main() {
 
   const cpus = os.cpus()
   const date = new Date().toISOString().slice(0, 10)
-  const dirty = (git(['status', '--porcelain']) ?? '').split('\n').filter(Boolean)
+  const { head, dirty } = gitState([])
   const meta = {
     date,
     command: process.env.npm_lifecycle_event
@@ -220,16 +195,13 @@ async function main() {
     platform: `${os.type().toLowerCase()} ${os.release()} ${os.arch()}`,
     cpu: { model: cpus[0]?.model.trim() ?? 'unknown', cores: cpus.length },
     durationSeconds: Math.round((Date.now() - started) / 1000),
-    loadAverage: {
-      before: loadBefore.map((x) => Number(x.toFixed(2))),
-      after: os.loadavg().map((x) => Number(x.toFixed(2))),
-    },
+    loadAverage: loadAverage(loadBefore),
     versions: {
       edgelimit: version('edgelimit'),
       miniflare: version('miniflare'),
       workerd: version('workerd'),
     },
-    git: { head: git(['rev-parse', 'HEAD']), dirty },
+    git: { head, dirty },
     parameters: {
       keys: KEYS,
       repeats: REPEATS,
@@ -261,7 +233,7 @@ async function main() {
 - Node ${meta.node}, ${meta.platform}
 - CPU: ${meta.cpu.model} × ${meta.cpu.cores}
 - Date: ${date}; ${meta.durationSeconds} s in all; load average (1/5/15 min) ${meta.loadAverage.before.join(' / ')} before, ${meta.loadAverage.after.join(' / ')} after (2 cores shared by Node, workerd and other work: treat differences under ~15% as noise)
-- edgelimit ${meta.versions.edgelimit} at ${meta.git.head ?? 'unknown commit'}${dirty.length > 0 ? ` with uncommitted changes in ${dirty.map((d) => `\`${d.slice(3)}\``).join(', ')}` : ''}
+- edgelimit ${meta.versions.edgelimit} at ${meta.git.head ?? 'unknown commit'}${dirtyText(dirty)}
 ${opts.quick ? '- **Quick run: indicative only.**\n' : ''}
 ## Decision latency and throughput
 
@@ -280,12 +252,7 @@ ${table}
 `
 
   if (opts.write) {
-    mkdirSync(RESULTS, { recursive: true })
-    writeFileSync(
-      path.join(RESULTS, `edge-${date}.json`),
-      `${JSON.stringify({ meta, results: summary }, null, 2)}\n`,
-    )
-    writeFileSync(path.join(RESULTS, `edge-${date}.md`), md)
+    writeResults(`edge-${date}`, { meta, results: summary }, md)
     console.log(`\nwrote bench/results/edge-${date}.json and .md`)
   }
 }

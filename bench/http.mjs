@@ -3,6 +3,7 @@
 //   npm run bench:http                  (builds edgelimit first)
 //   node bench/http.mjs [--quick] [--only <adapter>] [--no-deny] [--duration <s>] [--warmup <s>]
 //                       [--repeats <n>] [--connections <n>] [--tool wrk|autocannon] [--no-write]
+//                       [--dist <dir>]   (a build other than node_modules/edgelimit's, e.g. to compare two)
 //
 // Every server runs in its own child process (bench/http/server.mjs), one at a time, and is loaded
 // by wrk on one thread (autocannon when wrk is not installed): 2 cores, one for the server and one
@@ -64,6 +65,7 @@ function parseArgs(argv) {
     repeats: Number(value('--repeats', quick ? 1 : 3)),
     connections: Number(value('--connections', 50)),
     tool,
+    dist: value('--dist', undefined),
   }
 }
 
@@ -73,8 +75,9 @@ const ENTRIES = ['index', ...Object.keys(ADAPTERS)]
  * Copies the build once, so every case runs the same code even if someone rebuilds meanwhile.
  * A copy taken mid-build (tsup cleans dist first) is detected by importing every entry, and retried.
  */
-async function snapshotEdgelimit() {
-  const dist = path.dirname(fileURLToPath(import.meta.resolve('edgelimit')))
+async function snapshotEdgelimit(from) {
+  const dist =
+    from === undefined ? path.dirname(fileURLToPath(import.meta.resolve('edgelimit'))) : path.resolve(from)
   for (let attempt = 1; ; attempt++) {
     for (let waited = 0; !ENTRIES.every((e) => existsSync(path.join(dist, `${e}.js`))); waited += 500) {
       if (waited > 60_000) throw new Error(`${dist} is incomplete: run npm run build`)
@@ -225,7 +228,7 @@ async function main(argv) {
   const adapters = Object.keys(ADAPTERS).filter((a) => opts.only === undefined || a === opts.only)
   const started = Date.now()
   const loadBefore = os.loadavg()
-  const snapshot = await snapshotEdgelimit()
+  const snapshot = await snapshotEdgelimit(opts.dist)
   const runs = []
   try {
     const total = opts.repeats * opts.scenarios.length * adapters.length * 2

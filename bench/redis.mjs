@@ -16,30 +16,25 @@
 // through the same closed loop (closedLoop): N async workers, each awaiting one call after another
 // over KEYS keys round-robin; only the library call, and reading `allowed` out of its answer, differ.
 //
+// Sections: commands per decision (MONITOR + commandstats), throughput and latency, the paired
+// edgelimit-vs-raw measurement, a hot blocked key (edgelimit's deny cache vs @upstash/ratelimit's
+// ephemeral cache) and memory per key. `--only <substring>` keeps the cases whose id contains it:
+// e.g. `--only fixed-window` (edgelimit, raw and the coalesce: false row on the fixed window) or
+// `--only hot` (the hot blocked key alone).
+//
 // Writes bench/results/redis-<YYYY-MM-DD>.json and .md (UTC date).
 
-import { execFileSync, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs'
-import net from 'node:net'
+import { rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
+import { dirtyText, ROOT, runMeta, snapshotEdgelimit, table, writeResults } from './lib/machine.mjs'
+import { HOST, installCleanup, owned, tempDirs } from './lib/processes.mjs'
+import { redisCommand, startRedis } from './lib/redis-server.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
-const ROOT = path.resolve(path.dirname(SELF), '..')
-const RESULTS = path.join(ROOT, 'bench', 'results')
-/** Every byte of benchmark traffic goes to this address, on a port picked at start-up. */
-const HOST = '127.0.0.1'
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -95,6 +90,26 @@ const RULE = 'r'
 const EDGELIMIT_TIMEOUT = '5s'
 /** The client key whose state the memory table reports. */
 const MEMORY_KEY = 'k1234'
+
+/**
+ * Hot blocked key (target 5): one key, limit 10 per hour, exhausted before timing, then hammered
+ * by every worker at once. Every decision is a denial; the local caches answer them in-process.
+ */
+const HOT = { key: 'hot', limit: 10, window: '1h', exhaust: 20 }
+const HOT_CONTESTANTS = {
+  'edgelimit-deny-cache': {
+    label: 'edgelimit (denyCache, the default)',
+    config: `createLimiter({ rules: [{ name: 'r', algorithm: fixedWindow({ limit: 10, window: '1h' }) }], store: redisStore({ client }), timeout: '${'5s'}' })`,
+  },
+  'upstash-ephemeral-cache': {
+    label: '@upstash/ratelimit (ephemeralCache: new Map())',
+    config: `new Ratelimit({ redis: upstashAdapter(client), limiter: Ratelimit.fixedWindow(10, '1 h'), ephemeralCache: new Map(), analytics: false })`,
+  },
+  'edgelimit-no-cache': {
+    label: 'edgelimit (denyCache: false: every decision goes to Redis, coalesced)',
+    config: `createLimiter({ …, denyCache: false })`,
+  },
+}
 
 const MODES = {
   default: { label: 'ioredis default', options: {}, text: 'new Redis({ host, port, lazyConnect: true })' },
@@ -185,10 +200,16 @@ const PEERS = {
 }
 
 const TARGETS = {
-  1: { text: 'exactly one Redis command per edgelimit decision' },
+  1: {
+    text: 'at most one Redis command per edgelimit decision; concurrent decisions share one (coalescing)',
+  },
   2: { ratio: 1.5, level: 256, text: 'at 256 in flight, edgelimit ≥ 1.5× the fastest peer (same algorithm)' },
   3: { ratio: 0.9, text: 'edgelimit ≥ 90 % of the raw script (same client mode)' },
   4: { bytes: 120, text: '≤ 120 B of Redis memory per key' },
+  5: {
+    ratio: 2,
+    text: "hot blocked key: edgelimit's deny cache ≥ 2× @upstash/ratelimit's ephemeral cache (same run, each level)",
+  },
 }
 /** Target (4) applies to these; the sliding log's size grows with its entries (reported only). */
 const MEMORY_TARGET_ALGORITHMS = [
@@ -229,19 +250,22 @@ const keyList = () => Array.from({ length: KEYS }, (_, i) => `k${i}`)
 /**
  * The exact script, keys and arguments edgelimit's store sends for one decision, learned from the
  * built package itself: a limiter is bound to a spy that looks like an ioredis client, answers its
- * EVALSHA with NOSCRIPT (so the store also sends the script text with EVAL) and records both.
+ * EVALSHA with NOSCRIPT (so the store also sends the script text with EVAL) and records both. The
+ * store hands ioredis the keys and ARGV as two arrays (ioredis flattens them).
  */
 async function captureScript({ e, r }, algorithm) {
   const probe = '__bench_probe__'
   const calls = []
+  const flat = (a) => a.flat()
   const spy = {
     evalsha: (...a) => {
-      calls.push(a)
+      calls.push(flat(a))
       return Promise.reject(new Error('NOSCRIPT No matching script (bench capture)'))
     },
     eval: (...a) => {
-      calls.push(a)
-      return Promise.resolve([1, 0, 0, 0, 0, 0])
+      calls.push(flat(a))
+      // One decision, one rule: code, remaining, reset, retry/delay.
+      return Promise.resolve([0, 0, 0, 0])
     },
     del: async () => 0,
   }
@@ -269,11 +293,12 @@ async function captureScript({ e, r }, algorithm) {
  */
 async function contestant(spec, client) {
   const keys = keyList()
-  if (spec.lib === 'edgelimit') {
+  if (spec.lib === 'edgelimit' || spec.lib === 'edgelimit-nc') {
     const { e, r } = await importEdgelimit(spec)
+    const coalesce = spec.lib === 'edgelimit'
     const l = e.createLimiter({
       rules: [{ name: RULE, algorithm: ALGORITHMS[spec.algorithm].make(e) }],
-      store: r.redisStore({ client, prefix: PREFIX }),
+      store: r.redisStore({ client, prefix: PREFIX, coalesce }),
       timeout: EDGELIMIT_TIMEOUT,
     })
     return { call: (i) => l.limit(keys[i]), admitted: allowedField, rejected: rethrow }
@@ -287,7 +312,8 @@ async function contestant(spec, client) {
     const { sha, args } = s
     return {
       call: (i) => client.evalsha(sha, 1, redisKeys[i], ...args),
-      admitted: (reply) => reply[0] === 1,
+      // Code 0 = admitted (see main.lua's reply).
+      admitted: (reply) => reply[0] === 0,
       rejected: rethrow,
       script: { sha, args, keyExample: redisKeys[0], bytes: Buffer.byteLength(s.text) },
     }
@@ -452,6 +478,7 @@ async function throughputChild(spec) {
       scriptFailedCalls: scripts[0].failed + scripts[1].failed,
       scriptUsPerCall:
         scriptCalls === 0 ? null : Number(((scripts[0].usec + scripts[1].usec) / scriptCalls).toFixed(2)),
+      scriptUsPerDecision: Number(((scripts[0].usec + scripts[1].usec) / run.calls).toFixed(2)),
     })
   }
   client.disconnect()
@@ -585,6 +612,108 @@ async function describeKeys(client, pattern) {
   return out
 }
 
+/** One hot-key contestant: its call on the one blocked key, and how to read its answer. */
+async function hotContestant(lib, spec, client) {
+  if (lib === 'upstash-ephemeral-cache') {
+    const [{ Ratelimit }, { upstashAdapter }] = await Promise.all([
+      import('@upstash/ratelimit'),
+      import('./lib/upstash-ioredis-adapter.mjs'),
+    ])
+    const rl = new Ratelimit({
+      redis: upstashAdapter(client),
+      limiter: Ratelimit.fixedWindow(HOT.limit, '1 h'),
+      ephemeralCache: new Map(),
+      analytics: false,
+    })
+    return { call: () => rl.limit(HOT.key), admitted: (res) => res.success, rejected: rethrow }
+  }
+  const { e, r } = await importEdgelimit(spec)
+  const l = e.createLimiter({
+    rules: [{ name: RULE, algorithm: e.fixedWindow({ limit: HOT.limit, window: HOT.window }) }],
+    store: r.redisStore({ client, prefix: PREFIX }),
+    timeout: EDGELIMIT_TIMEOUT,
+    ...(lib === 'edgelimit-no-cache' ? { denyCache: false } : {}),
+  })
+  return { call: () => l.limit(HOT.key), admitted: allowedField, rejected: rethrow }
+}
+
+/**
+ * Target (5), paired like target (3): every hot-key contestant in ONE process on the one client,
+ * in alternating slices at each level (forward order in even pairs, reversed in odd ones), so
+ * that all of them see the same machine load. The in-process caches make these runs pure CPU:
+ * on a shared machine, processes minutes apart would differ by more than the 2× in question.
+ */
+async function hotChild(spec) {
+  const client = await connect(spec)
+  const sides = {}
+  const admittedBeforeTiming = {}
+  for (const lib of spec.libs) {
+    const c = await hotContestant(lib, spec, client)
+    // Exhaust the key one call at a time: 10 admitted, then denied (which fills the caches).
+    let ok = 0
+    for (let i = 0; i < HOT.exhaust; i++) if (c.admitted(await c.call())) ok++
+    admittedBeforeTiming[lib] = ok
+    sides[lib] = c
+  }
+  const p = PAIRED[spec.quick ? 'quick' : 'full']
+  const cap = 1_000_000
+  const latencies = Object.fromEntries(spec.libs.map((lib) => [lib, new Float64Array(cap)]))
+  const levels = []
+  for (const level of spec.levels) {
+    for (const lib of spec.libs) await closedLoop(sides[lib], { concurrency: level, ms: p.warmMs })
+    const slices = Object.fromEntries(spec.libs.map((lib) => [lib, []]))
+    const pairRatios = []
+    const filled = Object.fromEntries(spec.libs.map((lib) => [lib, 0]))
+    for (let i = 0; i < p.pairs; i++) {
+      const order = i % 2 === 0 ? spec.libs : [...spec.libs].reverse()
+      const rate = {}
+      for (const lib of order) {
+        globalThis.gc()
+        await client.config('RESETSTAT')
+        const buf = latencies[lib].subarray(filled[lib])
+        const cpu0 = process.cpuUsage()
+        const run = await closedLoop(sides[lib], { concurrency: level, ms: p.sliceMs, latencies: buf })
+        const cpu = process.cpuUsage(cpu0)
+        filled[lib] = Math.min(cap, filled[lib] + run.calls)
+        const stats = commandStats(await client.info('commandstats'))
+        const storeCommands = (stats.evalsha?.calls ?? 0) + (stats.eval?.calls ?? 0)
+        slices[lib].push({ ...run, cpuUs: cpu.user + cpu.system, storeCommands })
+        rate[lib] = run.calls / run.ms
+      }
+      if (rate['edgelimit-deny-cache'] !== undefined && rate['upstash-ephemeral-cache'] !== undefined) {
+        pairRatios.push(rate['edgelimit-deny-cache'] / rate['upstash-ephemeral-cache'])
+      }
+    }
+    pairRatios.sort((a, b) => a - b)
+    const n = pairRatios.length
+    const median =
+      n === 0 ? null : n % 2 === 1 ? pairRatios[(n - 1) / 2] : (pairRatios[n / 2 - 1] + pairRatios[n / 2]) / 2
+    const per = {}
+    for (const lib of spec.libs) {
+      const s = slices[lib]
+      const calls = s.reduce((a, q) => a + q.calls, 0)
+      const ms = s.reduce((a, q) => a + q.ms, 0)
+      const sorted = latencies[lib].slice(0, filled[lib]).sort()
+      per[lib] = {
+        calls,
+        opsPerSec: Math.round((calls / ms) * 1000),
+        latencyMs: { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99) },
+        admittedFraction: s.reduce((a, q) => a + q.admitted, 0) / calls,
+        clientCpuUsPerCall: Number((s.reduce((a, q) => a + q.cpuUs, 0) / calls).toFixed(3)),
+        storeCommandsPerDecision: Number((s.reduce((a, q) => a + q.storeCommands, 0) / calls).toFixed(6)),
+      }
+    }
+    levels.push({
+      level,
+      ratio: median === null ? null : Number(median.toFixed(3)),
+      pairRatios: n === 0 ? null : { min: pairRatios[0], median, max: pairRatios[n - 1] },
+      per,
+    })
+  }
+  client.disconnect()
+  return { admittedBeforeTiming, levels }
+}
+
 async function memoryChild(spec) {
   const client = await connect(spec)
   const { e, r } = await importEdgelimit(spec)
@@ -637,136 +766,9 @@ async function memoryChild(spec) {
 // Parent: redis-server, plan, run, report
 // ---------------------------------------------------------------------------------------------
 
-/** Processes this script started and must stop: redis-server and the current child, by PID. */
-const owned = new Map()
-const tempDirs = new Set()
-
-function killOwnedSync() {
-  for (const [pid, name] of owned) {
-    try {
-      process.kill(pid, 'SIGKILL')
-    } catch {
-      // already gone
-    }
-    owned.delete(pid)
-    if (name === 'redis-server') process.stderr.write(`killed redis-server (pid ${pid})\n`)
-  }
-  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true })
-  tempDirs.clear()
-}
-
-function installCleanup() {
-  process.on('exit', killOwnedSync)
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-    process.once(signal, () => {
-      process.stderr.write(`\n${signal}: stopping\n`)
-      killOwnedSync()
-      process.exit(128 + (os.constants.signals[signal] ?? 1))
-    })
-  }
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, HOST, () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
-}
-
-/** PING over a fresh connection: true when the server answers +PONG. */
-function ping(port) {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: HOST, port })
-    const done = (ok) => {
-      socket.destroy()
-      resolve(ok)
-    }
-    socket.setTimeout(500, () => done(false))
-    socket.on('connect', () => socket.write('PING\r\n'))
-    socket.on('data', (chunk) => done(chunk.toString().startsWith('+PONG')))
-    socket.on('error', () => done(false))
-  })
-}
-
-async function startRedis() {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'edgelimit-bench-redis-'))
-  tempDirs.add(dir)
-  const log = path.join(dir, 'redis.log')
-  for (let attempt = 1; ; attempt++) {
-    const port = await freePort()
-    const args = ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no']
-    args.push('--dir', dir, '--logfile', log, '--daemonize', 'no', '--protected-mode', 'yes')
-    const child = spawn('redis-server', args, { stdio: 'ignore' })
-    child.on('error', () => {})
-    if (child.pid === undefined) throw new Error('could not spawn redis-server (is it on PATH?)')
-    owned.set(child.pid, 'redis-server')
-    const exited = new Promise((resolve) => child.once('exit', resolve))
-    let alive = true
-    exited.then(() => {
-      alive = false
-      owned.delete(child.pid)
-    })
-    const deadline = Date.now() + 10_000
-    while (alive && Date.now() < deadline && !(await ping(port))) {
-      await new Promise((resolve) => setTimeout(resolve, 25))
-    }
-    if (alive && (await ping(port))) {
-      return {
-        port,
-        pid: child.pid,
-        args,
-        async stop() {
-          if (alive) process.kill(child.pid, 'SIGTERM')
-          const timer = setTimeout(() => alive && process.kill(child.pid, 'SIGKILL'), 5000)
-          await exited
-          clearTimeout(timer)
-          rmSync(dir, { recursive: true, force: true })
-          tempDirs.delete(dir)
-        },
-      }
-    }
-    if (alive) process.kill(child.pid, 'SIGKILL')
-    await exited
-    const tail = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').slice(-5).join('\n') : ''
-    if (attempt >= 5 || !/Address already in use/i.test(tail)) {
-      throw new Error(`redis-server did not start on ${HOST}:${port}:\n${tail}`)
-    }
-  }
-}
-
-/**
- * Copies the built package so that every case measures the same build, even if someone rebuilds
- * `packages/edgelimit/dist` while the benchmark runs. Returns the entries' file URLs.
- */
-async function snapshotEdgelimit() {
-  const entry = fileURLToPath(import.meta.resolve('edgelimit'))
-  const redisEntry = fileURLToPath(import.meta.resolve('edgelimit/redis'))
-  for (let waited = 0; !existsSync(entry) || !existsSync(redisEntry); waited += 500) {
-    if (waited > 60_000) throw new Error(`${entry} is missing: run npm run build`)
-    await new Promise((resolve) => setTimeout(resolve, 500))
-  }
-  await new Promise((resolve) => setTimeout(resolve, 1000)) // let a concurrent build finish
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'edgelimit-bench-'))
-  tempDirs.add(dir)
-  cpSync(path.dirname(entry), dir, { recursive: true })
-  // Identifies the build measured: a hash of its JavaScript files (names and contents).
-  const hash = createHash('sha256')
-  for (const file of readdirSync(dir, { recursive: true }).map(String).sort()) {
-    if (!file.endsWith('.js')) continue
-    hash.update(file)
-    hash.update(readFileSync(path.join(dir, file)))
-  }
-  return {
-    dir,
-    url: pathToFileURL(path.join(dir, path.basename(entry))).href,
-    redisUrl: pathToFileURL(path.join(dir, path.relative(path.dirname(entry), redisEntry))).href,
-    hash: hash.digest('hex').slice(0, 16),
-  }
-}
+// Processes this script started and must stop (redis-server and the current child) are owned by
+// PID through bench/lib/processes.mjs; redis-server is started by bench/lib/redis-server.mjs, and
+// the built package is copied once at start (snapshotEdgelimit in bench/lib/machine.mjs).
 
 function runChild(spec, { cpuProfDir } = {}) {
   const flags = ['--expose-gc']
@@ -818,17 +820,23 @@ function contestants() {
   const list = []
   for (const algorithm of Object.keys(ALGORITHMS)) {
     list.push({ lib: 'edgelimit', algorithm })
+    // The same store sending one EVALSHA per decision: what coalescing is worth.
+    if (algorithm === 'fixed-window') list.push({ lib: 'edgelimit-nc', algorithm })
     list.push({ lib: 'raw', algorithm })
   }
   for (const [lib, peer] of Object.entries(PEERS)) list.push({ lib, algorithm: peer.algorithm })
   return list.map((c) => ({
     ...c,
-    who: c.lib === 'edgelimit' || c.lib === 'raw' ? `${c.lib}/${c.algorithm}` : c.lib,
+    who:
+      c.lib === 'edgelimit' || c.lib === 'edgelimit-nc' || c.lib === 'raw'
+        ? `${c.lib}/${c.algorithm}`
+        : c.lib,
   }))
 }
 
 function label(c) {
   if (c.lib === 'edgelimit') return `edgelimit ${ALGORITHMS[c.algorithm].label}`
+  if (c.lib === 'edgelimit-nc') return `edgelimit ${ALGORITHMS[c.algorithm].label} (coalesce: false)`
   if (c.lib === 'raw') return `raw script: ${ALGORITHMS[c.algorithm].label}`
   return PEERS[c.lib].label
 }
@@ -837,51 +845,6 @@ const kops = (n) => (n === undefined ? '—' : `${(n / 1000).toFixed(1)} k/s`)
 const msText = (x) =>
   x === null || x === undefined ? '—' : x < 1 ? x.toFixed(3) : x < 10 ? x.toFixed(2) : x.toFixed(1)
 const pct = (f) => `${(f * 100).toFixed(f === 1 ? 0 : 2)}%`
-
-function table(header, rows, align) {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)))
-  const cell = (v, i) => (align[i] === 'r' ? String(v).padStart(widths[i]) : String(v).padEnd(widths[i]))
-  const text = [
-    header.map(cell).join('  '),
-    widths.map((w) => '-'.repeat(w)).join('  '),
-    ...rows.map((r) => r.map(cell).join('  ')),
-  ]
-    .map((line) => line.trimEnd())
-    .join('\n')
-  const md = [
-    `| ${header.join(' | ')} |`,
-    `| ${align.map((a) => (a === 'r' ? '---:' : ':---')).join(' | ')} |`,
-    ...rows.map((r) => `| ${r.join(' | ')} |`),
-  ].join('\n')
-  return { text, md }
-}
-
-function git(args) {
-  try {
-    return execFileSync('git', args, {
-      cwd: ROOT,
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trimEnd()
-  } catch {
-    return null
-  }
-}
-
-function version(pkg) {
-  try {
-    return JSON.parse(readFileSync(path.join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version
-  } catch {
-    return null
-  }
-}
-
-function commandLine(argv) {
-  const event = process.env.npm_lifecycle_event
-  const direct = ['node', 'bench/redis.mjs', ...argv].join(' ')
-  if (event === undefined) return { command: direct, direct }
-  return { command: `npm run ${event}`, npmScript: process.env.npm_lifecycle_script ?? null, direct }
-}
 
 /**
  * MONITOR on the parent's side of target (1): every command the server executes, with its source
@@ -921,6 +884,12 @@ async function startMonitor(admin) {
 }
 
 const sum = (o) => Object.values(o).reduce((a, b) => a + b, 0)
+/** The range and median of a paired measurement's ratios, as the JSON keeps them (3 decimals). */
+const pairRatiosJson = ({ min, median, max }) => ({
+  min: Number(min.toFixed(3)),
+  median: Number(median.toFixed(3)),
+  max: Number(max.toFixed(3)),
+})
 
 async function parent(argv) {
   const opts = {
@@ -937,7 +906,7 @@ async function parent(argv) {
   installCleanup()
   const started = Date.now()
   const loadBefore = os.loadavg()
-  const snapshot = await snapshotEdgelimit()
+  const snapshot = await snapshotEdgelimit(['redis'], tempDirs)
   const redis = await startRedis()
   process.stderr.write(`redis-server pid ${redis.pid} on ${HOST}:${redis.port}\n`)
   const { Redis } = await import('ioredis')
@@ -948,7 +917,7 @@ async function parent(argv) {
     port: redis.port,
     redisPid: redis.pid,
     edgelimitUrl: snapshot.url,
-    edgelimitRedisUrl: snapshot.redisUrl,
+    edgelimitRedisUrl: snapshot.urls.redis,
     quick: opts.quick,
   }
   let maxLoad = loadBefore[0]
@@ -964,6 +933,7 @@ async function parent(argv) {
   const memory = { rows: [] }
   const paired = []
   const byId = new Map()
+  const hot = { levels: [] }
   try {
     // -- target (1): commands per decision ---------------------------------------------------
     const countCases = []
@@ -1087,6 +1057,29 @@ async function parent(argv) {
       )
     }
 
+    // -- target (5): a hot blocked key, with the in-process denial caches (paired) ----------
+    const hotLibs = Object.keys(HOT_CONTESTANTS).filter(
+      (lib) => opts.only === undefined || `hot:${lib}`.includes(opts.only),
+    )
+    if (hotLibs.length > 0) {
+      const t0 = Date.now()
+      const load = os.loadavg()[0]
+      await admin.flushall()
+      Object.assign(
+        hot,
+        await runChild({ ...base, kind: 'hot', mode: 'default', libs: hotLibs, levels: LEVELS, id: 'hot' }),
+        { loadAverage: Number(load.toFixed(2)) },
+      )
+      log(
+        1,
+        1,
+        'hot',
+        hot.levels.map((l) => `${l.level}:${l.ratio === null ? '—' : `${l.ratio.toFixed(2)}×`}`).join(' '),
+        t0,
+        load,
+      )
+    }
+
     // -- memory per key ----------------------------------------------------------------------
     if (opts.only === undefined) {
       const t0 = Date.now()
@@ -1130,7 +1123,9 @@ async function parent(argv) {
   const targets = []
   for (const c of counts) {
     const s = c.steady
-    const exact = s.monitorClientCommands === s.decisions && s.commandstatsScriptCommands === s.decisions
+    // MONITOR and commandstats agree, and no decision took more than one command.
+    const atMostOne =
+      s.monitorClientCommands <= s.decisions && s.commandstatsScriptCommands === s.monitorClientCommands
     targets.push({
       target: 1,
       description: TARGETS[1].text,
@@ -1146,7 +1141,7 @@ async function parent(argv) {
         clientCommands: c.cold.monitorClientCommands,
         byName: c.cold.monitorClientByCommand,
       },
-      pass: exact && Object.keys(s.monitorClientByCommand).every((n) => n === 'evalsha'),
+      pass: atMostOne && Object.keys(s.monitorClientByCommand).every((n) => n === 'evalsha'),
     })
   }
   for (const mode of opts.modes) {
@@ -1196,11 +1191,7 @@ async function parent(argv) {
           reference: 'raw',
           referenceOpsPerSec: q.rawOpsPerSec,
           ratio: q.ratio,
-          pairRatios: {
-            min: Number(q.pairRatios.min.toFixed(3)),
-            median: Number(q.pairRatios.median.toFixed(3)),
-            max: Number(q.pairRatios.max.toFixed(3)),
-          },
+          pairRatios: pairRatiosJson(q.pairRatios),
           totalRatio: q.totalRatio,
           clientCpuUsPerCall: q.clientCpuUsPerCall,
           independentBestOfRatio: independent === null ? null : Number(independent.toFixed(3)),
@@ -1229,45 +1220,52 @@ async function parent(argv) {
     })
   }
 
-  // -- report ----------------------------------------------------------------------------------
-  const loadAfter = os.loadavg()
-  const cpus = os.cpus()
-  const date = new Date().toISOString().slice(0, 10)
-  const meta = {
-    date,
-    ...commandLine(argv),
-    node: process.version,
-    v8: process.versions.v8,
-    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
-    cpu: { model: cpus[0]?.model ?? 'unknown', cores: cpus.length },
-    totalMemoryBytes: os.totalmem(),
-    redis: {
-      version: redisInfo.redis_version,
-      args: ['redis-server', ...redis.args.map((a) => (a === '' ? '""' : a))].join(' '),
-      multiplexing: redisInfo.multiplexing_api,
-    },
-    edgelimitBuild: snapshot.hash,
-    git: {
-      head: git(['rev-parse', 'HEAD']),
-      dirty: (git(['status', '--porcelain', '--', 'packages/edgelimit']) ?? '').split('\n').filter(Boolean),
-    },
-    versions: {
-      edgelimit: version('edgelimit'),
-      ioredis: version('ioredis'),
-      'rate-limiter-flexible': version('rate-limiter-flexible'),
-      'rate-limit-redis': version('rate-limit-redis'),
-      '@upstash/ratelimit': version('@upstash/ratelimit'),
-    },
-    durationSeconds: Math.round((Date.now() - started) / 1000),
-    loadAverage: {
-      before: loadBefore.map((l) => Number(l.toFixed(2))),
-      after: loadAfter.map((l) => Number(l.toFixed(2))),
-      maxOneMinute: Number(Math.max(maxLoad, loadAfter[0]).toFixed(2)),
-    },
+  // Target (5): judged per level on the median pair ratio; both sides must deny every decision.
+  const hotLibsRun = hot.levels.length > 0 ? Object.keys(hot.levels[0].per) : []
+  for (const l of hot.levels) {
+    const m = l.per['edgelimit-deny-cache']
+    const q = l.per['upstash-ephemeral-cache']
+    if (m === undefined || q === undefined || l.ratio === null) continue
+    targets.push({
+      target: 5,
+      description: TARGETS[5].text,
+      level: l.level,
+      judgedOn: 'paired',
+      edgelimitOpsPerSec: m.opsPerSec,
+      reference: 'upstash-ephemeral-cache',
+      referenceOpsPerSec: q.opsPerSec,
+      ratio: l.ratio,
+      pairRatios: pairRatiosJson(l.pairRatios),
+      clientCpuUsPerCall: { edgelimit: m.clientCpuUsPerCall, upstash: q.clientCpuUsPerCall },
+      storeCommandsPerDecision: {
+        edgelimit: m.storeCommandsPerDecision,
+        upstash: q.storeCommandsPerDecision,
+      },
+      required: TARGETS[5].ratio,
+      pass: l.ratio >= TARGETS[5].ratio && m.admittedFraction === 0 && q.admittedFraction === 0,
+    })
   }
 
+  // -- report ----------------------------------------------------------------------------------
+  const meta = runMeta({
+    script: 'bench/redis.mjs',
+    argv,
+    started,
+    loadBefore,
+    maxLoad,
+    dirtyPaths: ['packages/edgelimit'],
+    snapshotHash: snapshot.hash,
+    packages: ['ioredis', 'rate-limiter-flexible', 'rate-limit-redis', '@upstash/ratelimit'],
+    redis: {
+      version: redisInfo.redis_version,
+      args: redisCommand(redis.args),
+      multiplexing: redisInfo.multiplexing_api,
+    },
+  })
+  const { date } = meta
+
   const algorithmOf = (r) =>
-    r.lib === 'edgelimit' || r.lib === 'raw'
+    r.lib === 'edgelimit' || r.lib === 'edgelimit-nc' || r.lib === 'raw'
       ? ALGORITHMS[r.algorithm].label
       : `${ALGORITHMS[r.algorithm].label} (closest)`
   const perMode = {}
@@ -1298,6 +1296,7 @@ async function parent(argv) {
           l.clientCpuUsPerCall.toFixed(1),
           l.serverCpuUsPerCall.toFixed(1),
           l.scriptUsPerCall === null ? '—' : l.scriptUsPerCall.toFixed(1),
+          l.scriptUsPerDecision === undefined ? '—' : l.scriptUsPerDecision.toFixed(1),
           pct(l.serverBusy),
           l.scriptCommandsPerCall.toFixed(3),
         ])
@@ -1315,13 +1314,43 @@ async function parent(argv) {
         'client CPU µs/dec',
         'Redis CPU µs/dec',
         'script µs/call',
+        'script µs/dec',
         'Redis busy',
         'EVAL(SHA)/dec',
       ],
       diag,
-      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     )
   }
+
+  const hotTable = table(
+    [
+      'contestant',
+      ...LEVELS.flatMap((level) => [
+        `${level} in flight`,
+        'p50 ms',
+        'p99 ms',
+        'client CPU µs/dec',
+        'store cmd/dec',
+      ]),
+      'admitted',
+    ],
+    hotLibsRun.map((lib) => [
+      HOT_CONTESTANTS[lib].label,
+      ...LEVELS.flatMap((level) => {
+        const l = hot.levels.find((x) => x.level === level)?.per[lib]
+        return [
+          kops(l.opsPerSec),
+          msText(l.latencyMs.p50),
+          msText(l.latencyMs.p99),
+          l.clientCpuUsPerCall.toFixed(2),
+          l.storeCommandsPerDecision.toFixed(4),
+        ]
+      }),
+      pct(Math.max(...hot.levels.map((l) => l.per[lib].admittedFraction))),
+    ]),
+    ['l', ...LEVELS.flatMap(() => ['r', 'r', 'r', 'r', 'r']), 'r'],
+  )
 
   const countTable = table(
     [
@@ -1368,14 +1397,25 @@ async function parent(argv) {
   )
 
   const targetRow = (t) => {
+    if (t.target === 5) {
+      return [
+        'fixed window, hot key',
+        `(5) hot blocked key ≥ 2× @${t.level}`,
+        'default',
+        kops(t.edgelimitOpsPerSec),
+        `@upstash/ratelimit ephemeralCache ${kops(t.referenceOpsPerSec)}`,
+        `${t.ratio.toFixed(2)}× (need ${t.required}×; pairs ${t.pairRatios.min.toFixed(2)}–${t.pairRatios.max.toFixed(2)}; client CPU ${t.clientCpuUsPerCall.edgelimit.toFixed(2)} vs ${t.clientCpuUsPerCall.upstash.toFixed(2)} µs; store commands/decision ${t.storeCommandsPerDecision.edgelimit} vs ${t.storeCommandsPerDecision.upstash})`,
+        t.pass ? 'PASS' : 'FAIL',
+      ]
+    }
     if (t.target === 1) {
       return [
         ALGORITHMS[t.algorithm].label,
-        '(1) one command per decision',
+        '(1) ≤ 1 command per decision',
         t.mode,
         `${t.clientCommands} commands / ${t.decisions} decisions`,
         `commandstats EVALSHA+EVAL ${t.commandstatsEvalshaPlusEval}`,
-        `${t.ratio.toFixed(3)}× (need exactly 1)`,
+        `${t.ratio.toFixed(3)} EVALSHA per decision (need ≤ 1)`,
         t.pass ? 'PASS' : 'FAIL',
       ]
     }
@@ -1431,6 +1471,11 @@ async function parent(argv) {
     console.log(diagnostics[mode].text)
     console.log('')
   }
+  if (hotLibsRun.length > 0) {
+    console.log(`Hot blocked key (limit ${HOT.limit} per ${HOT.window}, exhausted, then hammered):\n`)
+    console.log(hotTable.text)
+    console.log('')
+  }
   console.log('Redis commands per decision (edgelimit):\n')
   console.log(countTable.text)
   console.log('\nRedis memory per key (one client key, default prefixes):\n')
@@ -1460,7 +1505,7 @@ async function parent(argv) {
         concurrency: COUNT_CONCURRENCY,
       },
       paired: PAIRED[opts.quick ? 'quick' : 'full'],
-      edgelimitStore: `createLimiter({ rules: [{ name: '${RULE}', algorithm }], store: redisStore({ client, prefix: '${PREFIX}' }), timeout: '${EDGELIMIT_TIMEOUT}' }) (clock: 'server'; breaker and deny cache at their defaults)`,
+      edgelimitStore: `createLimiter({ rules: [{ name: '${RULE}', algorithm }], store: redisStore({ client, prefix: '${PREFIX}' }), timeout: '${EDGELIMIT_TIMEOUT}' }) (clock: 'server'; coalesce: true and maxBatch: 64, the defaults; breaker and deny cache at their defaults); the edgelimit-nc row adds coalesce: false`,
       configurations: {
         ...Object.fromEntries(Object.entries(ALGORITHMS).map(([k, v]) => [k, v.config])),
         ...Object.fromEntries(Object.entries(PEERS).map(([k, v]) => [k, v.config])),
@@ -1471,10 +1516,13 @@ async function parent(argv) {
     commandCounts: counts,
     paired,
     memory: memory.rows,
+    hotKey: { ...HOT, contestants: HOT_CONTESTANTS, ...hot },
     targets,
     summary: { passed, failed: targets.length - passed, total: targets.length },
   }
   const md = markdown({
+    hotTable,
+    hotCount: hotLibsRun.length,
     meta,
     opts,
     repeats,
@@ -1486,14 +1534,17 @@ async function parent(argv) {
     passed,
     total: targets.length,
   })
-  mkdirSync(RESULTS, { recursive: true })
-  const file = path.join(RESULTS, `redis-${date}${opts.quick ? '-quick' : ''}${opts.only ? '-partial' : ''}`)
-  writeFileSync(`${file}.json`, `${JSON.stringify(json, null, 2)}\n`)
-  writeFileSync(`${file}.md`, md)
+  const file = writeResults(
+    `redis-${date}${opts.quick ? '-quick' : ''}${opts.only ? '-partial' : ''}`,
+    json,
+    md,
+  )
   console.log(`wrote ${path.relative(ROOT, file)}.json and .md`)
 }
 
 function markdown({
+  hotTable,
+  hotCount,
   meta,
   opts,
   repeats,
@@ -1534,20 +1585,32 @@ ${diagnostics[m].md}
 - CPU: ${meta.cpu.model} × ${meta.cpu.cores} — shared by redis-server, the measuring process and whatever else runs on the machine
 - Redis ${meta.redis.version}, started by the benchmark: \`${meta.redis.args}\` (${meta.redis.multiplexing}); ioredis ${meta.versions.ioredis} (RESP3, its default)
 - Date: ${meta.date}; ${meta.durationSeconds} s in all; load average (1/5/15 min) ${meta.loadAverage.before.join(' / ')} before, ${meta.loadAverage.after.join(' / ')} after, at most ${meta.loadAverage.maxOneMinute} during the run (${meta.cpu.cores} cores shared with other work: treat differences under ~15% as noise)${meta.loadAverage.maxOneMinute > meta.cpu.cores ? `\n- **The 1-minute load average exceeded the ${meta.cpu.cores} cores during this run: other processes competed for the CPU with redis-server and the measuring process, so throughput and tail latency are noisy, more so between runs minutes apart than within a paired measurement.**` : ''}
-- edgelimit ${meta.versions.edgelimit} at ${meta.git.head ?? 'unknown commit'}${meta.git.dirty.length > 0 ? ` with uncommitted changes in ${meta.git.dirty.map((d) => `\`${d.slice(3)}\``).join(', ')}` : ''}; build hash ${meta.edgelimitBuild} (sha-256 of dist/*.js, copied once at start so every case runs the same build); rate-limiter-flexible ${meta.versions['rate-limiter-flexible']}, rate-limit-redis ${meta.versions['rate-limit-redis']}, @upstash/ratelimit ${meta.versions['@upstash/ratelimit']}
+- edgelimit ${meta.versions.edgelimit} at ${meta.git.head ?? 'unknown commit'}${dirtyText(meta.git.dirty)}; build hash ${meta.edgelimitBuild} (sha-256 of dist/*.js, copied once at start so every case runs the same build); rate-limiter-flexible ${meta.versions['rate-limiter-flexible']}, rate-limit-redis ${meta.versions['rate-limit-redis']}, @upstash/ratelimit ${meta.versions['@upstash/ratelimit']}
 ${opts.quick ? '- **Quick run (1 repeat, short levels): indicative only.**\n' : ''}${opts.only ? `- **Partial run (--only ${opts.only}).**\n` : ''}
 ## Decisions per second and latency (best of ${repeats} runs, each in a fresh process)
 
-Closed loop: N workers each await one decision after another over ${KEYS.toLocaleString('en-US')} keys round-robin, ${timing.levelMs} ms per level. Latency in ms; p50/p99 are from the best run. Peers are compared on the edgelimit algorithm closest to theirs ("(closest)"). **raw script** is edgelimit's own Lua script text, keys and arguments sent with \`client.evalsha(sha, 1, key, ...args)\` and nothing else: the ceiling for the store.
+Closed loop: N workers each await one decision after another over ${KEYS.toLocaleString('en-US')} keys round-robin, ${timing.levelMs} ms per level. Latency in ms; p50/p99 are from the best run. Peers are compared on the edgelimit algorithm closest to theirs ("(closest)"). **raw script** is edgelimit's own Lua script text, keys and arguments sent with \`client.evalsha(sha, 1, key, ...args)\` and nothing else, one decision per EVALSHA: the ceiling for the store without coalescing. **edgelimit coalesces by default**: the decisions a limiter issues in the same event-loop tick travel as one EVALSHA that decides them one after another (exactly as if sent one by one), so at 16 and 256 in flight it sends fewer commands than decisions (column EVAL(SHA)/dec below) and can pass the raw one-per-command ceiling; the row "(coalesce: false)" is the same store sending one EVALSHA per decision.
 
 ${modes}
 ## Redis commands per decision (target 1)
+
+At most one command per decision; decisions issued in the same tick share one EVALSHA (coalescing, the store's default), so the EVALSHA count per decision is at most 1 and falls with concurrency.
 
 ${COUNT_DECISIONS.toLocaleString('en-US')} decisions at ${COUNT_CONCURRENCY} in flight with the script loaded ("steady"); before them, ${COUNT_COLD_DECISIONS.toLocaleString('en-US')} decisions right after \`SCRIPT FLUSH\` ("cold"). Client commands are counted with \`MONITOR\` (commands from the measuring connection between two \`ECHO\` markers; commands a script runs show with source "lua" and are listed separately) and cross-checked with \`CONFIG RESETSTAT\` + \`INFO commandstats\` (EVALSHA + EVAL calls; commandstats also counts the commands run inside scripts, which are not client commands).
 
 ${countTable.md}
 
-## Redis memory per key
+${
+  hotCount > 0
+    ? `## Hot blocked key (target 5)
+
+One client key, \`fixedWindow({ limit: ${HOT.limit}, window: '${HOT.window}' })\` (@upstash/ratelimit: \`Ratelimit.fixedWindow(${HOT.limit}, '1 h')\`), exhausted with ${HOT.exhaust} sequential calls (${HOT.limit} admitted, the rest denied, which fills the in-process caches), then hammered by the closed loop at 1, 16 and 256 in flight, all on that key. **Paired**, like target (3): all contestants live in one process on one client and run in alternating ${pairedFull.sliceMs} ms slices (${pairedFull.pairs} rounds per level, forward order in even rounds, reversed in odd ones), because these runs are pure CPU and a shared machine's load would otherwise decide the ratio; the verdict is the median of the per-round ratios edgelimit ÷ @upstash/ratelimit (decisions/s), p50/p99 are over all slices. Every timed decision is a denial (admitted must be 0 %). edgelimit runs with its default denial cache (\`denyCache: { maxKeys: 10_000 }\`); @upstash/ratelimit with \`ephemeralCache: new Map()\` through the same ioredis adapter; a third row shows edgelimit with \`denyCache: false\`, where every decision goes to Redis (coalesced: the decisions of one tick share an EVALSHA). Store commands per decision are EVALSHA + EVAL calls from \`INFO commandstats\` during the timed run.
+
+${hotTable.md}
+
+`
+    : ''
+}## Redis memory per key
 
 \`MEMORY USAGE <key> SAMPLES 0\` after the given number of admitted requests for client key \`${MEMORY_KEY}\` on an empty database (jemalloc; includes the key name, the value and the expiry). edgelimit uses prefix \`${PREFIX}\` and a rule named \`${RULE}\`; peers use their default prefixes. For the 100-request sliding log the limiter runs on a client clock (\`clock: 'client'\`) that advances 1 ms per request, so each request is its own log entry. @upstash/ratelimit's slidingWindow keeps two keys per client once a window has passed (the current and the previous window's counter).
 
@@ -1563,11 +1626,11 @@ ${targetTable.md}
 - Every run is a fresh child process (one at a time) that imports only the library it measures and creates **one ioredis client**, the same way for every contestant; the two client modes differ only in \`enableAutoPipelining\`. It first makes ${KEYS.toLocaleString('en-US')} calls at ${WARMUP_CONCURRENCY} in flight (one per key: every key has state and every script is loaded), then for each level (1, 16, 256 in flight; ascending in even rounds, descending in odd ones) runs ${timing.levelWarmMs} ms untimed, \`gc()\`, then ${timing.levelMs} ms timed. Each case runs ${repeats} times, in ${repeats} rounds over all cases and both modes (alternating order), so that machine load hits every contestant alike; the best run per level is reported (every run, with its 1-minute load average, is in the JSON).
 - The loop, identical for everyone: \`s = now(); try { r = await call(key) } catch (e) { r = rejected(e) }; latency = now() - s; if (admitted(r)) n++\`, where \`call\` is the library's own call and \`admitted\` reads its answer (\`d.allowed\`; \`reply[0] === 1\` for the raw script; not rejected for rate-limiter-flexible, which rejects to deny; \`totalHits <= limit\` for rate-limit-redis; \`success\` for @upstash/ratelimit). Decisions/s = calls completed / wall time until the last in-flight call returned.
 - **Limits are large (5e8 per hour; the sliding log 1e6 per hour) so that (nearly) every decision is an admission that writes state**; the admitted column shows the fraction. 5e8 rather than 1e9 because edgelimit rejects limit × window above its exact-arithmetic bound (2^51 − 1). The sliding log stores one entry per admitted millisecond per key: over a run a key collects a few dozen entries, slightly more for faster contestants.
-- **edgelimit** runs as \`createLimiter({ rules: [{ name: '${RULE}', algorithm }], store: redisStore({ client, prefix: '${PREFIX}' }), timeout: '${EDGELIMIT_TIMEOUT}' })\` (server clock; circuit breaker and deny cache at their defaults). The deadline is raised from its 45 ms default to ${EDGELIMIT_TIMEOUT} — the same code path, one timer per call — because on this shared machine, at 256 in flight, load spikes push single calls past 45 ms: those decisions fall back to \`store-unavailable\` denials and enough of them open the breaker, after which decisions no longer reach Redis, so such a run would measure fallbacks rather than the store. (@upstash/ratelimit's default timeout is 5 s.) The admitted column exposes any fallback; targets (2) and (3) require every edgelimit decision to have been admitted.
+- **edgelimit** runs as \`createLimiter({ rules: [{ name: '${RULE}', algorithm }], store: redisStore({ client, prefix: '${PREFIX}' }), timeout: '${EDGELIMIT_TIMEOUT}' })\` (server clock; coalescing on with \`maxBatch: 64\`, circuit breaker and deny cache at their defaults; the "(coalesce: false)" row adds \`coalesce: false\`). The deadline is raised from its 45 ms default to ${EDGELIMIT_TIMEOUT} — the same code path, one timer per call — because on this shared machine, at 256 in flight, load spikes push single calls past 45 ms: those decisions fall back to \`store-unavailable\` denials and enough of them open the breaker, after which decisions no longer reach Redis, so such a run would measure fallbacks rather than the store. (@upstash/ratelimit's default timeout is 5 s.) The admitted column exposes any fallback; targets (2) and (3) require every edgelimit decision to have been admitted.
 - **Raw script**: the script text, key and ARGV are captured from the built package itself (a limiter bound to a spy client records the EVALSHA and the EVAL it falls back to; sha1 of the text is checked against the SHA), loaded with \`SCRIPT LOAD\`, then called as \`client.evalsha(sha, 1, key, ...args)\` with the key strings precomputed.
 - **Target (3) is judged on a paired measurement**, because on a shared 2-core machine independent processes minutes apart differ by far more than 10 %: one child per algorithm and mode holds edgelimit and the raw script on the same client (same keys, same state), warms both up, then at each level alternates ${pairedFull.pairs} pairs of ${pairedFull.sliceMs} ms slices (edgelimit first in even pairs, raw first in odd ones; \`gc()\` before each slice). The verdict is the median of the per-pair ratios (edgelimit decisions/s ÷ raw decisions/s within a pair), which one load burst hitting one slice cannot swing; next to it are the range of the pair ratios, the client CPU per decision of both sides over all their slices (\`process.cpuUsage()\`, which waiting for a CPU does not inflate) and the ratio of the independent best-of runs above.
 - **@upstash/ratelimit** runs over [bench/lib/upstash-ioredis-adapter.mjs](../lib/upstash-ioredis-adapter.mjs), which maps the two calls its \`limit()\` makes (\`evalsha(sha, keys, args)\`, and \`eval(script, keys, args)\` on NOSCRIPT) onto the same ioredis client; it keeps its default 5 s timeout (one \`setTimeout\` per call). \`ephemeralCache: false\` and \`analytics: false\` keep every decision in Redis.
-- Targets: (1) ${TARGETS[1].text}; (2) ${TARGETS[2].text}: fixed window vs rate-limiter-flexible, rate-limit-redis and @upstash/ratelimit fixedWindow, sliding counter vs @upstash/ratelimit slidingWindow, token bucket vs @upstash/ratelimit tokenBucket (no peer implements the sliding log, leaky bucket or GCRA); (3) ${TARGETS[3].text}, per algorithm and level, on the paired measurement; (4) ${TARGETS[4].text} for fixed window, sliding counter, token bucket, both leaky buckets and GCRA.
+- Targets: (1) ${TARGETS[1].text}; (2) ${TARGETS[2].text}: fixed window vs rate-limiter-flexible, rate-limit-redis and @upstash/ratelimit fixedWindow, sliding counter vs @upstash/ratelimit slidingWindow, token bucket vs @upstash/ratelimit tokenBucket (no peer implements the sliding log, leaky bucket or GCRA); (3) ${TARGETS[3].text}, per algorithm and level, on the paired measurement; (4) ${TARGETS[4].text} for fixed window, sliding counter, token bucket, both leaky buckets and GCRA; (5) ${TARGETS[5].text}.
 
 ### Configurations
 
@@ -1583,9 +1646,13 @@ const argv = process.argv.slice(2)
 if (argv[0] === '--child') {
   const spec = JSON.parse(argv[1])
   if (typeof globalThis.gc !== 'function') throw new Error('run the child with --expose-gc')
-  const run = { throughput: throughputChild, count: countChild, paired: pairedChild, memory: memoryChild }[
-    spec.kind
-  ]
+  const run = {
+    throughput: throughputChild,
+    count: countChild,
+    paired: pairedChild,
+    memory: memoryChild,
+    hot: hotChild,
+  }[spec.kind]
   const out = await run(spec)
   process.stdout.write(`${JSON.stringify(out)}\n`)
   process.exit(0)

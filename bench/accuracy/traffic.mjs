@@ -8,19 +8,12 @@
 //   heavy   15 %  Poisson at 0.5–5× the threshold
 // Each source is active for 10–60 minutes, starting at a random phase of the window grid.
 
+import { prng } from '../../packages/edgelimit/test/resilience/approx-trace.mjs'
+
 export const CLASSES = ['quiet', 'bursty', 'heavy']
 
-/** mulberry32: a seeded generator, so a run can be repeated exactly. */
-export function random(seed) {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** mulberry32: a seeded generator, so a run can be repeated exactly (one definition, in approx-trace.mjs). */
+export const random = prng
 
 const exp = (rand, mean) => -Math.log(1 - rand()) * mean
 

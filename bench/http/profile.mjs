@@ -1,6 +1,6 @@
 // Profiles one bench/http server under load and prints its cost centres.
 //
-//   npm run build && node bench/http/profile.mjs [adapter=node] [--without] [--duration <s>]
+//   npm run build && node bench/http/profile.mjs [adapter=node] [--without] [--duration <s>] [--dist <dir>]
 //
 // Runs bench/http/server.mjs with `--cpu-prof` (limited, scenario admit, unless --without), loads
 // it with wrk (or autocannon), and prints the functions with the most self time and the edgelimit
@@ -16,10 +16,13 @@ import { autocannon, wrk, wrkVersion } from './load.mjs'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
 const argv = process.argv.slice(2)
-const adapter = argv.find((a) => !a.startsWith('--') && Number.isNaN(Number(a))) ?? 'node'
+const adapter =
+  argv.find((a, i) => !a.startsWith('--') && Number.isNaN(Number(a)) && argv[i - 1] !== '--dist') ?? 'node'
 const duration = argv.includes('--duration') ? Number(argv[argv.indexOf('--duration') + 1]) : 8
 const limited = !argv.includes('--without')
-const dist = path.dirname(fileURLToPath(import.meta.resolve('edgelimit')))
+const dist = argv.includes('--dist')
+  ? path.resolve(argv[argv.indexOf('--dist') + 1])
+  : path.dirname(fileURLToPath(import.meta.resolve('edgelimit')))
 const dir = mkdtempSync(path.join(os.tmpdir(), 'edgelimit-prof-'))
 
 const child = spawn(

@@ -19,6 +19,10 @@
 // path. (@upstash/redis additionally JSON-parses string replies — "automatic deserialization" — which
 // these scripts never return.) `scriptLoad` is provided for completeness (ratelimit does not call it).
 //
+// The hot-key section of bench/redis.mjs runs the same `limit()` with `ephemeralCache: new Map()`:
+// that cache lives in-process (identifier → reset time, checked before the script is called), so
+// it needs nothing more from this adapter.
+//
 // Anything else @upstash/ratelimit can call (getRemaining/resetUsedTokens use evalsha/eval too;
 // analytics, deny lists and dynamic limits use get/set/hset/multi/…) is NOT implemented and throws,
 // so a benchmark can never silently take a path this adapter does not model.
