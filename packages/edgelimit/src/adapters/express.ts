@@ -1,6 +1,12 @@
-import { createRateLimit, type RateLimitOptions } from '../http/rate-limit.js'
-import { applyNodeVerdict, fromNodeRequest, type NodeRequestLike, type NodeResponseLike } from './node-io.js'
-import { pathOf } from './shared.js'
+import { createRateLimitCore, type HttpVerdict, type RateLimitOptions } from '../http/rate-limit.js'
+import {
+  fromNodeRequest,
+  type NodeRequestLike,
+  type NodeResponseLike,
+  sendNodeAnswer,
+  setNodeHeaders,
+} from './node-io.js'
+import { sleep } from './shared.js'
 
 /** The part of Express's `Request` the middleware reads. */
 export interface ExpressRequestLike extends NodeRequestLike {
@@ -22,7 +28,8 @@ export type ExpressMiddleware = (
  * Rate limiting as Express middleware: admitted requests get the rate-limit headers and go on;
  * denied ones get the 429/503 answer. Errors (a throwing key function, a store failure the
  * limiter does not absorb) go to `next(error)`. The peer is `req.socket.remoteAddress`; Express's `trust proxy` is not
- * used — configure `identity.trustedProxies` instead.
+ * used — configure `identity.trustedProxies` instead. With the memory store, `next()` is called
+ * before the middleware returns.
  *
  * @example
  * const app = express()
@@ -30,13 +37,37 @@ export type ExpressMiddleware = (
  * app.get('/', (req, res) => res.send('hello'))
  */
 export function expressRateLimit(options: ExpressRateLimitOptions): ExpressMiddleware {
-  const limit = createRateLimit(options)
+  const core = createRateLimitCore(options)
+  // Returns whether to call `next()`; throws what goes to `next(error)`.
+  const apply = (res: NodeResponseLike, verdict: HttpVerdict): boolean => {
+    if (verdict.action === 'respond' && verdict.response !== undefined) {
+      sendNodeAnswer(res, verdict)
+      return false
+    }
+    setNodeHeaders(res, verdict.headers)
+    return true
+  }
+  const later = (res: NodeResponseLike, verdict: HttpVerdict, next: (error?: unknown) => void) => {
+    let proceed: boolean
+    try {
+      proceed = apply(res, verdict)
+    } catch (error) {
+      next(error)
+      return
+    }
+    if (!proceed) return
+    if (verdict.delayMs > 0) sleep(verdict.delayMs).then(() => next())
+    else next()
+  }
   return (req, res, next) => {
-    limit
-      .check(fromNodeRequest(req, pathOf(req.originalUrl ?? req.url)))
-      .then((verdict) => applyNodeVerdict(res, verdict))
-      .then((proceed) => {
-        if (proceed) next()
-      }, next)
+    let verdict: HttpVerdict | Promise<HttpVerdict>
+    try {
+      verdict = core.run(fromNodeRequest(req, req.originalUrl ?? req.url))
+    } catch (error) {
+      next(error)
+      return
+    }
+    if (verdict instanceof Promise) verdict.then((v) => later(res, v, next), next)
+    else later(res, verdict, next)
   }
 }

@@ -1,6 +1,6 @@
-import { createRateLimit, type RateLimitOptions } from '../http/rate-limit.js'
+import { createRateLimitCore, type HttpVerdict, type RateLimitOptions } from '../http/rate-limit.js'
 import { fromNodeRequest, type NodeRequestLike } from './node-io.js'
-import { pathOf, sleep } from './shared.js'
+import { sleep } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
 export interface FastifyRequestLike {
@@ -19,7 +19,7 @@ export interface FastifyReplyLike {
 export interface FastifyInstanceLike {
   addHook(
     name: 'onRequest',
-    hook: (request: FastifyRequestLike, reply: FastifyReplyLike) => Promise<unknown>,
+    hook: (request: FastifyRequestLike, reply: FastifyReplyLike, done: (error?: Error) => void) => void,
   ): unknown
 }
 
@@ -48,19 +48,35 @@ export interface FastifyRateLimitPlugin {
  */
 export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
   async (app: FastifyInstanceLike, options: FastifyRateLimitOptions): Promise<void> => {
-    const limit = createRateLimit(options)
-    app.addHook('onRequest', async (request, reply) => {
-      const verdict = await limit.check(fromNodeRequest(request.raw, pathOf(request.url)))
-      if (verdict.action === 'respond' && verdict.response !== undefined) {
-        reply.code(verdict.response.status)
-        for (const [name, value] of verdict.response.headers) reply.header(name, value)
-        // Bytes, not a string: Fastify would append `; charset=utf-8` to a JSON content type.
-        reply.send(encoder.encode(verdict.response.body))
-        return reply
+    const core = createRateLimitCore(options)
+    // A callback hook, not an async one: with the memory store, no promise per request.
+    const apply = (reply: FastifyReplyLike, verdict: HttpVerdict, done: (error?: Error) => void) => {
+      try {
+        if (verdict.action === 'respond' && verdict.response !== undefined) {
+          const answer = verdict.response
+          reply.code(answer.status)
+          for (const [name, value] of answer.headers) reply.header(name, value)
+          // Bytes, not a string: Fastify would append `; charset=utf-8` to a JSON content type.
+          // Answered from the hook: `done` is not called.
+          reply.send(encoder.encode(answer.body))
+          return
+        }
+        const headers = verdict.headers
+        for (let i = 0; i < headers.length; i++) {
+          const h = headers[i] as readonly [string, string]
+          reply.header(h[0], h[1])
+        }
+      } catch (error) {
+        done(error as Error)
+        return
       }
-      for (const [name, value] of verdict.headers) reply.header(name, value)
-      await sleep(verdict.delayMs)
-      return undefined
+      if (verdict.delayMs > 0) sleep(verdict.delayMs).then(() => done())
+      else done()
+    }
+    app.addHook('onRequest', (request, reply, done) => {
+      const verdict = core.run(fromNodeRequest(request.raw, request.url))
+      if (verdict instanceof Promise) verdict.then((v) => apply(reply, v, done), done)
+      else apply(reply, verdict, done)
     })
   },
   { [Symbol.for('skip-override')]: true, [Symbol.for('fastify.display-name')]: 'edgelimit' },

@@ -1,5 +1,11 @@
-import { createRateLimit, type HttpAnswer, type RateLimitOptions } from '../http/rate-limit.js'
-import { sleep } from './shared.js'
+import {
+  createRateLimitCore,
+  type HttpAnswer,
+  type HttpRequest,
+  type HttpVerdict,
+  type RateLimitOptions,
+} from '../http/rate-limit.js'
+import { sleep, urlPath } from './shared.js'
 
 /** A Web-standard handler: Cloudflare Workers, Deno, Bun, Vercel Edge, Hono's `app.fetch`… */
 export type FetchHandler<Rest extends unknown[]> = (
@@ -73,18 +79,55 @@ export function withRateLimit<Rest extends unknown[]>(
   handler: FetchHandler<Rest>,
   options: FetchRateLimitOptions<Rest>,
 ): (request: Request, ...rest: Rest) => Promise<Response> {
-  const limit = createRateLimit(options)
+  const core = createRateLimitCore(options)
   const peer = options.peer
-  return async (request, ...rest) => {
-    const url = new URL(request.url)
-    const verdict = await limit.check({
-      method: request.method,
-      path: url.pathname,
-      header: (name) => request.headers.get(name),
-      peer: peer?.(request, ...rest) ?? undefined,
-    })
+
+  function apply(verdict: HttpVerdict, request: Request, rest: Rest): Response | Promise<Response> {
     if (verdict.action === 'respond' && verdict.response !== undefined) return toResponse(verdict.response)
-    await sleep(verdict.delayMs)
-    return withHeaders(await handler(request, ...rest), verdict.headers)
+    const headers = verdict.headers
+    if (verdict.delayMs > 0)
+      return sleep(verdict.delayMs).then(() => respond(handler(request, ...rest), headers))
+    return respond(handler(request, ...rest), headers)
+  }
+
+  return (request, ...rest) => {
+    try {
+      const verdict = core.run(new FetchRequest(request, peer?.(request, ...rest) ?? undefined))
+      if (verdict instanceof Promise) return verdict.then((v) => apply(v, request, rest))
+      return Promise.resolve(apply(verdict, request, rest))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+}
+
+/** The handler's response, or its promise, with the rate-limit headers. */
+function respond(
+  response: Response | Promise<Response>,
+  headers: readonly (readonly [string, string])[],
+): Response | Promise<Response> {
+  return typeof (response as Partial<PromiseLike<Response>>).then === 'function'
+    ? Promise.resolve(response).then((r) => withHeaders(r, headers))
+    : withHeaders(response as Response, headers)
+}
+
+/** A `Request` as the HTTP layer's request; the path is read from the URL when needed. */
+class FetchRequest implements HttpRequest {
+  readonly #request: Request
+  readonly peer: string | undefined
+  #path: string | undefined
+  constructor(request: Request, peer: string | undefined) {
+    this.#request = request
+    this.peer = peer
+  }
+  get method(): string {
+    return this.#request.method
+  }
+  get path(): string {
+    if (this.#path === undefined) this.#path = urlPath(this.#request.url)
+    return this.#path
+  }
+  header(name: string): string | null {
+    return this.#request.headers.get(name)
   }
 }

@@ -1,5 +1,10 @@
-import type { Context, MiddlewareHandler } from 'hono'
-import { createRateLimit, type RateLimitOptions } from '../http/rate-limit.js'
+import type { Context, MiddlewareHandler, Next } from 'hono'
+import {
+  createRateLimitCore,
+  type HttpRequest,
+  type HttpVerdict,
+  type RateLimitOptions,
+} from '../http/rate-limit.js'
 import { sleep } from './shared.js'
 
 /** Options of `honoRateLimit`. */
@@ -14,6 +19,7 @@ export interface HonoRateLimitOptions extends RateLimitOptions {
 
 interface NodeServerBindings {
   incoming?: { socket?: { remoteAddress?: string } }
+  outgoing?: { setHeader?: (name: string, value: string) => unknown; headersSent?: boolean }
 }
 
 /** `@hono/node-server` passes the Node request as `c.env.incoming`. */
@@ -25,6 +31,11 @@ function nodeServerPeer(c: Context): string | undefined {
  * Rate limiting as Hono middleware: admitted requests get the rate-limit headers on the
  * handler's response; denied ones get the 429/503 answer instead.
  *
+ * On `@hono/node-server` the headers of an admitted request go straight onto the Node response
+ * (`c.env.outgoing.setHeader`), which the server merges into whatever response the app returns:
+ * on the wire as elsewhere, but not in `c.res.headers`, and Hono keeps its fast path (no
+ * `Headers` object per request). Other runtimes get them through `c.header`.
+ *
  * @example
  * const app = new Hono()
  * app.use(honoRateLimit({ limiter }))
@@ -32,33 +43,72 @@ function nodeServerPeer(c: Context): string | undefined {
  * serve(app) // @hono/node-server
  */
 export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
-  const limit = createRateLimit(options)
+  const core = createRateLimitCore(options)
   const peer = options.peer ?? nodeServerPeer
-  return async (c, next) => {
-    const verdict = await limit.check({
-      method: c.req.method,
-      path: c.req.path,
-      header: (name) => c.req.header(name),
-      peer: peer(c) ?? undefined,
-    })
+
+  async function after(c: Context, headers: HttpVerdict['headers']): Promise<undefined> {
+    const first = headers[0]
+    if (first === undefined || c.res.headers.get(first[0]) === first[1]) return undefined
+    // A response the handler built itself (or an error response) did not take them: add them now.
+    try {
+      for (const [name, value] of headers) c.res.headers.set(name, value)
+    } catch {
+      // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy.
+      for (const [name, value] of headers) c.header(name, value)
+    }
+    return undefined
+  }
+
+  function apply(c: Context, next: Next, verdict: HttpVerdict): Response | ReturnType<MiddlewareHandler> {
     if (verdict.action === 'respond' && verdict.response !== undefined) {
       const { status, headers, body } = verdict.response
       return c.body(body, status as 429, Object.fromEntries(headers))
     }
+    const headers = verdict.headers
+    const outgoing = (c.env as NodeServerBindings | undefined)?.outgoing
+    if (typeof outgoing?.setHeader === 'function' && outgoing.headersSent !== true) {
+      for (let i = 0; i < headers.length; i++) {
+        const h = headers[i] as readonly [string, string]
+        outgoing.setHeader(h[0], h[1])
+      }
+      return verdict.delayMs > 0 ? sleep(verdict.delayMs).then(next) : next()
+    }
     // Set before the handler runs, the headers join whatever response it builds, which keeps
     // @hono/node-server on its fast path (no Response rebuilt afterwards).
-    for (const [name, value] of verdict.headers) c.header(name, value)
-    if (verdict.delayMs > 0) await sleep(verdict.delayMs)
-    await next()
-    const first = verdict.headers[0]
-    if (first === undefined || c.res.headers.get(first[0]) === first[1]) return undefined
-    // A response the handler built itself (or an error response) did not take them: add them now.
-    try {
-      for (const [name, value] of verdict.headers) c.res.headers.set(name, value)
-    } catch {
-      // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy.
-      for (const [name, value] of verdict.headers) c.header(name, value)
+    for (let i = 0; i < headers.length; i++) {
+      const h = headers[i] as readonly [string, string]
+      c.header(h[0], h[1])
     }
-    return undefined
+    if (verdict.delayMs > 0) return sleep(verdict.delayMs).then(() => next().then(() => after(c, headers)))
+    return next().then(() => after(c, headers))
+  }
+
+  return (c, next) => {
+    try {
+      const verdict = core.run(new HonoRequest(c, peer(c) ?? undefined))
+      if (verdict instanceof Promise) return verdict.then((v) => apply(c, next, v))
+      return Promise.resolve(apply(c, next, verdict))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+}
+
+/** A Hono request as the HTTP layer's request (a class: no closure per request). */
+class HonoRequest implements HttpRequest {
+  readonly #c: Context
+  readonly peer: string | undefined
+  constructor(c: Context, peer: string | undefined) {
+    this.#c = c
+    this.peer = peer
+  }
+  get method(): string {
+    return this.#c.req.method
+  }
+  get path(): string {
+    return this.#c.req.path
+  }
+  header(name: string): string | undefined {
+    return this.#c.req.header(name)
   }
 }

@@ -1,4 +1,4 @@
-import type { HttpRequest, HttpVerdict } from '../http/rate-limit.js'
+import type { HttpRequest, HttpVerdict, RateLimitCore } from '../http/rate-limit.js'
 import { pathOf, sleep } from './shared.js'
 
 /** The part of Node's `IncomingMessage` the adapter reads (Express and Fastify's `raw` fit too). */
@@ -16,31 +16,92 @@ export interface NodeResponseLike {
   end(body?: string): unknown
 }
 
-/** Reads a Node request as the HTTP layer's request; repeated header lines are joined with `, `. */
-export function fromNodeRequest(req: NodeRequestLike, path = pathOf(req.url)): HttpRequest {
-  return {
-    method: req.method ?? 'GET',
-    path,
-    header(name) {
-      const value = req.headers[name.toLowerCase()]
-      return typeof value === 'string' || value === undefined ? value : value.join(', ')
-    },
-    peer: req.socket?.remoteAddress,
+/**
+ * A Node request as the HTTP layer's request; repeated header lines are joined with `, `. A class,
+ * not an object literal with a closure: one small allocation per request, and the path is cut
+ * from the URL only when something reads it (routes, a denial, a callback).
+ */
+class NodeHttpRequest implements HttpRequest {
+  readonly method: string
+  readonly peer: string | undefined
+  #path: string | undefined
+  readonly #req: NodeRequestLike
+  readonly #target: string | undefined
+
+  constructor(req: NodeRequestLike, target: string | undefined) {
+    this.#req = req
+    this.#target = target
+    this.method = req.method ?? 'GET'
+    this.peer = req.socket?.remoteAddress
+  }
+
+  get path(): string {
+    if (this.#path === undefined) this.#path = pathOf(this.#target)
+    return this.#path
+  }
+
+  header(name: string): string | undefined {
+    const value = this.#req.headers[name.toLowerCase()]
+    return typeof value === 'string' || value === undefined ? value : value.join(', ')
   }
 }
+
+/**
+ * Reads a Node request as the HTTP layer's request. `target` is the request target the path is
+ * taken from (`req.url` unless given: Express passes `originalUrl`, Fastify its routed URL).
+ */
+export function fromNodeRequest(req: NodeRequestLike, target: string | undefined = req.url): HttpRequest {
+  return new NodeHttpRequest(req, target)
+}
+
+/** Sets the verdict's rate-limit headers, one `setHeader` each (Node has no cheaper public call). */
+export function setNodeHeaders(res: NodeResponseLike, headers: HttpVerdict['headers']): void {
+  for (let i = 0; i < headers.length; i++) {
+    const h = headers[i] as readonly [string, string]
+    res.setHeader(h[0], h[1])
+  }
+}
+
+/** Writes a 429/503 answer. */
+export function sendNodeAnswer(res: NodeResponseLike, verdict: HttpVerdict): void {
+  const answer = verdict.response as NonNullable<HttpVerdict['response']>
+  res.statusCode = answer.status
+  setNodeHeaders(res, answer.headers)
+  res.end(answer.body)
+}
+
+const PROCEED: Promise<boolean> = Promise.resolve(true)
+const ANSWERED: Promise<boolean> = Promise.resolve(false)
 
 /**
  * Applies a verdict to a Node response: the rate-limit headers, or the whole 429/503 answer.
  * Resolves `true` when the request may go on (after the shaping delay), `false` once answered.
  */
-export async function applyNodeVerdict(res: NodeResponseLike, verdict: HttpVerdict): Promise<boolean> {
+export function applyNodeVerdict(res: NodeResponseLike, verdict: HttpVerdict): Promise<boolean> {
   if (verdict.action === 'respond' && verdict.response !== undefined) {
-    res.statusCode = verdict.response.status
-    for (const [name, value] of verdict.response.headers) res.setHeader(name, value)
-    res.end(verdict.response.body)
-    return false
+    sendNodeAnswer(res, verdict)
+    return ANSWERED
   }
-  for (const [name, value] of verdict.headers) res.setHeader(name, value)
-  await sleep(verdict.delayMs)
-  return true
+  setNodeHeaders(res, verdict.headers)
+  return verdict.delayMs > 0 ? sleep(verdict.delayMs).then(() => true) : PROCEED
+}
+
+/**
+ * Checks a Node request and applies the verdict: synchronously when the HTTP layer answers
+ * synchronously (the memory store, a known client), else through one promise.
+ */
+export function limitNode(
+  core: RateLimitCore,
+  req: NodeRequestLike,
+  res: NodeResponseLike,
+  target?: string,
+): Promise<boolean> {
+  try {
+    const verdict = core.run(fromNodeRequest(req, target ?? req.url))
+    if (verdict instanceof Promise) return verdict.then((v) => applyNodeVerdict(res, v))
+    return applyNodeVerdict(res, verdict)
+  } catch (error) {
+    // `setHeader` after the headers were sent, say: a rejection, as from an async function.
+    return Promise.reject(error)
+  }
 }

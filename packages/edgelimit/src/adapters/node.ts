@@ -1,5 +1,5 @@
-import { createRateLimit, type RateLimitOptions } from '../http/rate-limit.js'
-import { applyNodeVerdict, fromNodeRequest, type NodeRequestLike, type NodeResponseLike } from './node-io.js'
+import { createRateLimitCore, type RateLimitOptions } from '../http/rate-limit.js'
+import { limitNode, type NodeRequestLike, type NodeResponseLike } from './node-io.js'
 
 export type { NodeRequestLike, NodeResponseLike } from './node-io.js'
 
@@ -9,7 +9,8 @@ export type NodeRateLimitOptions = RateLimitOptions
 /**
  * Rate limiting for `node:http` (and anything built on it). The returned function sets the
  * rate-limit headers and resolves `true` when the request may go on, or writes the 429/503
- * answer and resolves `false`. The peer is `req.socket.remoteAddress`.
+ * answer and resolves `false`. The peer is `req.socket.remoteAddress`. With the memory store the
+ * headers are set before it returns (only the boolean waits for the promise).
  *
  * @example
  * const limit = nodeRateLimit({ limiter })
@@ -21,6 +22,6 @@ export type NodeRateLimitOptions = RateLimitOptions
 export function nodeRateLimit(
   options: NodeRateLimitOptions,
 ): (req: NodeRequestLike, res: NodeResponseLike) => Promise<boolean> {
-  const limit = createRateLimit(options)
-  return async (req, res) => applyNodeVerdict(res, await limit.check(fromNodeRequest(req)))
+  const core = createRateLimitCore(options)
+  return (req, res) => limitNode(core, req, res)
 }

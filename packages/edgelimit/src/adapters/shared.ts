@@ -6,6 +6,25 @@ export function sleep(ms: number): Promise<void> {
 /** The path of a request target (`/a/b?x=1` → `/a/b`); `/` when there is none. */
 export function pathOf(target: string | undefined): string {
   if (target === undefined || target === '') return '/'
-  const end = target.search(/[?#]/)
-  return end === -1 ? target : target.slice(0, end)
+  for (let i = 0; i < target.length; i++) {
+    const c = target.charCodeAt(i)
+    if (c === 63 /* ? */ || c === 35 /* # */) return target.slice(0, i)
+  }
+  return target
+}
+
+/**
+ * The path of a serialised URL (`Request.url` always is one): what `new URL(url).pathname`
+ * gives, without parsing the whole URL, for `http:` and `https:`; `URL` for anything else.
+ */
+export function urlPath(url: string): string {
+  const authority = url.startsWith('https://') ? 8 : url.startsWith('http://') ? 7 : -1
+  if (authority === -1) return new URL(url).pathname
+  const start = url.indexOf('/', authority)
+  if (start === -1) return '/'
+  for (let i = start; i < url.length; i++) {
+    const c = url.charCodeAt(i)
+    if (c === 63 /* ? */ || c === 35 /* # */) return url.slice(start, i)
+  }
+  return url.slice(start)
 }

@@ -2,10 +2,72 @@ import fc from 'fast-check'
 import { parseDictionary, parseItem, parseList } from 'structured-headers'
 import { describe, expect, it } from 'vitest'
 import { fixedWindow, gcra, leakyBucket, slidingWindow, tokenBucket } from '../algorithms.js'
-import { createLimiter, type Rule } from '../limiter.js'
+import { bindingRule, createLimiter, type Decision, type Rule, type RuleDecision } from '../limiter.js'
 import { manualClock } from '../testing/index.js'
-import { type HeaderStandard, quotaPolicy, rateLimitHeaders } from './headers.js'
+import {
+  type HeaderOptions,
+  type HeaderStandard,
+  headerRenderer,
+  type QuotaPolicy,
+  quotaPolicy,
+  rateLimitHeaders,
+  sfBinary,
+  sfString,
+} from './headers.js'
 import { PROBLEM_TYPES, problemFor } from './problem.js'
+
+/** The first implementation of `rateLimitHeaders`, kept as the reference the renderer must match. */
+function referenceHeaders(
+  decision: Decision,
+  policies: readonly QuotaPolicy[],
+  options: HeaderOptions,
+): [string, string][] {
+  const out: [string, string][] = []
+  const standards = options.standards ?? ['draft-10']
+  const bind = bindingRule(decision.rules, decision.allowed)
+  const top = decision.rules[bind] as RuleDecision
+  const topPolicy = policies[bind] as QuotaPolicy
+  for (const standard of standards) {
+    switch (standard) {
+      case 'draft-10': {
+        const pk = options.partitionKey ? `;pk=${sfBinary(options.partitionKey)}` : ''
+        out.push([
+          'RateLimit-Policy',
+          policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', '),
+        ])
+        out.push([
+          'RateLimit',
+          decision.rules.map((r) => `${sfString(r.name)};r=${r.remaining};t=${until(r)}${pk}`).join(', '),
+        ])
+        break
+      }
+      case 'draft-7':
+        out.push(['RateLimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${until(top)}`])
+        out.push(['RateLimit-Policy', policies.map((p) => `${p.quota};w=${p.windowSeconds}`).join(', ')])
+        break
+      case 'draft-6':
+        out.push(['RateLimit-Limit', String(top.limit)])
+        out.push(['RateLimit-Remaining', String(top.remaining)])
+        out.push(['RateLimit-Reset', String(until(top))])
+        out.push(['RateLimit-Policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
+        break
+      case 'legacy':
+        out.push(['X-RateLimit-Limit', String(top.limit)])
+        out.push(['X-RateLimit-Remaining', String(top.remaining)])
+        out.push(['X-RateLimit-Reset', String(Math.ceil((options.nowMs + until(top) * 1000) / 1000))])
+        break
+    }
+  }
+  if (!decision.allowed && Number.isFinite(decision.retryAfterMs)) {
+    out.push(['Retry-After', String(Math.max(1, ceil(decision.retryAfterMs)))])
+  }
+  return out
+}
+
+const ceil = (ms: number) => Math.ceil(ms / 1000)
+function until(rule: RuleDecision): number {
+  return ceil(!rule.allowed && Number.isFinite(rule.retryAfterMs) ? rule.retryAfterMs : rule.resetAfterMs)
+}
 
 function setup(rules: Rule[]) {
   const clock = manualClock(1_000_000)
@@ -141,6 +203,62 @@ describe('rate-limit headers', () => {
             'X-RateLimit-Reset',
           ]) {
             expect(Number.isInteger(parseItem(byName.get(n) as string)[0])).toBe(true)
+          }
+        },
+      ),
+      { numRuns: 200 },
+    )
+  })
+
+  it('rateLimitHeaders and headerRenderer render exactly what the reference does, for every standard (property)', async () => {
+    const standardSets: HeaderStandard[][] = [
+      ['draft-10'],
+      ['draft-7'],
+      ['draft-6'],
+      ['legacy'],
+      ['draft-10', 'legacy'],
+      ['legacy', 'draft-7'],
+      ['draft-6', 'legacy'],
+      [],
+    ]
+    const printable = fc.string({
+      unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)),
+      minLength: 1,
+      maxLength: 64,
+    })
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(printable, { minLength: 1, maxLength: 4 }),
+        fc.integer({ min: 1, max: 1_000 }),
+        fc.integer({ min: 1, max: 86_400_000 }),
+        fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 30 }),
+        fc.option(fc.uint8Array({ minLength: 1, maxLength: 16 }), { nil: undefined }),
+        fc.constantFrom(...standardSets),
+        fc.integer({ min: 0, max: 2 ** 41 }),
+        async (names, limit, window, costs, pk, standards, nowMs) => {
+          const clock = manualClock(nowMs)
+          const limiter = createLimiter({
+            rules: names.map((name, i) => ({
+              name,
+              algorithm:
+                i % 3 === 0
+                  ? fixedWindow({ limit, window })
+                  : i % 3 === 1
+                    ? tokenBucket({ capacity: limit, refillRate: 1, refillInterval: window })
+                    : gcra({ limit, period: window }),
+            })),
+            clock,
+          })
+          const policies = limiter.rules.map(quotaPolicy)
+          const render = headerRenderer(policies, standards)
+          const pkText = pk === undefined ? '' : `;pk=${sfBinary(pk)}`
+          for (const cost of [1, ...costs]) {
+            const d = await limiter.limit('k', { cost })
+            const options = { nowMs, standards, ...(pk === undefined ? {} : { partitionKey: pk }) }
+            const expected = referenceHeaders(d, policies, options)
+            expect(render(d, nowMs, pkText)).toEqual(expected)
+            expect(rateLimitHeaders(d, policies, options)).toEqual(expected)
+            clock.advance(Math.floor(window / 7))
           }
         },
       ),

@@ -92,46 +92,94 @@ export function rateLimitHeaders(
   policies: readonly QuotaPolicy[],
   options: HeaderOptions,
 ): [string, string][] {
-  const out: [string, string][] = []
-  const standards = options.standards ?? ['draft-10']
-  const bind = bindingRule(decision.rules, decision.allowed)
-  const top = decision.rules[bind] as RuleDecision
-  const topPolicy = policies[bind] as QuotaPolicy
-  for (const standard of standards) {
-    switch (standard) {
-      case 'draft-10': {
-        const pk = options.partitionKey ? `;pk=${sfBinary(options.partitionKey)}` : ''
-        out.push([
-          'RateLimit-Policy',
-          policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', '),
-        ])
-        out.push([
-          'RateLimit',
-          decision.rules
-            .map((r) => `${sfString(r.name)};r=${r.remaining};t=${secondsUntil(r)}${pk}`)
-            .join(', '),
-        ])
-        break
-      }
-      case 'draft-7':
-        out.push(['RateLimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${secondsUntil(top)}`])
-        out.push(['RateLimit-Policy', policies.map((p) => `${p.quota};w=${p.windowSeconds}`).join(', ')])
-        break
-      case 'draft-6':
-        out.push(['RateLimit-Limit', String(top.limit)])
-        out.push(['RateLimit-Remaining', String(top.remaining)])
-        out.push(['RateLimit-Reset', String(secondsUntil(top))])
-        out.push(['RateLimit-Policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
-        break
-      case 'legacy':
-        out.push(['X-RateLimit-Limit', String(top.limit)])
-        out.push(['X-RateLimit-Remaining', String(top.remaining)])
-        out.push(['X-RateLimit-Reset', String(Math.ceil((options.nowMs + secondsUntil(top) * 1000) / 1000))])
-        break
+  const pk = options.partitionKey ? `;pk=${sfBinary(options.partitionKey)}` : ''
+  // Fresh pairs: the renderer shares its constant ones between answers.
+  return headerRenderer(policies, options.standards)(decision, options.nowMs, pk).map(([n, v]) => [n, v])
+}
+
+/** Renders one decision's header fields: `pk` is the rendered parameter (`;pk=:…:`) or `''`. */
+export type HeaderRenderer = (decision: Decision, nowMs: number, pk: string) => [string, string][]
+
+/**
+ * `rateLimitHeaders` for one list of policies, with everything that does not change per request
+ * (the policy field, each member's name) rendered once. Same fields, byte for byte.
+ *
+ * @example
+ * const render = headerRenderer(limiter.rules.map(quotaPolicy), ['draft-10'])
+ * render(decision, 0, '') // [['RateLimit-Policy', '"api";q=100;w=60'], ['RateLimit', '"api";r=99;t=60']]
+ */
+export function headerRenderer(
+  policies: readonly QuotaPolicy[],
+  standards: readonly HeaderStandard[] = ['draft-10'],
+): HeaderRenderer {
+  const names = policies.map((p) => p.name)
+  // `"name";r=` per rule, the first without the `, ` separator.
+  const members = policies.map((p, i) => `${i === 0 ? '' : ', '}${sfString(p.name)};r=`)
+  const policyField = (pk: string) =>
+    policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', ')
+  // Shared by every answer, so frozen.
+  const draft10Policy = Object.freeze(['RateLimit-Policy', policyField('')] as const)
+  const draft7Policy = Object.freeze([
+    'RateLimit-Policy',
+    policies.map((p) => `${p.quota};w=${p.windowSeconds}`).join(', '),
+  ] as const)
+  const only = standards.length === 1 ? standards[0] : undefined
+
+  function draft10(decision: Decision, pk: string): string {
+    const rules = decision.rules
+    let out = ''
+    for (let i = 0; i < rules.length; i++) {
+      const r = rules[i] as RuleDecision
+      const member =
+        r.name === names[i] ? (members[i] as string) : `${i === 0 ? '' : ', '}${sfString(r.name)};r=`
+      out += `${member}${r.remaining};t=${secondsUntil(r)}${pk}`
     }
+    return out
   }
-  if (!decision.allowed && Number.isFinite(decision.retryAfterMs)) {
-    out.push(['Retry-After', String(Math.max(1, ceilSeconds(decision.retryAfterMs)))])
+
+  return (decision, nowMs, pk) => {
+    let out: [string, string][]
+    if (only === 'draft-10') {
+      // The default, without a loop over standards or a binding rule.
+      out = [
+        pk === '' ? (draft10Policy as [string, string]) : ['RateLimit-Policy', policyField(pk)],
+        ['RateLimit', draft10(decision, pk)],
+      ]
+    } else {
+      out = []
+      const bind = bindingRule(decision.rules, decision.allowed)
+      const top = decision.rules[bind] as RuleDecision
+      const topPolicy = policies[bind] as QuotaPolicy
+      for (const standard of standards) {
+        switch (standard) {
+          case 'draft-10':
+            out.push(pk === '' ? (draft10Policy as [string, string]) : ['RateLimit-Policy', policyField(pk)])
+            out.push(['RateLimit', draft10(decision, pk)])
+            break
+          case 'draft-7':
+            out.push([
+              'RateLimit',
+              `limit=${top.limit}, remaining=${top.remaining}, reset=${secondsUntil(top)}`,
+            ])
+            out.push(draft7Policy as [string, string])
+            break
+          case 'draft-6':
+            out.push(['RateLimit-Limit', String(top.limit)])
+            out.push(['RateLimit-Remaining', String(top.remaining)])
+            out.push(['RateLimit-Reset', String(secondsUntil(top))])
+            out.push(['RateLimit-Policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
+            break
+          case 'legacy':
+            out.push(['X-RateLimit-Limit', String(top.limit)])
+            out.push(['X-RateLimit-Remaining', String(top.remaining)])
+            out.push(['X-RateLimit-Reset', String(Math.ceil((nowMs + secondsUntil(top) * 1000) / 1000))])
+            break
+        }
+      }
+    }
+    if (!decision.allowed && Number.isFinite(decision.retryAfterMs)) {
+      out.push(['Retry-After', String(Math.max(1, ceilSeconds(decision.retryAfterMs)))])
+    }
+    return out
   }
-  return out
 }

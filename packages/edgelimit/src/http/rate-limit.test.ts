@@ -2,11 +2,18 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { gcra } from '../algorithms.js'
 import { ConfigError, EdgelimitError } from '../errors.js'
-import { createLimiter } from '../limiter.js'
+import { createLimiter, type Decision, type Limiter } from '../limiter.js'
 import { manualClock } from '../testing/index.js'
-import { type ClientKeyOptions, clientKey, hashKey } from './identity.js'
+import { quotaPolicy, rateLimitHeaders } from './headers.js'
+import { type ClientKeyOptions, clientKey, hashKey, partitionKeyBytes } from './identity.js'
 import { formatCidr, formatIp, type ParsedIp, parseCidr } from './ip.js'
-import { createRateLimit, type HttpRequest, type RateLimitOptions } from './rate-limit.js'
+import {
+  createRateLimit,
+  createRateLimitCore,
+  type HttpRequest,
+  type HttpVerdict,
+  type RateLimitOptions,
+} from './rate-limit.js'
 
 const START = 1_700_000_000_000
 
@@ -522,5 +529,100 @@ describe('client identity end to end', () => {
     // A key function's key is never a fallback, whatever it says.
     const keyed = await run({ key: apiKey }, [request(undefined, { 'x-api-key': 'unknown-client' })])
     expect([keyed.out[0]?.[0], keyed.stats.fallbackKeys]).toEqual(['k:unknown-client', 0])
+  })
+})
+
+describe('the synchronous path (createRateLimitCore().run)', () => {
+  it('answers without a promise once the client is known, with the memory store', async () => {
+    const core = createRateLimitCore({ limiter: perHour(5) })
+    const first = core.run(request('192.0.2.1'))
+    expect(first).toBeInstanceOf(Promise) // the address is hashed once, through Web Crypto
+    expect(await first).toMatchObject({ action: 'continue', key: `ip:${await hashKey('192.0.2.1')}` })
+    const second = core.run(request('192.0.2.1'))
+    expect(second).not.toBeInstanceOf(Promise)
+    expect(second).toMatchObject({
+      action: 'continue',
+      key: `ip:${await hashKey('192.0.2.1')}`,
+      headers: [
+        ['RateLimit-Policy', '"hourly";q=5;w=18000'],
+        ['RateLimit', '"hourly";r=3;t=7200'],
+      ],
+    })
+  })
+
+  it('decides through limit() for a limiter whose store is not in-process, and for one without limitSync', async () => {
+    const real = perHour(3)
+    const calls = { limit: 0, limitSync: 0 }
+    const remoteLike: Limiter = {
+      ...real,
+      limit: (key, options) => {
+        calls.limit++
+        return real.limit(key, options)
+      },
+      limitSync: () => {
+        calls.limitSync++
+        throw new EdgelimitError('ERR_EDGELIMIT_SYNC_UNSUPPORTED', 'not synchronous')
+      },
+    }
+    const { limitSync: _, ...withoutSync } = { ...real, limit: remoteLike.limit }
+    for (const limiter of [remoteLike, withoutSync as Limiter]) {
+      const rl = createRateLimit({ limiter, key: () => 'one' })
+      const remaining = []
+      for (let i = 0; i < 4; i++) remaining.push((await rl.check(request('192.0.2.1'))).decision?.remaining)
+      expect(remaining.slice(0, 3)).toEqual([2, 1, 0])
+      await real.reset('k:one')
+    }
+    // The first refusal is remembered: limitSync is not tried again.
+    expect(calls).toEqual({ limit: 8, limitSync: 1 })
+  })
+
+  it('never throws: a throwing callback is a rejected promise, from run as from check', async () => {
+    const core = createRateLimitCore({
+      limiter: perHour(),
+      key: () => {
+        throw new Error('boom')
+      },
+    })
+    const result = core.run(request('192.0.2.1'))
+    expect(result).toBeInstanceOf(Promise)
+    await expect(result).rejects.toThrow('boom')
+  })
+
+  it('async callbacks still work: skip, key, cost and onLimited may return promises', async () => {
+    const rl = createRateLimit({
+      limiter: perHour(2),
+      skip: async (r) => r.path === '/health',
+      key: async (r) => r.header('x-api-key') ?? undefined,
+      cost: async () => 1,
+      onLimited: async ({ response }) => ({ ...response, body: 'slow down' }),
+    })
+    expect(await rl.check(request('192.0.2.1', {}, '/health'))).toMatchObject({
+      action: 'continue',
+      headers: [],
+    })
+    const answers = []
+    for (let i = 0; i < 3; i++) answers.push(await rl.check(request('192.0.2.1', { 'x-api-key': 'a' })))
+    expect(answers.map((a) => [a.action, a.key])).toEqual([
+      ['continue', 'k:a'],
+      ['continue', 'k:a'],
+      ['respond', 'k:a'],
+    ])
+    expect(answers[2]?.response?.body).toBe('slow down')
+  })
+
+  it('partition keys are hashed once per key and rendered as rateLimitHeaders does', async () => {
+    const clock = manualClock(START)
+    const limiter = perHour(3, clock)
+    const core = createRateLimitCore({ limiter, partitionKey: true, identity: { secret: 's3cret' } })
+    const first = (await core.run(request('192.0.2.1'))) as HttpVerdict
+    const second = core.run(request('192.0.2.1'))
+    expect(second).not.toBeInstanceOf(Promise)
+    const v = second as HttpVerdict
+    const expected = rateLimitHeaders(v.decision as Decision, limiter.rules.map(quotaPolicy), {
+      nowMs: 0,
+      partitionKey: await partitionKeyBytes(v.key as string, 's3cret'),
+    })
+    expect(v.headers).toEqual(expected)
+    expect(first.headers[0]).toEqual(expected[0])
   })
 })

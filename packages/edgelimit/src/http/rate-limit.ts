@@ -2,7 +2,14 @@ import { type Clock, systemClock } from '../clock.js'
 import { ConfigError, describe, EdgelimitError } from '../errors.js'
 import type { Decision, Limiter } from '../limiter.js'
 import { createIssues, type Issues } from '../validate.js'
-import { type HeaderStandard, type QuotaPolicy, quotaPolicy, rateLimitHeaders } from './headers.js'
+import {
+  type HeaderRenderer,
+  type HeaderStandard,
+  headerRenderer,
+  type QuotaPolicy,
+  quotaPolicy,
+  sfBinary,
+} from './headers.js'
 import {
   type ClientKeyOptions,
   hashKey,
@@ -290,17 +297,34 @@ function isAllowed(allow: AllowList, ip: string | undefined): boolean {
 }
 
 /** A cost function's answer, checked: it runs per request, so it cannot be validated up front. */
-async function costFrom(
-  fn: (request: HttpRequest) => number | Promise<number>,
-  request: HttpRequest,
-  where: string,
-): Promise<number> {
-  const cost = await fn(request)
-  if (Number.isSafeInteger(cost) && cost >= 0) return cost
+function checkedCost(cost: unknown, request: HttpRequest, where: string): number {
+  if (Number.isSafeInteger(cost) && (cost as number) >= 0) return cost as number
   throw new EdgelimitError(
     'ERR_EDGELIMIT_COST',
     `The ${where} function returned ${describe(cost)} for ${request.method} ${request.path}; expected a non-negative integer (0 charges nothing)`,
   )
+}
+
+/** A value that `await` would wait for. */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  )
+}
+
+/** What a request is charged to: a route, or the default limiter. Built once per route. */
+interface Target {
+  readonly limiter: Limiter
+  /** `limitSync` works (an in-process store): no promise per decision. Cleared on the first refusal. */
+  sync: boolean
+  readonly cost: CostOption
+  /** `{ cost }` for a fixed cost, shared by every call. */
+  readonly costOptions: { readonly cost: number } | undefined
+  readonly where: string
+  readonly render: HeaderRenderer
+  readonly route: CompiledRoute | undefined
 }
 
 /**
@@ -319,27 +343,62 @@ async function costFrom(
  * const verdict = await rl.check({ method: 'GET', path: '/', header: (n) => req.headers.get(n), peer })
  */
 export function createRateLimit(options: RateLimitOptions): HttpRateLimit {
+  const { check, stats } = createRateLimitCore(options)
+  return { check, stats }
+}
+
+/**
+ * The adapters' view of `createRateLimit`: `run` is `check` answering synchronously (a verdict,
+ * not a promise) when nothing has to wait — the memory store, a known client, no async callbacks.
+ * It never throws: errors are rejected promises, as from `check`.
+ */
+export interface RateLimitCore extends HttpRateLimit {
+  run(request: HttpRequest): HttpVerdict | Promise<HttpVerdict>
+}
+
+/** `createRateLimit`, with the synchronous entry the adapters use (not part of the public API). */
+export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
   if (options.limiter === undefined && (options.routes?.length ?? 0) === 0) {
     throw new TypeError('Expected `limiter` or at least one of `routes`')
   }
   const { standards, allow } = validateOptions(options)
-  const routes: CompiledRoute[] = (options.routes ?? []).map((r, i) => {
-    const shard = r.name ?? String(r.path)
-    return {
-      ...r,
-      pattern: typeof r.path === 'string' ? globToRegExp(r.path) : r.path,
-      prefix: `r:${shard.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'))}:`,
-      where: `routes[${i}].cost`,
-      policies: r.limiter.rules.map(quotaPolicy),
-    }
+  const target = (
+    limiter: Limiter,
+    cost: CostOption,
+    where: string,
+    route: CompiledRoute | undefined,
+  ): Target => ({
+    limiter,
+    sync: typeof limiter.limitSync === 'function',
+    cost,
+    costOptions: typeof cost === 'number' ? Object.freeze({ cost }) : undefined,
+    where,
+    render: headerRenderer(limiter.rules.map(quotaPolicy), standards),
+    route,
   })
-  const defaultPolicies = options.limiter?.rules.map(quotaPolicy) ?? []
+  const routes: { readonly route: CompiledRoute; readonly target: Target }[] = (options.routes ?? []).map(
+    (r, i) => {
+      const shard = r.name ?? String(r.path)
+      const route: CompiledRoute = {
+        ...r,
+        pattern: typeof r.path === 'string' ? globToRegExp(r.path) : r.path,
+        prefix: `r:${shard.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'))}:`,
+        where: `routes[${i}].cost`,
+        policies: r.limiter.rules.map(quotaPolicy),
+      }
+      return { route, target: target(r.limiter, r.cost ?? options.cost ?? 1, route.where, route) }
+    },
+  )
+  const defaultTarget =
+    options.limiter === undefined ? undefined : target(options.limiter, options.cost ?? 1, 'cost', undefined)
   const clock = options.clock ?? systemClock
   // Only the legacy fields carry a timestamp.
   const legacy = standards.includes('legacy')
   const identity = options.identity
+  const secret = identity?.secret
   const checkAddress = allow.hosts.size > 0 || allow.networks.length > 0
   const stats = { fallbackKeys: 0 }
+  const { skip, onLimited } = options
 
   // `clientKey`, remembered per address: parsing and hashing are most of the work per request.
   // Keys are canonical addresses, or the raw peer text when only the peer counts; '' = allowed.
@@ -353,30 +412,39 @@ export function createRateLimit(options: RateLimitOptions): HttpRateLimit {
     if (known.size >= KNOWN_ADDRESSES) known.delete(known.keys().next().value as string)
     known.set(text, key)
   }
-  async function addressKey(request: HttpRequest): Promise<string | undefined> {
+  // `;pk=:…:` per store key, when `partitionKey` is on: hashed once per key, like addresses.
+  const partitionKeys = new Map<string, string>()
+
+  function addressKey(request: HttpRequest): string | undefined | Promise<string | undefined> {
     const peer = peerOnly ? request.peer : undefined
-    let key = peer === undefined ? undefined : known.get(peer)
-    if (key === undefined) {
-      const ip = resolveClientIp(request, identity).ip
-      if (ip === undefined) {
-        stats.fallbackKeys++
-        return fallbackKey
-      }
-      key = known.get(ip)
-      if (key === undefined) {
-        key = isAllowed(allow, ip)
-          ? ''
-          : `ip:${await hashKey(subnetKey(ip, identity) as string, identity?.secret)}`
-        remember(ip, key)
-      }
-      if (peer !== undefined && peer !== ip) remember(peer, key)
+    if (peer !== undefined) {
+      const key = known.get(peer)
+      if (key !== undefined) return key === '' ? undefined : key
     }
-    return key === '' ? undefined : key
+    const ip = resolveClientIp(request, identity).ip
+    if (ip === undefined) {
+      stats.fallbackKeys++
+      return fallbackKey
+    }
+    const key = known.get(ip)
+    if (key !== undefined || isAllowed(allow, ip)) {
+      const found = key ?? ''
+      if (key === undefined) remember(ip, found)
+      if (peer !== undefined && peer !== ip) remember(peer, found)
+      return found === '' ? undefined : found
+    }
+    return hashKey(subnetKey(ip, identity) as string, secret).then((hash) => {
+      const hashed = `ip:${hash}`
+      remember(ip, hashed)
+      if (peer !== undefined && peer !== ip) remember(peer, hashed)
+      return hashed
+    })
   }
 
-  async function keyOf(request: HttpRequest, route: CompiledRoute | undefined): Promise<string | undefined> {
-    const keyFn = route?.key ?? options.key
-    const custom: unknown = keyFn === undefined ? undefined : await keyFn(request)
+  function customKey(
+    request: HttpRequest,
+    custom: unknown,
+  ): string | undefined | Promise<string | undefined> {
     if (custom === undefined || custom === null) return addressKey(request)
     if (typeof custom !== 'string') {
       throw new EdgelimitError(
@@ -389,37 +457,128 @@ export function createRateLimit(options: RateLimitOptions): HttpRateLimit {
     return `k:${custom}`
   }
 
-  async function check(request: HttpRequest): Promise<HttpVerdict> {
-    if (options.skip !== undefined && (await options.skip(request))) return PASS
-    const route = routes.find(
-      (r) => r.pattern.test(request.path) && (r.methods?.includes(request.method) ?? true),
-    )
-    const limiter = route?.limiter ?? options.limiter
-    if (limiter === undefined) return PASS
-    const client = await keyOf(request, route)
+  function keyOf(request: HttpRequest, route: CompiledRoute | undefined) {
+    const keyFn = route?.key ?? options.key
+    if (keyFn === undefined) return addressKey(request)
+    const custom = keyFn(request)
+    if (isThenable(custom)) return Promise.resolve(custom).then((c) => customKey(request, c))
+    return customKey(request, custom)
+  }
+
+  // Each step goes on synchronously when it can, and through a promise when it must.
+  function run(request: HttpRequest): HttpVerdict | Promise<HttpVerdict> {
+    try {
+      if (skip !== undefined) {
+        const skipped = skip(request)
+        if (isThenable(skipped)) return Promise.resolve(skipped).then((s) => (s ? PASS : select(request)))
+        if (skipped) return PASS
+      }
+      return select(request)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  function select(request: HttpRequest): HttpVerdict | Promise<HttpVerdict> {
+    let t = defaultTarget
+    if (routes.length > 0) {
+      const { path, method } = request
+      for (const r of routes) {
+        if (r.route.pattern.test(path) && (r.route.methods?.includes(method) ?? true)) {
+          t = r.target
+          break
+        }
+      }
+    }
+    if (t === undefined) return PASS
+    const client = keyOf(request, t.route)
+    if (client instanceof Promise) return client.then((c) => charge(request, t, c))
+    return charge(request, t, client)
+  }
+
+  function charge(
+    request: HttpRequest,
+    t: Target,
+    client: string | undefined,
+  ): HttpVerdict | Promise<HttpVerdict> {
     if (client === undefined) return PASS
-    const key = route === undefined ? client : route.prefix + client
-    const option = route?.cost ?? options.cost ?? 1
-    const cost = typeof option === 'number' ? option : await costFrom(option, request, route?.where ?? 'cost')
-    const decision = await limiter.limit(key, { cost })
-    const partitionKey = options.partitionKey ? await partitionKeyBytes(key, identity?.secret) : undefined
-    const headers = rateLimitHeaders(decision, route?.policies ?? defaultPolicies, {
-      standards,
-      nowMs: legacy ? clock.now() : 0,
-      ...(partitionKey !== undefined ? { partitionKey } : {}),
+    const key = t.route === undefined ? client : t.route.prefix + client
+    if (t.costOptions !== undefined) return decide(request, t, key, t.costOptions)
+    const cost = (t.cost as (request: HttpRequest) => number | Promise<number>)(request)
+    if (isThenable(cost))
+      return Promise.resolve(cost).then((c) =>
+        decide(request, t, key, { cost: checkedCost(c, request, t.where) }),
+      )
+    return decide(request, t, key, { cost: checkedCost(cost, request, t.where) })
+  }
+
+  function decide(
+    request: HttpRequest,
+    t: Target,
+    key: string,
+    cost: { readonly cost: number },
+  ): HttpVerdict | Promise<HttpVerdict> {
+    if (t.sync) {
+      try {
+        return answer(request, t, key, t.limiter.limitSync(key, cost))
+      } catch (error) {
+        if (!(error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_SYNC_UNSUPPORTED')) throw error
+        t.sync = false
+      }
+    }
+    return t.limiter.limit(key, cost).then((decision) => answer(request, t, key, decision))
+  }
+
+  function answer(
+    request: HttpRequest,
+    t: Target,
+    key: string,
+    decision: Decision,
+  ): HttpVerdict | Promise<HttpVerdict> {
+    if (options.partitionKey !== true) return verdict(request, t, key, decision, '')
+    const pk = partitionKeys.get(key)
+    if (pk !== undefined) return verdict(request, t, key, decision, pk)
+    return partitionKeyBytes(key, secret).then((bytes) => {
+      const rendered = `;pk=${sfBinary(bytes)}`
+      if (partitionKeys.size >= KNOWN_ADDRESSES)
+        partitionKeys.delete(partitionKeys.keys().next().value as string)
+      partitionKeys.set(key, rendered)
+      return verdict(request, t, key, decision, rendered)
     })
+  }
+
+  function verdict(
+    request: HttpRequest,
+    t: Target,
+    key: string,
+    decision: Decision,
+    pk: string,
+  ): HttpVerdict | Promise<HttpVerdict> {
+    const headers = t.render(decision, legacy ? clock.now() : 0, pk)
     if (decision.allowed)
       return { action: 'continue', headers, delayMs: decision.delayMs ?? 0, decision, key }
     const problem = problemFor(decision, request.path)
-    let response: HttpAnswer = {
+    const response: HttpAnswer = {
       status: problem.status,
       headers: [...headers, ['Content-Type', 'application/problem+json'], ['Cache-Control', 'no-store']],
       body: JSON.stringify(problem),
     }
-    if (options.onLimited !== undefined)
-      response = (await options.onLimited({ request, decision, response })) ?? response
-    return { action: 'respond', headers, response, delayMs: 0, decision, key }
+    const limited = (custom: HttpAnswer | undefined): HttpVerdict => ({
+      action: 'respond',
+      headers,
+      response: custom ?? response,
+      delayMs: 0,
+      decision,
+      key,
+    })
+    if (onLimited === undefined) return limited(undefined)
+    const custom = onLimited({ request, decision, response })
+    return isThenable(custom) ? Promise.resolve(custom).then(limited) : limited(custom)
   }
 
-  return { check, stats }
+  const check = (request: HttpRequest): Promise<HttpVerdict> => {
+    const v = run(request)
+    return v instanceof Promise ? v : Promise.resolve(v)
+  }
+  return { check, run, stats }
 }

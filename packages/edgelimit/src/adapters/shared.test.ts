@@ -1,0 +1,50 @@
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { pathOf, urlPath } from './shared.js'
+
+describe('urlPath', () => {
+  it('is new URL(url).pathname for every serialised URL (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.webUrl({ withQueryParameters: true, withFragments: true, validSchemes: ['http', 'https'] }),
+        fc.string(),
+        (raw, tail) => {
+          // Serialised as Request.url is; the tail adds odd paths (`..`, `\\`, `%`, `?` in odd places).
+          for (const href of [raw, tail, `/${tail}`].flatMap((u) =>
+            URL.canParse(u, raw) ? [new URL(u, raw).href] : [],
+          )) {
+            expect(urlPath(href)).toBe(new URL(href).pathname)
+            expect(urlPath(new Request(href).url)).toBe(new URL(href).pathname)
+          }
+        },
+      ),
+      { numRuns: 500 },
+    )
+  })
+
+  it('falls back to URL for other schemes', () => {
+    for (const href of [
+      'file:///a/b?c',
+      'ws://h/p#f',
+      'data:text/plain,hi?x',
+      'http://[::1]:8080/x?y',
+      'https://u:p@h/',
+    ]) {
+      expect(urlPath(href)).toBe(new URL(href).pathname)
+    }
+  })
+})
+
+describe('pathOf', () => {
+  it('cuts the query and the fragment from a request target', () => {
+    expect(['/a/b?x=1', '/a#f', '/?', '', '/plain', '*'].map((t) => pathOf(t))).toEqual([
+      '/a/b',
+      '/a',
+      '/',
+      '/',
+      '/plain',
+      '*',
+    ])
+    expect(pathOf(undefined)).toBe('/')
+  })
+})
