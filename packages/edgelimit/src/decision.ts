@@ -32,7 +32,7 @@ export interface Decision extends Omit<RuleDecision, 'name' | 'shadow'> {
 }
 
 /** The quota a rule reports as `limit`. */
-export function limitOf(rule: RuleConfig): number {
+export function limitOf(rule: Pick<RuleConfig, 'policy'>): number {
   const p = rule.policy
   switch (p.algorithm) {
     case 'token-bucket':

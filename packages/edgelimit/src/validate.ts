@@ -9,6 +9,14 @@ export interface Issues {
   duration(path: string, value: unknown): number | undefined
   oneOf<T extends string>(path: string, value: unknown, choices: readonly T[]): T | undefined
   object(path: string, value: unknown): value is Record<string, unknown>
+  /** Reports `expected <what>, got <value>` under `code` unless `ok`; returns `ok`. */
+  expect(path: string, value: unknown, ok: boolean, code: string, what: string): boolean
+  /** Unless `undefined`: a non-empty string (`ERR_STRING`). */
+  string(path: string, value: unknown): boolean
+  /** Unless `undefined`: a boolean (`ERR_BOOLEAN`). */
+  boolean(path: string, value: unknown): boolean
+  /** Unless `undefined`: a function (`ERR_FUNCTION`). */
+  function(path: string, value: unknown): boolean
 }
 
 /** Creates an empty problem collector. */
@@ -17,9 +25,26 @@ export function createIssues(): Issues {
   const add = (path: string, code: string, message: string) => {
     list.push({ path, code, message })
   }
+  const expect = (path: string, value: unknown, ok: boolean, code: string, what: string) => {
+    if (!ok) add(path, code, `expected ${what}, got ${describe(value)}`)
+    return ok
+  }
   return {
     list,
     add,
+    expect,
+    string: (path, value) =>
+      expect(
+        path,
+        value,
+        value === undefined || (typeof value === 'string' && value !== ''),
+        'ERR_STRING',
+        'a non-empty string',
+      ),
+    boolean: (path, value) =>
+      expect(path, value, value === undefined || typeof value === 'boolean', 'ERR_BOOLEAN', 'a boolean'),
+    function: (path, value) =>
+      expect(path, value, value === undefined || typeof value === 'function', 'ERR_FUNCTION', 'a function'),
 
     /** A whole number in `[min, max]`; reports and returns `undefined` otherwise. */
     integer(path: string, value: unknown, min: number, max = 2 ** 31 - 1): number | undefined {
@@ -28,7 +53,7 @@ export function createIssues(): Issues {
       }
       const what =
         min === 0 ? 'a non-negative integer' : min === 1 ? 'a positive integer' : `an integer ≥ ${min}`
-      add(path, 'ERR_INTEGER', `expected ${what} up to ${max}, got ${describe(value)}`)
+      expect(path, value, false, 'ERR_INTEGER', `${what} up to ${max}`)
       return undefined
     },
 
@@ -36,10 +61,12 @@ export function createIssues(): Issues {
     duration(path: string, value: unknown): number | undefined {
       const ms = parseDuration(value)
       if (ms !== undefined && ms <= MAX_DURATION_MS) return ms
-      add(
+      expect(
         path,
+        value,
+        false,
         'ERR_DURATION',
-        `expected a duration like "60s" (ms, s, m, h, d) or whole milliseconds from 1 to ${MAX_DURATION_MS}, got ${describe(value)}`,
+        `a duration like "60s" (ms, s, m, h, d) or whole milliseconds from 1 to ${MAX_DURATION_MS}`,
       )
       return undefined
     },
@@ -47,19 +74,19 @@ export function createIssues(): Issues {
     /** One of `choices`; reports and returns `undefined` otherwise. */
     oneOf<T extends string>(path: string, value: unknown, choices: readonly T[]): T | undefined {
       if (typeof value === 'string' && (choices as readonly string[]).includes(value)) return value as T
-      add(
-        path,
-        'ERR_CHOICE',
-        `expected one of ${choices.map((c) => `"${c}"`).join(', ')}, got ${describe(value)}`,
-      )
+      expect(path, value, false, 'ERR_CHOICE', `one of ${choices.map((c) => `"${c}"`).join(', ')}`)
       return undefined
     },
 
     /** Whether `value` is a plain object; reports otherwise. */
     object(path: string, value: unknown): value is Record<string, unknown> {
-      if (typeof value === 'object' && value !== null && !Array.isArray(value)) return true
-      add(path, 'ERR_OBJECT', `expected an object, got ${describe(value)}`)
-      return false
+      return expect(
+        path,
+        value,
+        typeof value === 'object' && value !== null && !Array.isArray(value),
+        'ERR_OBJECT',
+        'an object',
+      )
     },
   }
 }

@@ -1,4 +1,4 @@
-import type { Policy } from '../core/types.js'
+import { limitOf } from '../decision.js'
 import type { Decision, RuleDecision } from '../limiter.js'
 import { bindingRule } from '../limiter.js'
 import type { StoreRule } from '../stores/types.js'
@@ -24,26 +24,17 @@ export interface QuotaPolicy {
  * for buckets and GCRA, the time a drained key takes to be whole again.
  */
 export function quotaPolicy(rule: StoreRule): QuotaPolicy {
-  const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000))
-  const p: Policy = rule.policy
-  switch (p.algorithm) {
-    case 'fixed-window':
-    case 'sliding-window':
-    case 'sliding-log':
-      return { name: rule.name, quota: p.limit, windowSeconds: seconds(p.windowMs) }
-    case 'token-bucket':
-      return {
-        name: rule.name,
-        quota: p.capacity,
-        windowSeconds: seconds((p.capacity * p.refillIntervalMs) / p.refillRate),
-      }
-    case 'leaky-bucket': {
-      const quota = p.mode === 'shape' ? p.capacity + 1 : p.capacity
-      return { name: rule.name, quota, windowSeconds: seconds((quota * p.leakIntervalMs) / p.leakRate) }
-    }
-    case 'gcra':
-      return { name: rule.name, quota: p.burst, windowSeconds: seconds((p.burst * p.periodMs) / p.limit) }
-  }
+  const p = rule.policy
+  const quota = limitOf(rule)
+  const ms =
+    p.algorithm === 'token-bucket'
+      ? (quota * p.refillIntervalMs) / p.refillRate
+      : p.algorithm === 'leaky-bucket'
+        ? (quota * p.leakIntervalMs) / p.leakRate
+        : p.algorithm === 'gcra'
+          ? (quota * p.periodMs) / p.limit
+          : p.windowMs
+  return { name: rule.name, quota, windowSeconds: Math.max(1, ceilSeconds(ms)) }
 }
 
 /** An sf-string (RFC 9651 §3.3.3). Rule names are validated as printable ASCII at config time. */
@@ -53,9 +44,14 @@ export function sfString(value: string): string {
 
 /** An sf-binary (RFC 9651 §3.3.5): `:base64:`. */
 export function sfBinary(bytes: Uint8Array): string {
+  return `:${base64(bytes)}:`
+}
+
+/** Standard base64 (RFC 4648 §4), with padding. */
+export function base64(bytes: Uint8Array): string {
   let text = ''
   for (const b of bytes) text += String.fromCharCode(b)
-  return `:${btoa(text)}:`
+  return btoa(text)
 }
 
 /** Whole seconds, rounded up, never 0 for a positive wait. */
@@ -138,43 +134,28 @@ export function headerRenderer(
   }
 
   return (decision, nowMs, pk) => {
-    let out: [string, string][]
-    if (only === 'draft-10') {
-      // The default, without a loop over standards or a binding rule.
-      out = [
-        pk === '' ? (draft10Policy as [string, string]) : ['RateLimit-Policy', policyField(pk)],
-        ['RateLimit', draft10(decision, pk)],
-      ]
-    } else {
-      out = []
-      const bind = bindingRule(decision.rules, decision.allowed)
-      const top = decision.rules[bind] as RuleDecision
-      const topPolicy = policies[bind] as QuotaPolicy
-      for (const standard of standards) {
-        switch (standard) {
-          case 'draft-10':
-            out.push(pk === '' ? (draft10Policy as [string, string]) : ['RateLimit-Policy', policyField(pk)])
-            out.push(['RateLimit', draft10(decision, pk)])
-            break
-          case 'draft-7':
-            out.push([
-              'RateLimit',
-              `limit=${top.limit}, remaining=${top.remaining}, reset=${secondsUntil(top)}`,
-            ])
-            out.push(draft7Policy as [string, string])
-            break
-          case 'draft-6':
-            out.push(['RateLimit-Limit', String(top.limit)])
-            out.push(['RateLimit-Remaining', String(top.remaining)])
-            out.push(['RateLimit-Reset', String(secondsUntil(top))])
-            out.push(['RateLimit-Policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
-            break
-          case 'legacy':
-            out.push(['X-RateLimit-Limit', String(top.limit)])
-            out.push(['X-RateLimit-Remaining', String(top.remaining)])
-            out.push(['X-RateLimit-Reset', String(Math.ceil((nowMs + secondsUntil(top) * 1000) / 1000))])
-            break
-        }
+    const out: [string, string][] = []
+    // draft-10 alone (the default) needs no binding rule.
+    const bind = only === 'draft-10' ? 0 : bindingRule(decision.rules, decision.allowed)
+    const top = decision.rules[bind] as RuleDecision
+    const topPolicy = policies[bind] as QuotaPolicy
+    for (const standard of standards) {
+      if (standard === 'draft-10') {
+        out.push(pk === '' ? (draft10Policy as [string, string]) : ['RateLimit-Policy', policyField(pk)])
+        out.push(['RateLimit', draft10(decision, pk)])
+      } else if (standard === 'draft-7') {
+        out.push(['RateLimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${secondsUntil(top)}`])
+        out.push(draft7Policy as [string, string])
+      } else {
+        const legacy = standard === 'legacy'
+        const prefix = legacy ? 'X-RateLimit-' : 'RateLimit-'
+        out.push([`${prefix}Limit`, String(top.limit)])
+        out.push([`${prefix}Remaining`, String(top.remaining)])
+        out.push([
+          `${prefix}Reset`,
+          String(legacy ? Math.ceil((nowMs + secondsUntil(top) * 1000) / 1000) : secondsUntil(top)),
+        ])
+        if (!legacy) out.push(['RateLimit-Policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
       }
     }
     if (!decision.allowed && Number.isFinite(decision.retryAfterMs)) {

@@ -1,5 +1,6 @@
 import { ConfigError, type ConfigIssue, describe } from '../errors.js'
 import { createIssues } from '../validate.js'
+import { base64 } from './headers.js'
 import {
   type Cidr,
   formatIp,
@@ -109,32 +110,28 @@ export function validateClientKeyOptions(options: unknown, path?: string): Confi
     options as Record<string, unknown>
   if (Array.isArray(trustedProxies)) {
     trustedProxies.forEach((cidr, i) => {
-      if (parseCidr(cidr) === undefined) {
-        issues.add(
-          at(`trustedProxies[${i}]`),
-          'ERR_CIDR',
-          `expected a CIDR like "10.0.0.0/8" or "2001:db8::/32", or an address, got ${describe(cidr)}`,
-        )
-      }
+      issues.expect(
+        at(`trustedProxies[${i}]`),
+        cidr,
+        parseCidr(cidr) !== undefined,
+        'ERR_CIDR',
+        'a CIDR like "10.0.0.0/8" or "2001:db8::/32", or an address',
+      )
     })
   } else if (trustedProxies !== undefined) issues.integer(at('trustedProxies'), trustedProxies, 0, 64)
-  if (header !== undefined && (typeof header !== 'string' || !TOKEN.test(header))) {
-    issues.add(
+  if (header !== undefined)
+    issues.expect(
       at('header'),
+      header,
+      typeof header === 'string' && TOKEN.test(header),
       'ERR_HEADER',
-      `expected a header name like "x-forwarded-for", got ${describe(header)}`,
+      'a header name like "x-forwarded-for"',
     )
-  }
-  if (trustPlatform !== undefined && typeof trustPlatform !== 'boolean') {
-    issues.add(at('trustPlatform'), 'ERR_BOOLEAN', `expected a boolean, got ${describe(trustPlatform)}`)
-  }
+  issues.boolean(at('trustPlatform'), trustPlatform)
   if (ipv6Prefix !== undefined) issues.integer(at('ipv6Prefix'), ipv6Prefix, 0, 128)
   if (ipv4Prefix !== undefined) issues.integer(at('ipv4Prefix'), ipv4Prefix, 0, 32)
-  for (const [name, value] of Object.entries({ secret, fallback })) {
-    if (value !== undefined && (typeof value !== 'string' || value === '')) {
-      issues.add(at(name), 'ERR_STRING', `expected a non-empty string, got ${describe(value)}`)
-    }
-  }
+  issues.string(at('secret'), secret)
+  issues.string(at('fallback'), fallback)
   return issues.list
 }
 
@@ -289,16 +286,9 @@ async function digest(value: string, secret: string | undefined): Promise<Uint8A
   return new Uint8Array(await crypto.subtle.sign('HMAC', await hmacKey(secret), data))
 }
 
-const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
-
+/** base64url without padding (RFC 4648 §5). */
 function base64url(bytes: Uint8Array): string {
-  let out = ''
-  for (let i = 0; i < bytes.length; i += 3) {
-    const n = ((bytes[i] ?? 0) << 16) | ((bytes[i + 1] ?? 0) << 8) | (bytes[i + 2] ?? 0)
-    const chars = Math.min(4, Math.ceil(((bytes.length - i) * 8) / 6))
-    for (let j = 0; j < chars; j++) out += BASE64URL[(n >> (18 - 6 * j)) & 63]
-  }
-  return out
+  return base64(bytes).replace(/[+/=]/g, (c) => (c === '+' ? '-' : c === '/' ? '_' : ''))
 }
 
 /**

@@ -31,7 +31,7 @@ export interface SubnetOptions {
  *
  * @example resolveClientIp(input, { trustedProxies: [...LOOPBACK, ...PRIVATE] })
  */
-export const LOOPBACK: readonly string[] = Object.freeze(['127.0.0.0/8', '::1/128'])
+export const LOOPBACK: readonly string[] = /* @__PURE__ */ Object.freeze(['127.0.0.0/8', '::1/128'])
 
 /**
  * Private (RFC 1918, RFC 4193 unique-local) and link-local networks, ready for `trustedProxies`.
@@ -40,7 +40,7 @@ export const LOOPBACK: readonly string[] = Object.freeze(['127.0.0.0/8', '::1/12
  *
  * @example resolveClientIp(input, { trustedProxies: [...PRIVATE, ...myCloudflareRanges] })
  */
-export const PRIVATE: readonly string[] = Object.freeze([
+export const PRIVATE: readonly string[] = /* @__PURE__ */ Object.freeze([
   '10.0.0.0/8',
   '172.16.0.0/12',
   '192.168.0.0/16',

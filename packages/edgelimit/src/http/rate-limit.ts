@@ -2,14 +2,7 @@ import { type Clock, systemClock } from '../clock.js'
 import { ConfigError, describe, EdgelimitError } from '../errors.js'
 import type { Decision, Limiter } from '../limiter.js'
 import { createIssues, type Issues } from '../validate.js'
-import {
-  type HeaderRenderer,
-  type HeaderStandard,
-  headerRenderer,
-  type QuotaPolicy,
-  quotaPolicy,
-  sfBinary,
-} from './headers.js'
+import { type HeaderRenderer, type HeaderStandard, headerRenderer, quotaPolicy, sfBinary } from './headers.js'
 import {
   type ClientKeyOptions,
   hashKey,
@@ -158,8 +151,6 @@ interface CompiledRoute extends RouteRule {
   readonly pattern: RegExp
   /** `r:<name>:`, with `%` and `:` escaped in the name so that route and client key split one way. */
   readonly prefix: string
-  readonly where: string
-  readonly policies: readonly QuotaPolicy[]
 }
 
 interface AllowList {
@@ -169,21 +160,32 @@ interface AllowList {
   readonly networks: readonly Cidr[]
 }
 
-function checkFunction(issues: Issues, path: string, value: unknown): void {
-  if (value !== undefined && typeof value !== 'function')
-    issues.add(path, 'ERR_FUNCTION', `expected a function, got ${describe(value)}`)
-}
-
 function checkCost(issues: Issues, path: string, value: unknown): void {
   if (typeof value === 'number') issues.integer(path, value, 0, Number.MAX_SAFE_INTEGER)
-  else if (value !== undefined && typeof value !== 'function')
-    issues.add(path, 'ERR_COST', `expected a non-negative integer or a function, got ${describe(value)}`)
+  else
+    issues.expect(
+      path,
+      value,
+      value === undefined || typeof value === 'function',
+      'ERR_COST',
+      'a non-negative integer or a function',
+    )
 }
 
 function checkLimiter(issues: Issues, path: string, value: unknown): void {
   const l = value as Partial<Limiter> | null | undefined
-  if (typeof l?.limit !== 'function' || !Array.isArray(l.rules))
-    issues.add(path, 'ERR_LIMITER', `expected a limiter from createLimiter(), got ${describe(value)}`)
+  issues.expect(
+    path,
+    value,
+    typeof l?.limit === 'function' && Array.isArray(l.rules),
+    'ERR_LIMITER',
+    'a limiter from createLimiter()',
+  )
+}
+
+/** Whether `value` is an array; reports `expected an array of <what>` otherwise. */
+function checkArray(issues: Issues, path: string, value: unknown, what: string): value is unknown[] {
+  return issues.expect(path, value, Array.isArray(value), 'ERR_ARRAY', `an array of ${what}`)
 }
 
 function checkRoute(issues: Issues, at: string, route: unknown): void {
@@ -192,58 +194,59 @@ function checkRoute(issues: Issues, at: string, route: unknown): void {
   if (path instanceof RegExp) {
     if (path.global || path.sticky)
       issues.add(`${at}.path`, 'ERR_ROUTE_PATH', `expected a RegExp without the g or y flag, got ${path}`)
-  } else if (typeof path !== 'string' || !/^[/*]/.test(path)) {
-    issues.add(
+  } else {
+    issues.expect(
       `${at}.path`,
+      path,
+      typeof path === 'string' && /^[/*]/.test(path),
       'ERR_ROUTE_PATH',
-      `expected a path or glob starting with "/" (like "/api/*"), or a RegExp, got ${describe(path)}`,
+      'a path or glob starting with "/" (like "/api/*"), or a RegExp',
     )
   }
-  if (methods !== undefined && !Array.isArray(methods))
-    issues.add(`${at}.methods`, 'ERR_ARRAY', `expected an array of methods, got ${describe(methods)}`)
-  else if (Array.isArray(methods)) {
-    methods.forEach((m: unknown, i) => {
-      if (typeof m !== 'string' || !METHOD.test(m))
-        issues.add(
-          `${at}.methods[${i}]`,
-          'ERR_METHOD',
-          `expected an upper-case method like "GET", got ${describe(m)}`,
-        )
+  if (methods !== undefined && checkArray(issues, `${at}.methods`, methods, 'methods')) {
+    methods.forEach((m, i) => {
+      issues.expect(
+        `${at}.methods[${i}]`,
+        m,
+        typeof m === 'string' && METHOD.test(m),
+        'ERR_METHOD',
+        'an upper-case method like "GET"',
+      )
     })
   }
   checkLimiter(issues, `${at}.limiter`, limiter)
-  if (name !== undefined && (typeof name !== 'string' || name === ''))
-    issues.add(`${at}.name`, 'ERR_STRING', `expected a non-empty string, got ${describe(name)}`)
+  issues.string(`${at}.name`, name)
   checkCost(issues, `${at}.cost`, cost)
-  checkFunction(issues, `${at}.key`, key)
+  issues.function(`${at}.key`, key)
 }
 
 function compileAllowList(issues: Issues, list: unknown): AllowList {
   const allow = { keys: new Set<string>(), hosts: new Set<string>(), networks: [] as Cidr[] }
-  if (list === undefined) return allow
-  if (!Array.isArray(list)) {
-    issues.add(
-      'allowList',
-      'ERR_ARRAY',
-      `expected an array of addresses, CIDRs or keys, got ${describe(list)}`,
+  if (list === undefined || !checkArray(issues, 'allowList', list, 'addresses, CIDRs or keys')) return allow
+  list.forEach((entry, i) => {
+    const at = `allowList[${i}]`
+    if (
+      !issues.expect(at, entry, typeof entry === 'string' && entry !== '', 'ERR_STRING', 'a non-empty string')
     )
-    return allow
-  }
-  list.forEach((entry: unknown, i) => {
-    if (typeof entry !== 'string' || entry === '') {
-      issues.add(`allowList[${i}]`, 'ERR_STRING', `expected a non-empty string, got ${describe(entry)}`)
-    } else if (!ADDRESS_LIKE.test(entry.trim())) {
-      allow.keys.add(entry)
-    } else {
-      const cidr = parseCidr(entry)
-      if (cidr === undefined) {
-        issues.add(
-          `allowList[${i}]`,
-          'ERR_CIDR',
-          `expected an address or CIDR like "203.0.113.9", "10.0.0.0/8" or "2001:db8::/32", got ${describe(entry)}`,
-        )
-      } else if (cidr.prefix === cidr.bytes.length * 8) allow.hosts.add(formatIp(cidr))
-      else allow.networks.push(cidr)
+      return
+    const text = entry as string
+    if (!ADDRESS_LIKE.test(text.trim())) {
+      allow.keys.add(text)
+      return
+    }
+    const cidr = parseCidr(text)
+    if (
+      issues.expect(
+        at,
+        entry,
+        cidr !== undefined,
+        'ERR_CIDR',
+        'an address or CIDR like "203.0.113.9", "10.0.0.0/8" or "2001:db8::/32"',
+      )
+    ) {
+      const c = cidr as Cidr
+      if (c.prefix === c.bytes.length * 8) allow.hosts.add(formatIp(c))
+      else allow.networks.push(c)
     }
   })
   return allow
@@ -258,12 +261,8 @@ function validateOptions(options: RateLimitOptions): { standards: HeaderStandard
   const h: unknown = options.headers
   const standards: unknown[] = h === false ? [] : h === undefined ? ['draft-10'] : Array.isArray(h) ? h : [h]
   for (const standard of standards) {
-    if (!STANDARDS.includes(standard as HeaderStandard))
-      issues.add(
-        'headers',
-        'ERR_HEADER_STANDARD',
-        `expected one of ${STANDARDS.join(', ')}, got ${describe(standard)}`,
-      )
+    const ok = STANDARDS.includes(standard as HeaderStandard)
+    issues.expect('headers', standard, ok, 'ERR_HEADER_STANDARD', `one of ${STANDARDS.join(', ')}`)
   }
   const drafts = new Set(standards.filter((s) => s !== 'legacy'))
   if (drafts.size > 1) {
@@ -274,15 +273,20 @@ function validateOptions(options: RateLimitOptions): { standards: HeaderStandard
     )
   }
   if (options.limiter !== undefined) checkLimiter(issues, 'limiter', options.limiter)
-  if (options.routes !== undefined && !Array.isArray(options.routes))
-    issues.add('routes', 'ERR_ARRAY', `expected an array of routes, got ${describe(options.routes)}`)
-  else for (const [i, route] of (options.routes ?? []).entries()) checkRoute(issues, `routes[${i}]`, route)
+  const routes: unknown = options.routes
+  if (routes !== undefined && checkArray(issues, 'routes', routes, 'routes'))
+    for (const [i, route] of routes.entries()) checkRoute(issues, `routes[${i}]`, route)
   checkCost(issues, 'cost', options.cost)
-  for (const name of ['key', 'skip', 'onLimited'] as const) checkFunction(issues, name, options[name])
-  if (options.partitionKey !== undefined && typeof options.partitionKey !== 'boolean')
-    issues.add('partitionKey', 'ERR_BOOLEAN', `expected a boolean, got ${describe(options.partitionKey)}`)
-  if (options.clock !== undefined && typeof options.clock?.now !== 'function')
-    issues.add('clock', 'ERR_CLOCK', `expected a clock with a now() method, got ${describe(options.clock)}`)
+  for (const name of ['key', 'skip', 'onLimited'] as const) issues.function(name, options[name])
+  issues.boolean('partitionKey', options.partitionKey)
+  if (options.clock !== undefined)
+    issues.expect(
+      'clock',
+      options.clock,
+      typeof options.clock?.now === 'function',
+      'ERR_CLOCK',
+      'a clock with a now() method',
+    )
   const allow = compileAllowList(issues, options.allowList)
   if (issues.list.length > 0) throw new ConfigError(issues.list)
   return { standards: standards as HeaderStandard[], allow }
@@ -376,19 +380,15 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     render: headerRenderer(limiter.rules.map(quotaPolicy), standards),
     route,
   })
-  const routes: { readonly route: CompiledRoute; readonly target: Target }[] = (options.routes ?? []).map(
-    (r, i) => {
-      const shard = r.name ?? String(r.path)
-      const route: CompiledRoute = {
-        ...r,
-        pattern: typeof r.path === 'string' ? globToRegExp(r.path) : r.path,
-        prefix: `r:${shard.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'))}:`,
-        where: `routes[${i}].cost`,
-        policies: r.limiter.rules.map(quotaPolicy),
-      }
-      return { route, target: target(r.limiter, r.cost ?? options.cost ?? 1, route.where, route) }
-    },
-  )
+  const routes = (options.routes ?? []).map((r, i) => {
+    const shard = r.name ?? String(r.path)
+    const route: CompiledRoute = {
+      ...r,
+      pattern: typeof r.path === 'string' ? globToRegExp(r.path) : r.path,
+      prefix: `r:${shard.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'))}:`,
+    }
+    return target(r.limiter, r.cost ?? options.cost ?? 1, `routes[${i}].cost`, route)
+  })
   const defaultTarget =
     options.limiter === undefined ? undefined : target(options.limiter, options.cost ?? 1, 'cost', undefined)
   const clock = options.clock ?? systemClock
@@ -484,8 +484,9 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     if (routes.length > 0) {
       const { path, method } = request
       for (const r of routes) {
-        if (r.route.pattern.test(path) && (r.route.methods?.includes(method) ?? true)) {
-          t = r.target
+        const route = r.route as CompiledRoute
+        if (route.pattern.test(path) && (route.methods?.includes(method) ?? true)) {
+          t = r
           break
         }
       }

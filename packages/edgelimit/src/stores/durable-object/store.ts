@@ -1,4 +1,4 @@
-import { ConfigError, describe } from '../../errors.js'
+import { ConfigError } from '../../errors.js'
 import { remoteDecider } from '../../resilience/remote.js'
 import { createIssues } from '../../validate.js'
 import type { BoundRules, Store } from '../types.js'
@@ -46,21 +46,17 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
   if (issues.object('options', options)) {
     const { namespace, shards, clock, prefix, locationHint } = options
     const ns = namespace as Partial<DurableObjectNamespaceLike> | undefined
-    if (typeof ns?.idFromName !== 'function' || typeof ns.get !== 'function') {
-      issues.add(
-        'namespace',
-        'ERR_NAMESPACE',
-        `expected a Durable Object namespace binding (env.RATE_LIMITER), got ${describe(namespace)}`,
-      )
-    }
+    issues.expect(
+      'namespace',
+      namespace,
+      typeof ns?.idFromName === 'function' && typeof ns.get === 'function',
+      'ERR_NAMESPACE',
+      'a Durable Object namespace binding (env.RATE_LIMITER)',
+    )
     if (shards !== undefined) issues.integer('shards', shards, 1, 1_000_000)
     if (clock !== undefined) issues.oneOf('clock', clock, ['object', 'client'])
-    if (prefix !== undefined && (typeof prefix !== 'string' || prefix === '')) {
-      issues.add('prefix', 'ERR_STRING', `expected a non-empty string, got ${describe(prefix)}`)
-    }
-    if (locationHint !== undefined && (typeof locationHint !== 'string' || locationHint === '')) {
-      issues.add('locationHint', 'ERR_STRING', `expected a non-empty string, got ${describe(locationHint)}`)
-    }
+    issues.string('prefix', prefix)
+    issues.string('locationHint', locationHint)
   }
   if (issues.list.length > 0) throw new ConfigError(issues.list)
   const { namespace, shards } = options
