@@ -9,6 +9,12 @@ const defer: (f: () => void) => void =
 /** Runs store calls under one deadline. */
 export type Deadline = <T>(work: Promise<T>) => Promise<T>
 
+/** A timer handle: an object with `ref`/`unref` in Node and Bun, a number elsewhere. */
+interface Timer {
+  ref?: () => unknown
+  unref?: () => unknown
+}
+
 interface Pending {
   readonly at: number
   settled: boolean
@@ -19,25 +25,39 @@ interface Pending {
  * A deadline of `ms` shared by every call of a limiter: each call settles with its work, or
  * rejects with `ERR_EDGELIMIT_TIMEOUT` after `ms`, whichever comes first. Calls share one timer
  * — the deadline is the same for all, so they expire in arrival order — instead of one timer
- * each. The timer runs only while calls are pending, and a late rejection of abandoned work is
- * swallowed (the decision was already made without it), so nothing leaks.
+ * each. Where timers can be unref'd (Node, Bun) the timer is not cleared when the last pending
+ * call settles: it stays armed, unref'd, so that calls one after another do not each arm and clear
+ * a timer; it fires at most once per `ms`, and only holds the process while calls are pending.
+ * Elsewhere it runs only while calls are pending. A late rejection of abandoned work is swallowed
+ * (the decision was already made without it), so nothing leaks.
  *
  * @example const deadline = createDeadline(45); await deadline(store.evaluate(key, 1, now))
  */
 export function createDeadline(ms: number): Deadline {
+  return deadlineOf(ms, true)
+}
+
+/** `keep`: whether an unref'able timer stays armed once nothing is pending (see createDeadline). */
+function deadlineOf(ms: number, keep: boolean): Deadline {
   let queue: Pending[] = []
   let head = 0
-  let timer: ReturnType<typeof setTimeout> | undefined
+  // When armed, the timer fires at or before every pending call's deadline: deadlines are `ms`
+  // after arrival, so they come in arrival order, and the timer is armed for the oldest.
+  let timer: Timer | undefined
   let live = 0
 
   function settle(p: Pending): void {
     p.settled = true
-    // The last pending call takes the timer with it: nothing is left running.
-    if (--live === 0 && timer !== undefined) {
-      clearTimeout(timer)
+    if (--live > 0) return
+    // Nothing pending: forget the queue. An unref'd timer may stay armed (it no longer holds the
+    // process, and re-arming one per call costs more than letting it fire once); else it goes.
+    queue.length = 0
+    head = 0
+    if (timer === undefined) return
+    if (keep && typeof timer.unref === 'function') timer.unref()
+    else {
+      clearTimeout(timer as ReturnType<typeof setTimeout>)
       timer = undefined
-      queue = []
-      head = 0
     }
   }
 
@@ -70,11 +90,13 @@ export function createDeadline(ms: number): Deadline {
     // Settled calls at the front no longer need the timer.
     while (head < queue.length && (queue[head] as Pending).settled) head++
     if (head === queue.length) {
-      queue = []
+      queue.length = 0
       head = 0
       return
     }
-    if (timer === undefined) timer = setTimeout(expire, Math.max(0, (queue[head] as Pending).at - now))
+    if (timer === undefined) {
+      timer = setTimeout(expire, Math.max(0, (queue[head] as Pending).at - now)) as Timer
+    }
   }
 
   return <T>(work: Promise<T>): Promise<T> =>
@@ -82,7 +104,8 @@ export function createDeadline(ms: number): Deadline {
       const now = monotonic()
       const pending: Pending = { at: now + ms, settled: false, fail: reject }
       queue.push(pending)
-      live++
+      // A timer kept armed while idle holds the process again (it fires before this deadline).
+      if (live++ === 0 && timer?.ref !== undefined) timer.ref()
       if (timer === undefined) arm(now)
       work.then(
         (value) => {
@@ -104,5 +127,5 @@ export function createDeadline(ms: number): Deadline {
  * @example await withDeadline(fetchSomething(), 45)
  */
 export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  return createDeadline(ms)(work)
+  return deadlineOf(ms, false)(work)
 }

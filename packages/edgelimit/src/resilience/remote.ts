@@ -77,19 +77,21 @@ export const remoteDecider: Decider = (context) => {
           (error) => emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: 0 }),
         )
 
+  const recordOk = (verdicts: readonly RuleVerdict[]) => {
+    // A success's time is never read: it closes a half-open breaker and only ever counts.
+    breaker?.record(true, 0)
+    return verdicts
+  }
+  const recordFailure = (error: unknown): never => {
+    breaker?.record(false, clock.now())
+    throw error
+  }
+
   /** One store call under the deadline, its outcome recorded by the breaker (asked first). */
   function run(bound: BoundRules, key: string, cost: number, now: number, options?: EvaluateOptions) {
     const work = bound.evaluate(key, cost, now, options)
-    return (deadline === undefined ? work : deadline(work)).then(
-      (verdicts) => {
-        breaker?.record(true, now)
-        return verdicts
-      },
-      (error: unknown) => {
-        breaker?.record(false, clock.now())
-        throw error
-      },
-    )
+    const timed = deadline === undefined ? work : deadline(work)
+    return breaker === undefined ? timed : timed.then(recordOk, recordFailure)
   }
 
   /** Approximate syncs go through the same breaker and deadline as decisions. */
@@ -164,23 +166,58 @@ export const remoteDecider: Decider = (context) => {
     }
   }
 
-  async function decide(key: string, cost: number): Promise<Decision> {
-    const now = clock.now()
-    const shadow = shadowOf(key)
-    if (cache !== undefined && cost > 0) {
-      const until = cache.until(key, cost, now)
-      const hit = until === undefined ? undefined : cached.get(key)
-      if (hit !== undefined) return report(key, aged(hit.decision, now - hit.at), 'cache')
+  function decide(key: string, cost: number): Promise<Decision> {
+    try {
+      const now = clock.now()
+      const shadow = shadowOf(key)
+      if (cache !== undefined && cost > 0) {
+        const until = cache.until(key, cost, now)
+        const hit = until === undefined ? undefined : cached.get(key)
+        if (hit !== undefined) return Promise.resolve(report(key, aged(hit.decision, now - hit.at), 'cache'))
+      }
+      return strict !== undefined && allStrict
+        ? decideStrict(strict, key, cost, now, shadow)
+        : decideMixed(key, cost, now, shadow)
+    } catch (error) {
+      return Promise.reject(error)
     }
-    if (strict !== undefined && allStrict) {
-      // The common case: one store call for every rule.
-      const result = await call(strict, key, cost, now, shadow)
-      const decision = build(result.verdicts, shadow)
-      if (cache !== undefined && result.ok && !decision.allowed && Number.isFinite(decision.retryAfterMs)) {
+  }
+
+  /**
+   * The common case, every rule strict: one store call; `run`, `call` and the decision's building
+   * fused into one continuation (no async frames between the store's answer and the decision).
+   */
+  function decideStrict(g: Group, key: string, cost: number, now: number, shadow: number): Promise<Decision> {
+    if (breaker !== undefined && !breaker.allow(now)) {
+      emit?.({ type: 'store-error', kind: 'breaker-open', latencyMs: 0 })
+      return Promise.resolve(report(key, build(fallback(g, key, cost, now, shadow), shadow), 'fallback'))
+    }
+    const started = emit === undefined ? 0 : monotonic()
+    const answered = (verdicts: readonly RuleVerdict[]): Decision => {
+      breaker?.record(true, now)
+      emit?.({ type: 'store-latency', ms: monotonic() - started })
+      const decision = build(verdicts, shadow)
+      if (cache !== undefined && !decision.allowed && Number.isFinite(decision.retryAfterMs)) {
         remember(key, cost, now, decision)
       }
-      return report(key, decision, result.ok ? 'store' : 'fallback')
+      return report(key, decision, 'store')
     }
+    const failed = (error: unknown): Decision => {
+      breaker?.record(false, clock.now())
+      emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: monotonic() - started })
+      return report(key, build(fallback(g, key, cost, now, shadow), shadow), 'fallback')
+    }
+    let work: Promise<readonly RuleVerdict[]>
+    try {
+      work = g.bound.evaluate(key, cost, now, shadow === 0 ? undefined : { shadow })
+    } catch (error) {
+      // A store that throws instead of rejecting fails like one that rejects.
+      work = Promise.reject(error)
+    }
+    return (deadline === undefined ? work : deadline(work)).then(answered, failed)
+  }
+
+  async function decideMixed(key: string, cost: number, now: number, shadow: number): Promise<Decision> {
     const verdicts = rules.map((_, i) => untouched(i))
     const place = (index: readonly number[], vs: readonly RuleVerdict[]) => {
       index.forEach((i, j) => {

@@ -98,6 +98,28 @@ describe('deadline', () => {
     expect(vi.getTimerCount()).toBe(0)
   })
 
+  it('keeps one timer armed between calls one after another, and still times each call out', async () => {
+    vi.useFakeTimers()
+    const deadline = createDeadline(45)
+    for (let i = 0; i < 3; i++) expect(await deadline(Promise.resolve(i))).toBe(i)
+    // Kept (unref'd) rather than cleared and re-armed per call.
+    expect(vi.getTimerCount()).toBe(1)
+    await vi.advanceTimersByTimeAsync(30)
+    // Arrives while the kept timer (due at 45) is armed: it still expires at 30 + 45, not later.
+    let outcome = 'pending'
+    const slow = deadline(new Promise(() => {})).then(
+      () => (outcome = 'ok'),
+      (e: { code?: string }) => (outcome = String(e.code)),
+    )
+    await vi.advanceTimersByTimeAsync(44)
+    expect(outcome).toBe('pending')
+    await vi.advanceTimersByTimeAsync(1)
+    await slow
+    expect(outcome).toBe('ERR_EDGELIMIT_TIMEOUT')
+    // Nothing pending any more: once fired, the timer is not re-armed.
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
   it('rejects after the deadline and clears its timer when the work settles first', async () => {
     vi.useFakeTimers()
     const slow = withDeadline(new Promise(() => {}), 45)

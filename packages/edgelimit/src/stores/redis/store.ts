@@ -93,6 +93,12 @@ interface Batch {
   readonly reject: ((error: unknown) => void)[]
 }
 
+/** The batches sent between two resets: how many are in flight, and who waits for none. */
+interface Generation {
+  left: number
+  done: (() => void) | undefined
+}
+
 function bindRules(
   client: ScriptClient,
   prefix: string,
@@ -121,8 +127,13 @@ function bindRules(
   let open: Batch | undefined
   const openBySlot = new Map<number, Batch>()
   let scheduled = false
-  const inflight = new Set<Promise<unknown>>()
+  // Batches in flight, counted per generation: `reset` starts a new one and waits until every
+  // batch sent before it (its generation and, through `drained`, the earlier ones) has settled.
+  // A count, not a set of promises: adding to and deleting from a set per batch costs more.
+  let generation: Generation = { left: 0, done: undefined }
+  let drained: Promise<unknown> = Promise.resolve()
 
+  /** The script's reply, the script loaded first when this process has not hashed it yet. */
   async function run(keys: string[], args: string[]): Promise<unknown> {
     if (sha === undefined) {
       hashing ??= sha1(script.text)
@@ -131,35 +142,54 @@ function bindRules(
     try {
       return await client.evalsha(sha, keys, args)
     } catch (error) {
-      // The script did not run: sending it again cannot charge anything twice.
       if (!isNoScript(error)) throw error
-      if (reloading !== undefined) {
-        await reloading.catch(() => {})
-        try {
-          return await client.evalsha(sha, keys, args)
-        } catch (again) {
-          // On a Cluster the reload went to another node: this one needs the script too.
-          if (!isNoScript(again)) throw again
-        }
-      }
-      const loaded = client.eval(script.text, keys, args)
-      const gate = loaded.finally(() => {
-        if (reloading === gate) reloading = undefined
-      })
-      reloading = gate
-      return loaded
+      return recover(keys, args)
     }
   }
 
+  /** After NOSCRIPT: the script did not run, so sending it again cannot charge anything twice. */
+  async function recover(keys: string[], args: string[]): Promise<unknown> {
+    if (reloading !== undefined) {
+      await reloading.catch(() => {})
+      try {
+        return await client.evalsha(sha as string, keys, args)
+      } catch (again) {
+        // On a Cluster the reload went to another node: this one needs the script too.
+        if (!isNoScript(again)) throw again
+      }
+    }
+    const loaded = client.eval(script.text, keys, args)
+    const gate = loaded.finally(() => {
+      if (reloading === gate) reloading = undefined
+    })
+    reloading = gate
+    return loaded
+  }
+
   function send(batch: Batch): void {
-    const sent = run(batch.keys, batch.args).then(
-      (reply) => settle(batch, reply),
-      (error: unknown) => {
-        for (const reject of batch.reject) reject(error)
-      },
+    const { keys, args } = batch
+    const gen = generation
+    gen.left++
+    const finish = (reply: unknown) => {
+      if (--gen.left === 0) gen.done?.()
+      settle(batch, reply)
+    }
+    const abort = (error: unknown) => {
+      if (--gen.left === 0) gen.done?.()
+      for (const reject of batch.reject) reject(error)
+    }
+    // Once the script is hashed, EVALSHA goes out with no async frame around it (the common case);
+    // NOSCRIPT is then recovered in the rejection handler.
+    const direct = sha !== undefined
+    let reply: Promise<unknown>
+    try {
+      reply = direct ? client.evalsha(sha as string, keys, args) : run(keys, args)
+    } catch (error) {
+      reply = Promise.reject(error)
+    }
+    reply.then(finish, (error: unknown) =>
+      direct && isNoScript(error) ? recover(keys, args).then(finish, abort) : abort(error),
     )
-    inflight.add(sent)
-    sent.finally(() => inflight.delete(sent))
   }
 
   function flush(): void {
@@ -246,7 +276,15 @@ function bindRules(
     async reset(key) {
       // Decisions issued before the reset are decided before it, as if they had been sent alone.
       flush()
-      if (inflight.size > 0) await Promise.allSettled([...inflight])
+      const gen = generation
+      if (gen.left > 0) {
+        generation = { left: 0, done: undefined }
+        const own = new Promise<void>((resolve) => {
+          gen.done = resolve
+        })
+        drained = Promise.all([drained, own])
+      }
+      await drained
       await client.del(heads.map((h) => `${h}${escapeTag(key)}}`))
     },
   }
