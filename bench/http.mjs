@@ -31,6 +31,7 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { autocannon, wrk, wrkVersion } from './http/load.mjs'
+import { table } from './lib/machine.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SELF), '..')
@@ -158,24 +159,6 @@ async function runCase(spec, opts) {
   } finally {
     await server.stop()
   }
-}
-
-function table(header, rows, align) {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)))
-  const cell = (v, i) => (align[i] === 'r' ? String(v).padStart(widths[i]) : String(v).padEnd(widths[i]))
-  const text = [
-    header.map(cell).join('  '),
-    widths.map((w) => '-'.repeat(w)).join('  '),
-    ...rows.map((r) => r.map(cell).join('  ')),
-  ]
-    .map((line) => line.trimEnd())
-    .join('\n')
-  const md = [
-    `| ${header.join(' | ')} |`,
-    `| ${align.map((a) => (a === 'r' ? '---:' : ':---')).join(' | ')} |`,
-    ...rows.map((r) => `| ${r.join(' | ')} |`),
-  ].join('\n')
-  return { text, md }
 }
 
 const kps = (n) => (n === undefined ? '—' : `${Math.round(n).toLocaleString('en-US')}`)
