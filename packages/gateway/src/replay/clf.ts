@@ -1,5 +1,5 @@
 import { type ClientTable, clientTable, interner } from './intern.js'
-import type { LogRecord } from './record.js'
+import { emptyRecord, type LogRecord } from './record.js'
 
 /**
  * A Common / Combined Log Format parser working on bytes: one line `buf[s, e)` at a time, with no
@@ -56,19 +56,7 @@ export function clfParser(needs: Needs = {}): ClfParser {
   const counting = needs.countClients === true
   const ips = counting ? clientTable() : interner(1 << 17, 128)
   const paths = interner(1 << 14)
-  const record: LogRecord = {
-    ts: 0,
-    ip: '',
-    user: '-',
-    method: '',
-    path: '',
-    status: 0,
-    query: '',
-    host: '',
-    ua: '-',
-    json: undefined,
-    counted: false,
-  }
+  const record: LogRecord = emptyRecord()
 
   const digit = (p: number) => {
     const c = (buf[p] as number) - 48

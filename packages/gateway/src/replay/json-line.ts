@@ -1,5 +1,5 @@
 import type { Needs } from './clf.js'
-import { get, type LogRecord, text } from './record.js'
+import { emptyRecord, get, type LogRecord, text } from './record.js'
 
 /** Where each record field is read from in a JSON line: candidate names, first present wins. */
 export interface JsonFields {
@@ -49,19 +49,7 @@ export interface JsonParser {
  */
 export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {}): JsonParser {
   const fields: JsonFields = { ...DEFAULT_FIELDS, ...overrides }
-  const record: LogRecord = {
-    ts: 0,
-    ip: '-',
-    user: '-',
-    method: '-',
-    path: '-',
-    status: 0,
-    query: '',
-    host: '',
-    ua: '-',
-    json: undefined,
-    counted: false,
-  }
+  const record: LogRecord = { ...emptyRecord(), ip: '-', method: '-', path: '-' }
 
   function parse(line: string): string | undefined {
     let value: unknown

@@ -21,6 +21,23 @@ export interface LogRecord {
   counted?: boolean
 }
 
+/** A record with every field at its empty value: parsers and the reorder buffer refill one each. */
+export function emptyRecord(): LogRecord {
+  return {
+    ts: 0,
+    ip: '',
+    user: '-',
+    method: '',
+    path: '',
+    status: 0,
+    query: '',
+    host: '',
+    ua: '-',
+    json: undefined,
+    counted: false,
+  }
+}
+
 /** `obj[name]`, else the dotted path `a.b.c`. */
 export function get(obj: Record<string, unknown>, name: string): unknown {
   if (name in obj) return obj[name]

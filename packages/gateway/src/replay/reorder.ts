@@ -1,4 +1,4 @@
-import type { LogRecord } from './record.js'
+import { emptyRecord, type LogRecord } from './record.js'
 
 /**
  * Restores time order within a bounded horizon. Access logs are written when a request ends but
@@ -46,19 +46,7 @@ export function reorder(horizonMs: number, maxHeld: number, release: (r: LogReco
   let base = Number.NaN
   let held = 0
   // The record handed to `release`, refilled for each.
-  const out: LogRecord = {
-    ts: 0,
-    ip: '',
-    user: '-',
-    method: '',
-    path: '',
-    status: 0,
-    query: '',
-    host: '',
-    ua: '-',
-    json: undefined,
-    counted: false,
-  }
+  const out: LogRecord = emptyRecord()
 
   // Seconds are counted from the first base: small non-negative integers (epoch seconds are past
   // the small-integer range, and a modulo of doubles is a slow library call).
