@@ -53,6 +53,8 @@ import {
   sleep,
   startWorker,
   stats,
+  type TrackedCall,
+  track,
   withBuiltPackage,
 } from './support.js'
 
@@ -278,7 +280,7 @@ describe('2. store crash (SIGKILL) and restart on the same port, under load', ()
         onEvent: rec.onEvent,
       })
       await limiter.peek('warm')
-      type Call = { i: number; started: number; ms: number; decision?: Decision; error?: unknown }
+      type Call = TrackedCall<Decision> & { i: number }
       const calls: Call[] = []
       const inFlight = new Set<Promise<unknown>>()
       let stop = false
@@ -296,20 +298,11 @@ describe('2. store crash (SIGKILL) and restart on the same port, under load', ()
         (i) => {
           const call: Call = { i, started: now(), ms: 0 }
           calls.push(call)
-          const p = limiter.limit(`load:${i}`).then(
-            (d) => {
-              call.ms = now() - call.started
-              call.decision = d
-              if (restartedAt > 0 && call.started >= restartedAt && rec.sourceOf(d) === 'store') {
-                recoveredAt ||= now()
-              }
-            },
-            (error: unknown) => {
-              call.error = error
-            },
-          )
-          inFlight.add(p)
-          void p.finally(() => inFlight.delete(p))
+          track(call, limiter.limit(`load:${i}`), inFlight, (d) => {
+            if (restartedAt > 0 && call.started >= restartedAt && rec.sourceOf(d) === 'store') {
+              recoveredAt ||= now()
+            }
+          })
         },
       )
       await sleep(300)
@@ -433,7 +426,7 @@ describe('3. Redis Cluster: a master killed under load', () => {
     })
     for (const s of setups) await s.limiter.peek('warm')
 
-    type Call = { mode: string; started: number; ms: number; decision?: Decision; error?: unknown }
+    type Call = TrackedCall<Decision> & { mode: string }
     const calls: Call[] = []
     const inFlight = new Set<Promise<unknown>>()
     let stop = false
@@ -450,17 +443,7 @@ describe('3. Redis Cluster: a master killed under load', () => {
           const call: Call = { mode: s.mode, started: now(), ms: 0 }
           calls.push(call)
           // Fresh keys spread over every slot: about a third live on the victim.
-          const p = s.limiter.limit(`load:${i}`).then(
-            (d) => {
-              call.ms = now() - call.started
-              call.decision = d
-            },
-            (error: unknown) => {
-              call.error = error
-            },
-          )
-          inFlight.add(p)
-          void p.finally(() => inFlight.delete(p))
+          track(call, s.limiter.limit(`load:${i}`), inFlight)
         }
       },
     )

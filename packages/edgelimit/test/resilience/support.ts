@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { Redis } from 'ioredis'
-import { faultOptions } from './pace.mjs'
+import { faultOptions, now as nowMs } from './pace.mjs'
 
 export { prng } from './approx-trace.mjs'
 export { faultOptions, monitorStalls, now, offCpu, pace, type Stall, sleep } from './pace.mjs'
@@ -154,4 +154,36 @@ export function stats(values: readonly number[]) {
   const sorted = [...values].sort((a, b) => a - b)
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
   return { n: sorted.length, p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1] ?? 0 }
+}
+
+/** One decision of a load loop: when it started, how long it took, and how it ended. */
+export interface TrackedCall<D> {
+  started: number
+  ms: number
+  decision?: D
+  error?: unknown
+}
+
+/**
+ * Records how `pending` ends into `call` (latency from `call.started`, the decision or the error)
+ * and keeps it in `inFlight` until then, so a test can await every call it started.
+ */
+export function track<D>(
+  call: TrackedCall<D>,
+  pending: Promise<D>,
+  inFlight: Set<Promise<unknown>>,
+  onDecision?: (decision: D) => void,
+): void {
+  const p = pending.then(
+    (d) => {
+      call.ms = nowMs() - call.started
+      call.decision = d
+      onDecision?.(d)
+    },
+    (error: unknown) => {
+      call.error = error
+    },
+  )
+  inFlight.add(p)
+  void p.finally(() => inFlight.delete(p))
 }
