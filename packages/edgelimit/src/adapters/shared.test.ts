@@ -13,8 +13,11 @@ describe('urlPath', () => {
           for (const href of [raw, tail, `/${tail}`].flatMap((u) =>
             URL.canParse(u, raw) ? [new URL(u, raw).href] : [],
           )) {
-            expect(urlPath(href)).toBe(new URL(href).pathname)
-            expect(urlPath(new Request(href).url)).toBe(new URL(href).pathname)
+            const url = new URL(href)
+            expect(urlPath(href)).toBe(url.pathname)
+            // A Request refuses URLs with credentials (fast-check finds `http://%20@&/`).
+            if (url.username === '' && url.password === '')
+              expect(urlPath(new Request(href).url)).toBe(url.pathname)
           }
         },
       ),
