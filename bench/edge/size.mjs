@@ -37,8 +37,15 @@ export const ENTRIES = {
   // problem+json).
   'app: createLimiter + memory store + headers + fetch adapter': APP,
   // The same app on Cloudflare with the Durable Object store (which brings the remote decision
-  // path), its class and the Workers glue.
+  // path), its class built for the app's one algorithm (`durableObjectClass(slidingWindow)`, as
+  // docs/stores/durable-object.md recommends) and the Workers glue.
   'app + Durable Object store (edgelimit/cloudflare)': `${APP}
+    import { slidingWindow as algorithm } from './index.ts'
+    import { durableObjectClass } from './cloudflare.ts'
+    export const EdgelimitDurableObject = durableObjectClass(algorithm)
+    export { cloudflareIdentity, cloudflarePeer, durableObjectStore, withWaitUntil } from './cloudflare.ts'`,
+  // For information: the same with the ready-made class for all six algorithms.
+  'for information: app + Durable Object store, EdgelimitDurableObject (all six algorithms)': `${APP}
     export { EdgelimitDurableObject, cloudflareIdentity, cloudflarePeer, durableObjectStore, withWaitUntil } from './cloudflare.ts'`,
   // For information (not judged): the app importing all six algorithms.
   'for information: the app with all six algorithms imported': app(ALGORITHMS),

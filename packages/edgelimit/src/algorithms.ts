@@ -1,12 +1,61 @@
+import { compileFixedWindow } from './core/fixed-window.js'
+import { compileGcra } from './core/gcra.js'
+import type { CompiledRule } from './core/index.js'
+import { compileLeakyBucket } from './core/leaky-bucket.js'
+import { compileSlidingLog } from './core/sliding-log.js'
+import { compileSlidingWindow } from './core/sliding-window.js'
+import { compileTokenBucket } from './core/token-bucket.js'
 import type { Policy } from './core/types.js'
 import type { Duration } from './duration.js'
 import { describe } from './errors.js'
 import type { Issues } from './validate.js'
 
+/**
+ * An algorithm's implementation: how its options are validated into a policy, and the compiled
+ * core that in-process stores run. Each factory carries its own, so a bundle holds only the
+ * algorithms it imports (see docs/decisions/0007-algorithms-travel-with-their-factories.md).
+ */
+export interface AlgorithmDefinition {
+  readonly name: Policy['algorithm']
+  /** Validates options (at `path`) into a policy; reports every problem into `issues`. */
+  policy(options: Record<string, unknown>, path: string, issues: Issues): Policy | undefined
+  /** The policy's hot-path form (stateless: one compiled rule serves every store and key). */
+  compile(policy: Policy): CompiledRule
+}
+
 /** An algorithm as the user wrote it; validated (with every other option) by `createLimiter`. */
 export interface AlgorithmSpec {
   readonly algorithm: Policy['algorithm']
   readonly options: Readonly<Record<string, unknown>>
+  /** Attached by the factory; plain `{ algorithm, options }` objects are refused. */
+  readonly definition: AlgorithmDefinition
+}
+
+/**
+ * An algorithm factory: call it with options for a rule's `algorithm`; its `definition` lists it
+ * for `durableObjectClass()`.
+ */
+export type AlgorithmFactory<O> = ((options: O) => AlgorithmSpec) & {
+  readonly definition: AlgorithmDefinition
+}
+
+function define<O>(
+  name: Policy['algorithm'],
+  // Each builder and compiler takes its own algorithm's types: `never` accepts them all.
+  policy: (algorithm: never, o: Record<string, unknown>, path: string, issues: Issues) => Policy | undefined,
+  compile: (policy: never) => CompiledRule,
+): AlgorithmFactory<O> {
+  const definition: AlgorithmDefinition = {
+    name,
+    policy: (o, path, issues) => policy(name as never, o, path, issues),
+    compile: compile as (policy: Policy) => CompiledRule,
+  }
+  const factory = (options: O): AlgorithmSpec => ({
+    algorithm: name,
+    options: { ...options } as Record<string, unknown>,
+    definition,
+  })
+  return Object.assign(factory, { definition })
 }
 
 /** Options of the window-based algorithms. */
@@ -22,27 +71,33 @@ export interface WindowOptions {
  * across a window boundary.
  * @example fixedWindow({ limit: 100, window: '1m' })
  */
-export function fixedWindow(options: WindowOptions): AlgorithmSpec {
-  return { algorithm: 'fixed-window', options: { ...options } }
-}
+export const fixedWindow: AlgorithmFactory<WindowOptions> = /* @__PURE__ */ define(
+  'fixed-window',
+  windowPolicy,
+  compileFixedWindow,
+)
 
 /**
  * Sliding-window log: exact — never more than `limit` in any span of `window`; state grows with
  * the limit (one entry per admitted instant).
  * @example slidingLog({ limit: 5, window: '1m' })
  */
-export function slidingLog(options: WindowOptions): AlgorithmSpec {
-  return { algorithm: 'sliding-log', options: { ...options } }
-}
+export const slidingLog: AlgorithmFactory<WindowOptions> = /* @__PURE__ */ define(
+  'sliding-log',
+  windowPolicy,
+  compileSlidingLog,
+)
 
 /**
  * Sliding-window counter: two counters, previous window weighted by overlap — close to exact at
  * constant memory.
  * @example slidingWindow({ limit: 100, window: '60s' })
  */
-export function slidingWindow(options: WindowOptions): AlgorithmSpec {
-  return { algorithm: 'sliding-window', options: { ...options } }
-}
+export const slidingWindow: AlgorithmFactory<WindowOptions> = /* @__PURE__ */ define(
+  'sliding-window',
+  windowPolicy,
+  compileSlidingWindow,
+)
 
 /** Options of the token bucket. */
 export interface TokenBucketOptions {
@@ -58,9 +113,11 @@ export interface TokenBucketOptions {
  * Token bucket: bursts up to `capacity`, sustained `refillRate` per `refillInterval`.
  * @example tokenBucket({ capacity: 20, refillRate: 10 }) // 10/s, bursts of 20
  */
-export function tokenBucket(options: TokenBucketOptions): AlgorithmSpec {
-  return { algorithm: 'token-bucket', options: { ...options } }
-}
+export const tokenBucket: AlgorithmFactory<TokenBucketOptions> = /* @__PURE__ */ define(
+  'token-bucket',
+  tokenBucketPolicy,
+  compileTokenBucket,
+)
 
 /** Options of the leaky bucket. */
 export interface LeakyBucketOptions {
@@ -78,9 +135,11 @@ export interface LeakyBucketOptions {
  * Leaky bucket: a meter (`police`) or a queue that smooths output to a constant rate (`shape`).
  * @example leakyBucket({ capacity: 10, leakRate: 5, mode: 'shape' })
  */
-export function leakyBucket(options: LeakyBucketOptions): AlgorithmSpec {
-  return { algorithm: 'leaky-bucket', options: { ...options } }
-}
+export const leakyBucket: AlgorithmFactory<LeakyBucketOptions> = /* @__PURE__ */ define(
+  'leaky-bucket',
+  leakyBucketPolicy,
+  compileLeakyBucket,
+)
 
 /** Options of GCRA. */
 export interface GcraOptions {
@@ -95,91 +154,118 @@ export interface GcraOptions {
  * GCRA: token-bucket behaviour in a single timestamp per key — the cheapest state.
  * @example gcra({ limit: 10, period: '1s', burst: 20 })
  */
-export function gcra(options: GcraOptions): AlgorithmSpec {
-  return { algorithm: 'gcra', options: { ...options } }
+export const gcra: AlgorithmFactory<GcraOptions> = /* @__PURE__ */ define('gcra', gcraPolicy, compileGcra)
+
+const NAMES = 'fixedWindow(), slidingLog(), slidingWindow(), tokenBucket(), leakyBucket() or gcra()'
+
+const FACTORIES = {
+  'fixed-window': fixedWindow,
+  'sliding-log': slidingLog,
+  'sliding-window': slidingWindow,
+  'token-bucket': tokenBucket,
+  'leaky-bucket': leakyBucket,
+  gcra,
+} as const
+
+/**
+ * The spec a factory makes, from its plain form `{ algorithm, options }` — a rule read from JSON
+ * or YAML, or one that crossed `postMessage` or `JSON.stringify` (which keep only plain data). An
+ * unknown name gives a spec that `createLimiter` reports with the rest of the options. Imports
+ * every algorithm; a bundle that calls the factories directly carries only those it uses.
+ *
+ * @example algorithmSpec({ algorithm: 'gcra', options: { limit: 10, period: '1s' } }) // = gcra({ … })
+ */
+export function algorithmSpec(plain: {
+  readonly algorithm: string
+  readonly options?: object
+}): AlgorithmSpec {
+  if (typeof plain !== 'object' || plain === null || !Object.hasOwn(FACTORIES, plain.algorithm))
+    return plain as AlgorithmSpec
+  const factory = FACTORIES[plain.algorithm as keyof typeof FACTORIES] as AlgorithmFactory<unknown>
+  return factory(plain.options ?? {})
 }
 
-const ALGORITHMS: readonly Policy['algorithm'][] = [
-  'fixed-window',
-  'sliding-log',
-  'sliding-window',
-  'token-bucket',
-  'leaky-bucket',
-  'gcra',
-]
-
-/** Validates an algorithm spec at `path` into a policy; reports problems into `issues`. */
-export function toPolicy(spec: unknown, path: string, issues: Issues): Policy | undefined {
+/** Validates an algorithm spec at `path`; reports problems into `issues`. */
+export function toPolicy(
+  spec: unknown,
+  path: string,
+  issues: Issues,
+): { readonly policy: Policy; readonly compiled: CompiledRule } | undefined {
   if (!issues.object(path, spec)) return undefined
-  const name = spec.algorithm
-  if (!(ALGORITHMS as readonly unknown[]).includes(name)) {
+  const definition = spec.definition as Partial<AlgorithmDefinition> | undefined
+  if (typeof definition?.policy !== 'function' || definition.name !== spec.algorithm) {
     issues.add(
       `${path}.algorithm`,
       'ERR_UNKNOWN_ALGORITHM',
-      `expected one of ${ALGORITHMS.join(', ')} (use the factories such as tokenBucket()), got ${describe(name)}`,
+      `expected an algorithm made by ${NAMES}, got ${describe(spec.algorithm)}${definition === undefined ? ' without its factory (a plain object goes through algorithmSpec())' : ''}`,
     )
     return undefined
   }
   const o = (spec.options ?? {}) as Record<string, unknown>
   if (!issues.object(path, o)) return undefined
   const before = issues.list.length
-  const policy = build(name as Policy['algorithm'], o, path, issues)
+  const policy = definition.policy(o, path, issues)
   if (policy === undefined || issues.list.length > before) return undefined
-  return policy
+  return { policy, compiled: (definition as AlgorithmDefinition).compile(policy) }
 }
 
-function build(
-  name: Policy['algorithm'],
+function windowPolicy(
+  algorithm: 'fixed-window' | 'sliding-log' | 'sliding-window',
   o: Record<string, unknown>,
   path: string,
   issues: Issues,
 ): Policy | undefined {
-  switch (name) {
-    case 'fixed-window':
-    case 'sliding-log':
-    case 'sliding-window': {
-      const limit = issues.integer(`${path}.limit`, o.limit, 1)
-      const windowMs = issues.duration(`${path}.window`, o.window)
-      if (limit === undefined || windowMs === undefined) return undefined
-      if (!safe(limit * windowMs, `${path}.limit`, 'limit × window', issues)) return undefined
-      return { algorithm: name, limit, windowMs }
-    }
-    case 'token-bucket': {
-      const capacity = issues.integer(`${path}.capacity`, o.capacity, 1)
-      const refillRate = issues.integer(`${path}.refillRate`, o.refillRate, 1)
-      const refillIntervalMs = issues.duration(`${path}.refillInterval`, o.refillInterval ?? 1000)
-      if (capacity === undefined || refillRate === undefined || refillIntervalMs === undefined)
-        return undefined
-      if (!safe(capacity * refillIntervalMs, `${path}.capacity`, 'capacity × refillInterval', issues))
-        return undefined
-      return { algorithm: name, capacity, refillRate, refillIntervalMs }
-    }
-    case 'leaky-bucket': {
-      const mode = issues.oneOf(`${path}.mode`, o.mode ?? 'police', ['police', 'shape'] as const)
-      const capacity = issues.integer(`${path}.capacity`, o.capacity, mode === 'shape' ? 0 : 1)
-      const leakRate = issues.integer(`${path}.leakRate`, o.leakRate, 1)
-      const leakIntervalMs = issues.duration(`${path}.leakInterval`, o.leakInterval ?? 1000)
-      if (
-        mode === undefined ||
-        capacity === undefined ||
-        leakRate === undefined ||
-        leakIntervalMs === undefined
-      ) {
-        return undefined
-      }
-      if (!safe((capacity + 1) * leakIntervalMs, `${path}.capacity`, 'capacity × leakInterval', issues))
-        return undefined
-      return { algorithm: name, mode, capacity, leakRate, leakIntervalMs }
-    }
-    case 'gcra': {
-      const limit = issues.integer(`${path}.limit`, o.limit, 1)
-      const periodMs = issues.duration(`${path}.period`, o.period)
-      const burst = issues.integer(`${path}.burst`, o.burst ?? limit, 1)
-      if (limit === undefined || periodMs === undefined || burst === undefined) return undefined
-      if (!safe(burst * periodMs, `${path}.burst`, 'burst × period', issues)) return undefined
-      return { algorithm: name, limit, periodMs, burst }
-    }
-  }
+  const limit = issues.integer(`${path}.limit`, o.limit, 1)
+  const windowMs = issues.duration(`${path}.window`, o.window)
+  if (limit === undefined || windowMs === undefined) return undefined
+  if (!safe(limit * windowMs, `${path}.limit`, 'limit × window', issues)) return undefined
+  return { algorithm, limit, windowMs }
+}
+
+function tokenBucketPolicy(
+  algorithm: 'token-bucket',
+  o: Record<string, unknown>,
+  path: string,
+  issues: Issues,
+): Policy | undefined {
+  const capacity = issues.integer(`${path}.capacity`, o.capacity, 1)
+  const refillRate = issues.integer(`${path}.refillRate`, o.refillRate, 1)
+  const refillIntervalMs = issues.duration(`${path}.refillInterval`, o.refillInterval ?? 1000)
+  if (capacity === undefined || refillRate === undefined || refillIntervalMs === undefined) return undefined
+  if (!safe(capacity * refillIntervalMs, `${path}.capacity`, 'capacity × refillInterval', issues))
+    return undefined
+  return { algorithm, capacity, refillRate, refillIntervalMs }
+}
+
+function leakyBucketPolicy(
+  algorithm: 'leaky-bucket',
+  o: Record<string, unknown>,
+  path: string,
+  issues: Issues,
+): Policy | undefined {
+  const mode = issues.oneOf(`${path}.mode`, o.mode ?? 'police', ['police', 'shape'] as const)
+  const capacity = issues.integer(`${path}.capacity`, o.capacity, mode === 'shape' ? 0 : 1)
+  const leakRate = issues.integer(`${path}.leakRate`, o.leakRate, 1)
+  const leakIntervalMs = issues.duration(`${path}.leakInterval`, o.leakInterval ?? 1000)
+  if (mode === undefined || capacity === undefined || leakRate === undefined || leakIntervalMs === undefined)
+    return undefined
+  if (!safe((capacity + 1) * leakIntervalMs, `${path}.capacity`, 'capacity × leakInterval', issues))
+    return undefined
+  return { algorithm, mode, capacity, leakRate, leakIntervalMs }
+}
+
+function gcraPolicy(
+  algorithm: 'gcra',
+  o: Record<string, unknown>,
+  path: string,
+  issues: Issues,
+): Policy | undefined {
+  const limit = issues.integer(`${path}.limit`, o.limit, 1)
+  const periodMs = issues.duration(`${path}.period`, o.period)
+  const burst = issues.integer(`${path}.burst`, o.burst ?? limit, 1)
+  if (limit === undefined || periodMs === undefined || burst === undefined) return undefined
+  if (!safe(burst * periodMs, `${path}.burst`, 'burst × period', issues)) return undefined
+  return { algorithm, limit, periodMs, burst }
 }
 
 /** Exact arithmetic needs the policy's largest product below 2^53. */

@@ -4,7 +4,7 @@ import type { ClientKeyOptions } from './http/identity.js'
 import type { Limiter } from './limiter.js'
 import type { WaitUntilContext } from './stores/durable-object/platform.js'
 
-export { EdgelimitDurableObject } from './stores/durable-object/object.js'
+export { durableObjectClass, EdgelimitDurableObject } from './stores/durable-object/object.js'
 export type {
   DurableObjectContext,
   DurableObjectIdLike,

@@ -32,18 +32,8 @@ export interface Decision extends Omit<RuleDecision, 'name' | 'shadow'> {
 }
 
 /** The quota a rule reports as `limit`. */
-export function limitOf(rule: Pick<RuleConfig, 'policy'>): number {
-  const p = rule.policy
-  switch (p.algorithm) {
-    case 'token-bucket':
-      return p.capacity
-    case 'leaky-bucket':
-      return p.mode === 'shape' ? p.capacity + 1 : p.capacity
-    case 'gcra':
-      return p.burst
-    default:
-      return p.limit
-  }
+export function limitOf(rule: Pick<RuleConfig, 'compiled'>): number {
+  return rule.compiled.limit
 }
 
 /**

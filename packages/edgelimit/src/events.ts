@@ -4,7 +4,7 @@ import type { BreakerState } from './resilience/breaker.js'
 /** How a decision was reached. */
 export type DecisionSource = 'store' | 'cache' | 'local' | 'approximate' | 'fallback'
 
-/** What a limiter reports through `onEvent` (and the optional OpenTelemetry meter). */
+/** What a limiter reports through `onEvent` (see `meterSink` for OpenTelemetry). */
 export type LimiterEvent =
   | {
       readonly type: 'decision'
@@ -27,6 +27,9 @@ export type LimiterEvent =
     }
   | { readonly type: 'breaker'; readonly state: BreakerState }
   | { readonly type: 'store-latency'; readonly ms: number }
+
+/** Receives a limiter's events (`onEvent`). */
+export type EventSink = (event: LimiterEvent) => void
 
 /** The slice of an OpenTelemetry `Meter` edgelimit uses (from `@opentelemetry/api`). */
 export interface MeterLike {
@@ -57,9 +60,9 @@ export interface MeterLike {
  *
  * @example
  * import { metrics } from '@opentelemetry/api'
- * createLimiter({ rules, store, meter: metrics.getMeter('edgelimit') })
+ * createLimiter({ rules, store, onEvent: meterSink(metrics.getMeter('edgelimit')) })
  */
-export function meterSink(meter: MeterLike): (event: LimiterEvent) => void {
+export function meterSink(meter: MeterLike): EventSink {
   const decisions = meter.createCounter('edgelimit.decisions', {
     description: 'Rate-limit decisions by rule and outcome',
   })

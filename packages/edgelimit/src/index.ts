@@ -1,5 +1,8 @@
 export {
+  type AlgorithmDefinition,
+  type AlgorithmFactory,
   type AlgorithmSpec,
+  algorithmSpec,
   fixedWindow,
   type GcraOptions,
   gcra,
@@ -15,7 +18,13 @@ export { type Clock, type CoarseClockOptions, coarseClock, systemClock } from '.
 export type { DenyReason, Policy } from './core/types.js'
 export { type Duration, parseDuration } from './duration.js'
 export { ConfigError, type ConfigIssue, EdgelimitError, type ErrorCode } from './errors.js'
-export type { DecisionSource, LimiterEvent, MeterLike } from './events.js'
+export {
+  type DecisionSource,
+  type EventSink,
+  type LimiterEvent,
+  type MeterLike,
+  meterSink,
+} from './events.js'
 export {
   type Consistency,
   createLimiter,

@@ -1,7 +1,7 @@
 import { systemClock } from './clock.js'
 import { type Decision, decisionBuilder } from './decision.js'
 import { describe, EdgelimitError } from './errors.js'
-import { type DecisionSource, type LimiterEvent, meterSink } from './events.js'
+import type { DecisionSource, LimiterEvent } from './events.js'
 import { type LimiterOptions, type RuleConfig, validateOptions } from './options.js'
 import { enforcedFor } from './resilience/rollout.js'
 import { memoryStore } from './stores/memory.js'
@@ -57,9 +57,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const clock = options.clock ?? systemClock
   const store = options.store ?? memoryStore()
   const build = decisionBuilder(rules)
-  const sinks: ((event: LimiterEvent) => void)[] = []
-  if (options.onEvent !== undefined) sinks.push(options.onEvent)
-  if (options.meter !== undefined) sinks.push(meterSink(options.meter))
+  const sinks = options.onEvent === undefined ? [] : [options.onEvent].flat()
   const emit =
     sinks.length === 0
       ? undefined

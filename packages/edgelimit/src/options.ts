@@ -2,7 +2,7 @@ import { type AlgorithmSpec, toPolicy } from './algorithms.js'
 import type { Clock } from './clock.js'
 import type { Duration } from './duration.js'
 import { ConfigError, describe } from './errors.js'
-import type { LimiterEvent, MeterLike } from './events.js'
+import type { EventSink } from './events.js'
 import type { BreakerOptions } from './resilience/breaker.js'
 import type { Store, StoreRule } from './stores/types.js'
 import { createIssues } from './validate.js'
@@ -53,10 +53,12 @@ export interface LimiterOptions {
   breaker?: BreakerOptions | false
   /** In-process cache of denials from a remote store (answered until their retry time). @default { maxKeys: 10_000 } */
   denyCache?: { maxKeys?: number } | false
-  /** Called for every decision, shadow denial, store error, fallback and breaker change. */
-  onEvent?: (event: LimiterEvent) => void
-  /** An OpenTelemetry `Meter` for counters and the store latency histogram. */
-  meter?: MeterLike
+  /**
+   * Called for every decision, shadow denial, store error, fallback and breaker change; one
+   * function or several. `meterSink(meter)` turns events into OpenTelemetry instruments.
+   * @example onEvent: [(e) => log(e), meterSink(metrics.getMeter('edgelimit'))]
+   */
+  onEvent?: EventSink | readonly EventSink[]
 }
 
 /** A rule as validated: its policy plus its resilience settings. */
@@ -103,7 +105,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       } else if (seen.has(name)) {
         issues.add(`${path}.name`, 'ERR_DUPLICATE_RULE', `rule name "${name}" is used twice`)
       } else seen.add(name)
-      const policy = toPolicy(rule.algorithm, `${path}.algorithm`, issues)
+      const algorithm = toPolicy(rule.algorithm, `${path}.algorithm`, issues)
       const onStoreError = issues.oneOf(`${path}.onStoreError`, rule.onStoreError ?? 'closed', [
         'open',
         'closed',
@@ -125,7 +127,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       ] as const)
       const syncIntervalMs = issues.duration(`${path}.syncInterval`, rule.syncInterval ?? 250)
       if (
-        policy !== undefined &&
+        algorithm !== undefined &&
         typeof name === 'string' &&
         onStoreError !== undefined &&
         mode !== undefined &&
@@ -134,7 +136,8 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       ) {
         rules.push({
           name,
-          policy,
+          policy: algorithm.policy,
+          compiled: algorithm.compiled,
           onStoreError,
           shadow: mode === 'shadow',
           enforce: enforce as number,
@@ -162,9 +165,12 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
   if (breaker !== undefined && !issues.object('breaker', breaker)) return fail()
   const denyCache = options.denyCache === false ? { maxKeys: 0 } : (options.denyCache ?? {})
   const denyCacheKeys = issues.integer('denyCache.maxKeys', denyCache.maxKeys ?? 10_000, 0, 10_000_000)
-  if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
-    issues.add('onEvent', 'ERR_FUNCTION', `expected a function, got ${describe(options.onEvent)}`)
-  }
+  const sinks: unknown = options.onEvent
+  if (!Array.isArray(sinks)) issues.function('onEvent', sinks)
+  else
+    sinks.forEach((sink, i) => {
+      issues.expect(`onEvent[${i}]`, sink, typeof sink === 'function', 'ERR_FUNCTION', 'a function')
+    })
   if (issues.list.length > 0) return fail()
   return { rules, timeoutMs, breaker, denyCacheKeys: denyCacheKeys as number }
 

@@ -25,6 +25,7 @@ export function compileMeter(
     kind: 'numeric',
     policy,
     limit: capacity,
+    periodMs: (capacity * intervalMs) / rate,
     width: 2,
     decide(row: Row, o: number, now: number, cost: number, out: Verdict) {
       const stored = row[o] as number

@@ -11,6 +11,7 @@ export function compileFixedWindow(policy: FixedWindowPolicy): NumericRule {
     kind: 'numeric',
     policy,
     limit,
+    periodMs: w,
     width: 2,
     decide(row: Row, o: number, now: number, cost: number, out: Verdict) {
       const k = Math.floor(now / w)

@@ -17,6 +17,8 @@ export interface LogRule {
   readonly kind: 'log'
   readonly policy: SlidingLogPolicy
   readonly limit: number
+  /** The window (see `NumericRule.periodMs`). */
+  readonly periodMs: number
   readonly width: 0
   /** Reads `log` (never writes it) and fills `out`. */
   decide(log: LogState | undefined, now: number, cost: number, out: Verdict): void
@@ -52,6 +54,7 @@ export function compileSlidingLog(policy: SlidingLogPolicy): LogRule {
     kind: 'log',
     policy,
     limit,
+    periodMs: w,
     width: 0,
     decide(log: LogState | undefined, now: number, cost: number, out: Verdict) {
       const n = log === undefined ? 0 : log.times.length

@@ -12,6 +12,7 @@ export function compileSlidingWindow(policy: SlidingWindowPolicy): NumericRule {
     kind: 'numeric',
     policy,
     limit,
+    periodMs: w,
     width: 3,
     decide(row: Row, o: number, now: number, cost: number, out: Verdict) {
       const k = Math.floor(now / w)

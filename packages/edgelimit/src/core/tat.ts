@@ -27,6 +27,7 @@ export function compileTat(
     kind: 'numeric',
     policy,
     limit: slots,
+    periodMs: (slots * intervalMs) / count,
     width: 2,
     decide(row: Row, o: number, now: number, cost: number, out: Verdict) {
       const tatMs = row[o] as number

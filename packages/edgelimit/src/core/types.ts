@@ -92,6 +92,11 @@ export interface NumericRule {
   readonly policy: Policy
   /** The quota reported as `limit`. */
   readonly limit: number
+  /**
+   * The time over which `limit` applies: the window, or for buckets and GCRA the time a drained
+   * key takes to be whole again (ms, possibly fractional).
+   */
+  readonly periodMs: number
   readonly width: number
   decide(row: Row, offset: number, now: number, cost: number, out: Verdict): void
   /** The instant after which the row equals a fresh key (for reclaiming memory). */

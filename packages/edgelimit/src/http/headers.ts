@@ -1,4 +1,3 @@
-import { limitOf } from '../decision.js'
 import type { Decision, RuleDecision } from '../limiter.js'
 import { bindingRule } from '../limiter.js'
 import type { StoreRule } from '../stores/types.js'
@@ -24,17 +23,8 @@ export interface QuotaPolicy {
  * for buckets and GCRA, the time a drained key takes to be whole again.
  */
 export function quotaPolicy(rule: StoreRule): QuotaPolicy {
-  const p = rule.policy
-  const quota = limitOf(rule)
-  const ms =
-    p.algorithm === 'token-bucket'
-      ? (quota * p.refillIntervalMs) / p.refillRate
-      : p.algorithm === 'leaky-bucket'
-        ? (quota * p.leakIntervalMs) / p.leakRate
-        : p.algorithm === 'gcra'
-          ? (quota * p.periodMs) / p.limit
-          : p.windowMs
-  return { name: rule.name, quota, windowSeconds: Math.max(1, ceilSeconds(ms)) }
+  const { limit, periodMs } = rule.compiled
+  return { name: rule.name, quota: limit, windowSeconds: Math.max(1, ceilSeconds(periodMs)) }
 }
 
 /** An sf-string (RFC 9651 §3.3.3). Rule names are validated as printable ASCII at config time. */

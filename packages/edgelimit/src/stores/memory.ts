@@ -1,11 +1,4 @@
-import {
-  type CompiledRule,
-  compile,
-  type LogState,
-  newVerdict,
-  plainVerdict,
-  type Verdict,
-} from '../core/index.js'
+import { type CompiledRule, type LogState, newVerdict, plainVerdict, type Verdict } from '../core/index.js'
 import type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from './types.js'
 
 /** Options of the in-memory store. */
@@ -57,7 +50,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     name: 'memory',
     bind(rules) {
       const table = createTable(
-        rules.map((r) => compile(r.policy)),
+        rules.map((r) => r.compiled),
         maxKeys,
       )
       tables.push(table)

@@ -1,13 +1,18 @@
 import type { Clock } from '../clock.js'
+import type { CompiledRule } from '../core/index.js'
 import type { DenyReason, Policy } from '../core/types.js'
 import type { Decision } from '../decision.js'
 import type { DecisionSource, LimiterEvent } from '../events.js'
 import type { LimiterConfig, RuleConfig } from '../options.js'
 
-/** One rule as a store sees it: plain data, so it can cross into Lua or a Durable Object. */
+/**
+ * One rule as a store sees it: its name and policy are plain data, which is what crosses into
+ * Lua or a Durable Object; in-process stores run `compiled`, the policy's core from its factory.
+ */
 export interface StoreRule {
   readonly name: string
   readonly policy: Policy
+  readonly compiled: CompiledRule
 }
 
 /** One rule's outcome as a store returns it. */

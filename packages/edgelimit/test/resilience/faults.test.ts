@@ -25,6 +25,7 @@ import {
   gcra,
   type Limiter,
   type LimiterEvent,
+  meterSink,
   type Rule,
   slidingWindow,
   tokenBucket,
@@ -832,7 +833,7 @@ describe('OpenTelemetry: the meter with @opentelemetry/sdk-metrics', () => {
       // Healthy calls must not time out on the loaded machine; frozen ones time out after 200 ms.
       timeout: '200ms',
       breaker: false,
-      meter: provider.getMeter('edgelimit-test'),
+      onEvent: meterSink(provider.getMeter('edgelimit-test')),
     })
     const outcomes: string[] = []
     const log = (d: Decision) => outcomes.push(d.rules.map((r) => `${r.name}:${r.allowed}`).join(','))

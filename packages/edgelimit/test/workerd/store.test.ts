@@ -244,6 +244,7 @@ describe('the built edgelimit/cloudflare entry', () => {
               "EdgelimitDurableObject",
               "cloudflareIdentity",
               "cloudflarePeer",
+              "durableObjectClass",
               "durableObjectStore",
               "withWaitUntil",
             ],

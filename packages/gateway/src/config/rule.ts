@@ -3,7 +3,13 @@ import {
   ConfigError,
   type Consistency,
   createLimiter,
+  fixedWindow,
+  gcra,
+  leakyBucket,
   type StoreErrorMode,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
 } from 'edgelimit'
 import { describe } from '../library.js'
 import type { Checker } from './checker.js'
@@ -204,7 +210,16 @@ function checkParams(c: Checker, path: Path, o: Record<string, unknown>, algorit
 function spec(algorithm: AlgorithmName, params: Record<string, unknown>): AlgorithmSpec {
   const { shape, ...options } = params
   if (algorithm === 'leaky-bucket') options.mode = shape === true ? 'shape' : 'police'
-  return { algorithm, options }
+  return FACTORIES[algorithm](options as never)
+}
+
+const FACTORIES = {
+  'fixed-window': fixedWindow,
+  'sliding-log': slidingLog,
+  'sliding-window': slidingWindow,
+  'token-bucket': tokenBucket,
+  'leaky-bucket': leakyBucket,
+  gcra,
 }
 
 function readTiers(

@@ -1,4 +1,4 @@
-import { type AlgorithmSpec, createLimiter, type Policy } from 'edgelimit'
+import { type AlgorithmSpec, createLimiter, type Policy, type StoreRule } from 'edgelimit'
 import { PolicyError } from '../config/issues.js'
 import type { GatewayConfig, KeyPart, RuleConfig } from '../config/types.js'
 import { loadPolicy as loadGatewayPolicy, validatePolicy } from '../config/validate.js'
@@ -10,7 +10,7 @@ import { headerOf, type LogRecord } from './record.js'
 export { PolicyError } from '../config/issues.js'
 
 /** One set of parameters of a rule (one per tier). */
-export interface PolicyPlan {
+export interface PolicyPlan extends StoreRule {
   readonly tier: string
   /** `<rule>` or `<rule>.<tier>`, as the gateway names its limiter. */
   readonly name: string
@@ -74,8 +74,9 @@ export function compilePolicy(config: GatewayConfig): PolicyRule[] {
 function compileRule(rule: RuleConfig, identity: ClientKeyOptions): PolicyRule {
   const plans = rule.plans.map((plan): PolicyPlan => {
     const name = plan.tier === '' ? rule.name : `${rule.name}.${plan.tier}`
-    const policy = createLimiter({ rules: [{ name, algorithm: plan.algorithm }] }).rules[0]?.policy as Policy
-    return { tier: plan.tier, name, algorithm: plan.algorithm, policy, nominal: nominal(policy) }
+    const { policy, compiled } = createLimiter({ rules: [{ name, algorithm: plan.algorithm }] })
+      .rules[0] as StoreRule
+    return { tier: plan.tier, name, algorithm: plan.algorithm, policy, compiled, nominal: nominal(policy) }
   })
   const matcher = compileMatch(rule.match)
   const request = requestView()

@@ -67,7 +67,7 @@ export function ruleRunner(
     const rule = rules[members[0] as number] as PolicyRule
     const bound =
       members.length === 1
-        ? rule.plans.map((p) => memoryStore({ maxKeys }).bind([{ name: p.name, policy: p.policy }]))
+        ? rule.plans.map((p) => memoryStore({ maxKeys }).bind([p]))
         : [memoryStore({ maxKeys }).bind(members.map((i) => rules[i]?.plans[0] as PolicyPlan))]
     return {
       members,

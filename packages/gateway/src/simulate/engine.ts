@@ -1,4 +1,4 @@
-import { createLimiter, memoryStore, type Policy, slidingLog } from 'edgelimit'
+import { createLimiter, memoryStore, type StoreRule, slidingLog } from 'edgelimit'
 import type { Contestant } from './contestants.js'
 import { spanTracker } from './span.js'
 import type { Trace } from './trace.js'
@@ -123,8 +123,8 @@ function run(trace: Trace, c: Contestant, bucketMs: number, buckets: number) {
   // Validated by createLimiter, then bound to a store of its own: the same rule and store the
   // limiter's synchronous path runs, without building a Decision per request.
   const name = c.id.replace(/[^\x21-\x7e]/g, '_').slice(0, 64) || 'rule'
-  const policy = createLimiter({ rules: [{ name, algorithm: c.spec }] }).rules[0]?.policy as Policy
-  const store = memoryStore({ maxKeys: Math.max(100_000, trace.keys.length * 2) }).bind([{ name, policy }])
+  const rule = createLimiter({ rules: [{ name, algorithm: c.spec }] }).rules[0] as StoreRule
+  const store = memoryStore({ maxKeys: Math.max(100_000, trace.keys.length * 2) }).bind([rule])
   const keyOf = c.keyOf
   const ids = new Map<string, number>()
   const names: string[] = []

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { gzipSync } from 'node:zlib'
-import { createLimiter, type LimiterEvent, tokenBucket } from 'edgelimit'
+import { createLimiter, type LimiterEvent, slidingWindow, tokenBucket } from 'edgelimit'
 import { manualClock } from 'edgelimit/testing'
 import { describe, expect, test } from 'vitest'
 import { policyFromRules, type ReplayResult, replayLog, runReplay } from '../../src/replay/index.js'
@@ -239,7 +239,7 @@ describe('shadow counts equal the limiter in shadow mode (what the gateway count
         },
         {
           name: 'minute',
-          algorithm: { algorithm: 'sliding-window', options: { limit: 6, window: '1m' } },
+          algorithm: slidingWindow({ limit: 6, window: '1m' }),
           mode: 'shadow',
         },
       ],

@@ -1,4 +1,13 @@
 import { DurableObject } from 'cloudflare:workers'
+import {
+  type AlgorithmFactory,
+  fixedWindow,
+  gcra,
+  leakyBucket,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+} from '../../algorithms.js'
 import { systemClock } from '../../clock.js'
 import type { CompiledRule } from '../../core/index.js'
 import { EdgelimitError } from '../../errors.js'
@@ -6,6 +15,7 @@ import type { RuleVerdict } from '../types.js'
 import type { DurableObjectContext, DurableObjectStorageLike, SqlStorage } from './platform.js'
 import type { EvaluateRequest, ResetRequest, RuleSpec } from './protocol.js'
 import {
+  type Compilers,
   compileRuleSet,
   expiresAt,
   parseState,
@@ -25,152 +35,185 @@ interface Stored {
 }
 
 /**
- * The Durable Object that holds rate-limit state and runs the core in-object. Export it from
- * your Worker under the class name bound in wrangler config, as a SQLite-backed class
- * (`new_sqlite_classes` in a migration); `durableObjectStore()` calls it over RPC.
- *
- * Every decision is one synchronous turn: read the key's states (from memory, or SQLite once
- * after the object wakes), decide with the core, write the charged states through
- * `ctx.storage.sql`. No `await` in between, so decisions on one object never interleave, and the
- * output gate releases the answer only once the write is durable. Expired rows are deleted by an
- * alarm. With `clock: 'object'` the object's clock decides; with `'client'`, the caller's.
+ * Builds the Durable Object class for the algorithms listed — what `EdgelimitDurableObject` is
+ * for all six. A Worker that uses fewer ships less code by listing only those (the object refuses
+ * a rule set with any other algorithm, with an `ERR_EDGELIMIT_STORE` error naming it).
  *
  * @example
- * // src/index.ts of a Worker
- * export { EdgelimitDurableObject } from 'edgelimit/cloudflare'
- * // wrangler.jsonc
- * // "durable_objects": { "bindings": [{ "name": "RATE_LIMITER", "class_name": "EdgelimitDurableObject" }] },
- * // "migrations": [{ "tag": "v1", "new_sqlite_classes": ["EdgelimitDurableObject"] }]
+ * // src/index.ts of a Worker that only uses slidingWindow()
+ * export const EdgelimitDurableObject = durableObjectClass(slidingWindow)
  */
-export class EdgelimitDurableObject extends DurableObject {
+export function durableObjectClass(...algorithms: readonly AlgorithmFactory<never>[]) {
+  const compilers: Compilers = new Map(algorithms.map((a) => [a.definition.name, a.definition.compile]))
   /**
-   * Expired rows are deleted by an alarm at most this often (one alarm per object per period).
-   * Override in a subclass to tune: `class Limiter extends EdgelimitDurableObject { static sweepEveryMs = 300_000 }`.
+   * The Durable Object that holds rate-limit state and runs the core in-object. Export it from
+   * your Worker under the class name bound in wrangler config, as a SQLite-backed class
+   * (`new_sqlite_classes` in a migration); `durableObjectStore()` calls it over RPC.
+   *
+   * Every decision is one synchronous turn: read the key's states (from memory, or SQLite once
+   * after the object wakes), decide with the core, write the charged states through
+   * `ctx.storage.sql`. No `await` in between, so decisions on one object never interleave, and the
+   * output gate releases the answer only once the write is durable. Expired rows are deleted by an
+   * alarm. With `clock: 'object'` the object's clock decides; with `'client'`, the caller's.
+   *
+   * @example
+   * // src/index.ts of a Worker
+   * export { EdgelimitDurableObject } from 'edgelimit/cloudflare'
+   * // wrangler.jsonc
+   * // "durable_objects": { "bindings": [{ "name": "RATE_LIMITER", "class_name": "EdgelimitDurableObject" }] },
+   * // "migrations": [{ "tag": "v1", "new_sqlite_classes": ["EdgelimitDurableObject"] }]
    */
-  static sweepEveryMs = 60_000
+  return class EdgelimitDurableObject extends DurableObject {
+    /**
+     * Expired rows are deleted by an alarm at most this often (one alarm per object per period).
+     * Override in a subclass to tune: `class Limiter extends EdgelimitDurableObject { static sweepEveryMs = 300_000 }`.
+     */
+    static sweepEveryMs = 60_000
 
-  readonly #storage: DurableObjectStorageLike
-  readonly #sql: SqlStorage
-  readonly #sets = new Map<string, RuleSet>()
-  /** Per key, per rule name: the state as stored. Least recently used first. */
-  readonly #keys = new Map<string, Map<string, Stored>>()
-  #alarmAt: number | undefined
+    readonly #storage: DurableObjectStorageLike
+    readonly #sql: SqlStorage
+    readonly #sets = new Map<string, RuleSet>()
+    /** Per key, per rule name: the state as stored. Least recently used first. */
+    readonly #keys = new Map<string, Map<string, Stored>>()
+    #alarmAt: number | undefined
 
-  constructor(ctx: DurableObjectContext, env: unknown) {
-    super(ctx, env)
-    this.#storage = ctx.storage
-    let sql: SqlStorage
-    try {
-      sql = ctx.storage.sql
-      sql.exec(
-        `CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT NOT NULL, rule TEXT NOT NULL, algorithm TEXT NOT NULL, state TEXT NOT NULL, expires INTEGER NOT NULL, PRIMARY KEY (key, rule)) WITHOUT ROWID`,
-      )
-      sql.exec(`CREATE INDEX IF NOT EXISTS ${TABLE}_expires ON ${TABLE} (expires)`)
-    } catch (error) {
-      throw new EdgelimitError(
-        'ERR_EDGELIMIT_STORE',
-        `EdgelimitDurableObject needs a SQLite-backed class: list it under "new_sqlite_classes" in a migration (${String(error)})`,
-      )
+    constructor(ctx: DurableObjectContext, env: unknown) {
+      super(ctx, env)
+      this.#storage = ctx.storage
+      let sql: SqlStorage
+      try {
+        sql = ctx.storage.sql
+        sql.exec(
+          `CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT NOT NULL, rule TEXT NOT NULL, algorithm TEXT NOT NULL, state TEXT NOT NULL, expires INTEGER NOT NULL, PRIMARY KEY (key, rule)) WITHOUT ROWID`,
+        )
+        sql.exec(`CREATE INDEX IF NOT EXISTS ${TABLE}_expires ON ${TABLE} (expires)`)
+      } catch (error) {
+        throw new EdgelimitError(
+          'ERR_EDGELIMIT_STORE',
+          `EdgelimitDurableObject needs a SQLite-backed class: list it under "new_sqlite_classes" in a migration (${String(error)})`,
+        )
+      }
+      this.#sql = sql
     }
-    this.#sql = sql
-  }
 
-  /** Decides one request for one key, all-or-nothing over the rule set (RPC). */
-  evaluate(request: EvaluateRequest): RuleVerdict[] {
-    const { key, cost } = request
-    if (typeof key !== 'string' || !Number.isSafeInteger(cost) || cost < 0) {
-      throw new EdgelimitError('ERR_EDGELIMIT_STORE', 'Expected a string key and a non-negative integer cost')
+    /** Decides one request for one key, all-or-nothing over the rule set (RPC). */
+    evaluate(request: EvaluateRequest): RuleVerdict[] {
+      const { key, cost } = request
+      if (typeof key !== 'string' || !Number.isSafeInteger(cost) || cost < 0) {
+        throw new EdgelimitError(
+          'ERR_EDGELIMIT_STORE',
+          'Expected a string key and a non-negative integer cost',
+        )
+      }
+      const set = this.#ruleSet(request.rules)
+      const clockNow = systemClock.now()
+      const now = request.now ?? clockNow
+      const stored = this.#load(key)
+      const states = set.names.map((name, r) => {
+        const s = stored.get(name)
+        // A rule renamed onto another algorithm starts fresh rather than misreading the old state.
+        return s !== undefined && s.algorithm === (set.rules[r] as CompiledRule).policy.algorithm
+          ? s.state
+          : undefined
+      })
+      const writes: (RuleState | undefined)[] = new Array(set.rules.length)
+      const verdicts = set.evaluate(states, cost, now, request.shadow ?? 0, request.force === true, writes)
+      for (let r = 0; r < writes.length; r++) {
+        const state = writes[r]
+        if (state === undefined) continue
+        const rule = set.rules[r] as CompiledRule
+        const name = set.names[r] as string
+        // Expiry in the object's clock, whichever clock decided: the alarm reads the object's clock.
+        const expires = clockNow + Math.max(0, Math.ceil(expiresAt(rule, state) - now))
+        const algorithm = rule.policy.algorithm
+        this.#sql.exec(
+          `INSERT OR REPLACE INTO ${TABLE} (key, rule, algorithm, state, expires) VALUES (?, ?, ?, ?, ?)`,
+          key,
+          name,
+          algorithm,
+          serializeState(state),
+          expires,
+        )
+        stored.set(name, { algorithm, state })
+        this.#schedule(expires, clockNow)
+      }
+      return verdicts
     }
-    const set = this.#ruleSet(request.rules)
-    const clockNow = systemClock.now()
-    const now = request.now ?? clockNow
-    const stored = this.#load(key)
-    const states = set.names.map((name, r) => {
-      const s = stored.get(name)
-      // A rule renamed onto another algorithm starts fresh rather than misreading the old state.
-      return s !== undefined && s.algorithm === (set.rules[r] as CompiledRule).policy.algorithm
-        ? s.state
-        : undefined
-    })
-    const writes: (RuleState | undefined)[] = new Array(set.rules.length)
-    const verdicts = set.evaluate(states, cost, now, request.shadow ?? 0, request.force === true, writes)
-    for (let r = 0; r < writes.length; r++) {
-      const state = writes[r]
-      if (state === undefined) continue
-      const rule = set.rules[r] as CompiledRule
-      const name = set.names[r] as string
-      // Expiry in the object's clock, whichever clock decided: the alarm reads the object's clock.
-      const expires = clockNow + Math.max(0, Math.ceil(expiresAt(rule, state) - now))
-      const algorithm = rule.policy.algorithm
-      this.#sql.exec(
-        `INSERT OR REPLACE INTO ${TABLE} (key, rule, algorithm, state, expires) VALUES (?, ?, ?, ?, ?)`,
-        key,
-        name,
-        algorithm,
-        serializeState(state),
-        expires,
-      )
-      stored.set(name, { algorithm, state })
-      this.#schedule(expires, clockNow)
+
+    /** Forgets `key` for the rules of one rule set (RPC). */
+    reset(request: ResetRequest): void {
+      const set = this.#ruleSet(request.rules)
+      const stored = this.#keys.get(request.key)
+      for (const name of set.names) {
+        this.#sql.exec(`DELETE FROM ${TABLE} WHERE key = ? AND rule = ?`, request.key, name)
+        stored?.delete(name)
+      }
     }
-    return verdicts
-  }
 
-  /** Forgets `key` for the rules of one rule set (RPC). */
-  reset(request: ResetRequest): void {
-    const set = this.#ruleSet(request.rules)
-    const stored = this.#keys.get(request.key)
-    for (const name of set.names) {
-      this.#sql.exec(`DELETE FROM ${TABLE} WHERE key = ? AND rule = ?`, request.key, name)
-      stored?.delete(name)
+    /** Deletes expired rows; re-arms for the earliest remaining expiry. */
+    async alarm(): Promise<void> {
+      const now = systemClock.now()
+      this.#alarmAt = undefined
+      this.#sql.exec(`DELETE FROM ${TABLE} WHERE expires <= ?`, now)
+      // SQLite is the source of truth: cached states are read back on next use.
+      this.#keys.clear()
+      const next = this.#sql.exec(`SELECT MIN(expires) AS next FROM ${TABLE}`).toArray()[0]?.next
+      if (typeof next === 'number') this.#schedule(next, now)
     }
-  }
 
-  /** Deletes expired rows; re-arms for the earliest remaining expiry. */
-  async alarm(): Promise<void> {
-    const now = systemClock.now()
-    this.#alarmAt = undefined
-    this.#sql.exec(`DELETE FROM ${TABLE} WHERE expires <= ?`, now)
-    // SQLite is the source of truth: cached states are read back on next use.
-    this.#keys.clear()
-    const next = this.#sql.exec(`SELECT MIN(expires) AS next FROM ${TABLE}`).toArray()[0]?.next
-    if (typeof next === 'number') this.#schedule(next, now)
-  }
-
-  #ruleSet(text: string): RuleSet {
-    let set = this.#sets.get(text)
-    if (set === undefined) {
-      if (typeof text !== 'string') throw new EdgelimitError('ERR_EDGELIMIT_STORE', 'Expected the rule set')
-      set = compileRuleSet(JSON.parse(text) as RuleSpec)
-      if (this.#sets.size >= MAX_RULE_SETS) this.#sets.delete(this.#sets.keys().next().value as string)
-      this.#sets.set(text, set)
+    #ruleSet(text: string): RuleSet {
+      let set = this.#sets.get(text)
+      if (set === undefined) {
+        if (typeof text !== 'string') throw new EdgelimitError('ERR_EDGELIMIT_STORE', 'Expected the rule set')
+        set = compileRuleSet(JSON.parse(text) as RuleSpec, compilers)
+        if (this.#sets.size >= MAX_RULE_SETS) this.#sets.delete(this.#sets.keys().next().value as string)
+        this.#sets.set(text, set)
+      }
+      return set
     }
-    return set
-  }
 
-  #load(key: string): Map<string, Stored> {
-    let stored = this.#keys.get(key)
-    if (stored !== undefined) {
-      this.#keys.delete(key)
+    #load(key: string): Map<string, Stored> {
+      let stored = this.#keys.get(key)
+      if (stored !== undefined) {
+        this.#keys.delete(key)
+        this.#keys.set(key, stored)
+        return stored
+      }
+      stored = new Map()
+      for (const row of this.#sql
+        .exec(`SELECT rule, algorithm, state FROM ${TABLE} WHERE key = ?`, key)
+        .toArray()) {
+        stored.set(String(row.rule), {
+          algorithm: String(row.algorithm),
+          state: parseState(String(row.state)),
+        })
+      }
+      if (this.#keys.size >= MAX_CACHED_KEYS) this.#keys.delete(this.#keys.keys().next().value as string)
       this.#keys.set(key, stored)
       return stored
     }
-    stored = new Map()
-    for (const row of this.#sql
-      .exec(`SELECT rule, algorithm, state FROM ${TABLE} WHERE key = ?`, key)
-      .toArray()) {
-      stored.set(String(row.rule), { algorithm: String(row.algorithm), state: parseState(String(row.state)) })
-    }
-    if (this.#keys.size >= MAX_CACHED_KEYS) this.#keys.delete(this.#keys.keys().next().value as string)
-    this.#keys.set(key, stored)
-    return stored
-  }
 
-  #schedule(expires: number, now: number): void {
-    const at = Math.max(expires, now + (this.constructor as typeof EdgelimitDurableObject).sweepEveryMs)
-    if (this.#alarmAt !== undefined && this.#alarmAt <= at) return
-    this.#alarmAt = at
-    // Not awaited: the output gate holds the answer until the alarm is stored with the write.
-    void this.#storage.setAlarm(at)
+    #schedule(expires: number, now: number): void {
+      const at = Math.max(expires, now + (this.constructor as typeof EdgelimitDurableObject).sweepEveryMs)
+      if (this.#alarmAt !== undefined && this.#alarmAt <= at) return
+      this.#alarmAt = at
+      // Not awaited: the output gate holds the answer until the alarm is stored with the write.
+      void this.#storage.setAlarm(at)
+    }
   }
 }
+
+/**
+ * The Durable Object that holds rate-limit state, for every algorithm (see `durableObjectClass`
+ * to list fewer). Export it from your Worker under the class name bound in wrangler config.
+ */
+export const EdgelimitDurableObject = /* @__PURE__ */ durableObjectClass(
+  fixedWindow,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+  leakyBucket,
+  gcra,
+)
+/** An instance of `EdgelimitDurableObject` (for `DurableObjectNamespace<EdgelimitDurableObject>`). */
+export type EdgelimitDurableObject = InstanceType<typeof EdgelimitDurableObject>

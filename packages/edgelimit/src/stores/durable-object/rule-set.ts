@@ -1,11 +1,6 @@
-import {
-  type CompiledRule,
-  compile,
-  type LogState,
-  newVerdict,
-  plainVerdict,
-  type Verdict,
-} from '../../core/index.js'
+import { type CompiledRule, type LogState, newVerdict, plainVerdict, type Verdict } from '../../core/index.js'
+import type { Policy } from '../../core/types.js'
+import { EdgelimitError } from '../../errors.js'
 import type { RuleVerdict } from '../types.js'
 import type { RuleSpec } from './protocol.js'
 
@@ -32,10 +27,22 @@ export interface RuleSet {
   ): RuleVerdict[]
 }
 
-/** Compiles a rule set from its wire form (`encodeRules`). */
-export function compileRuleSet(spec: RuleSpec): RuleSet {
+/** The algorithms an object runs: name → compiler (see `durableObjectClass`). */
+export type Compilers = ReadonlyMap<string, (policy: Policy) => CompiledRule>
+
+/** Compiles a rule set from its wire form (`encodeRules`) with the object's algorithms. */
+export function compileRuleSet(spec: RuleSpec, compilers: Compilers): RuleSet {
   const names = spec.map(([name]) => name)
-  const rules = spec.map(([, policy]) => compile(policy))
+  const rules = spec.map(([, policy]) => {
+    const compile = compilers.get(policy.algorithm)
+    if (compile === undefined) {
+      throw new EdgelimitError(
+        'ERR_EDGELIMIT_STORE',
+        `This Durable Object class runs no ${policy.algorithm} rules: list its factory in durableObjectClass()`,
+      )
+    }
+    return compile(policy)
+  })
   const outs: Verdict[] = rules.map(() => newVerdict())
 
   function decide(r: number, state: RuleState | undefined, now: number, cost: number): Verdict {

@@ -1,7 +1,7 @@
 // Replays a recorded trace through any store: used in Node (memory store) and inside workerd
 // (Durable Object store), so both sides run the same code and only the store differs.
 import type { AlgorithmSpec } from '../../../src/algorithms.js'
-import { createLimiter, type Decision, type Rule, type Store } from '../../../src/index.js'
+import { algorithmSpec, createLimiter, type Decision, type Rule, type Store } from '../../../src/index.js'
 import { manualClock } from '../../../src/testing/index.js'
 
 /** A trace: limiters by name, and events `[limiter, key, cost, at]` in time order. */
@@ -42,7 +42,9 @@ export async function replay(trace: Trace, store: () => Store): Promise<Decision
   await Promise.all(
     Object.entries(trace.limiters).map(async ([name, rules]) => {
       const clock = manualClock(0)
-      const limiter = createLimiter({ rules: rules as Rule[], store: store(), clock, ...PURE })
+      // The trace is JSON: its plain specs become the factories' through algorithmSpec().
+      const specs: Rule[] = rules.map((r) => ({ ...r, algorithm: algorithmSpec(r.algorithm) }))
+      const limiter = createLimiter({ rules: specs, store: store(), clock, ...PURE })
       const decisions: ReturnType<typeof summary>[] = []
       for (const [which, key, cost, at] of trace.events) {
         if (which !== name) continue

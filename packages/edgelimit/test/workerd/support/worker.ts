@@ -8,7 +8,7 @@ import {
   type EvaluateRequest,
   withWaitUntil,
 } from '../../../src/cloudflare.js'
-import { createLimiter } from '../../../src/index.js'
+import { algorithmSpec, createLimiter, fixedWindow } from '../../../src/index.js'
 import { manualClock, storeConformance } from '../../../src/testing/index.js'
 import { replay, type Trace } from './trace.js'
 
@@ -42,7 +42,8 @@ function storeOf(env: Env, url: URL) {
 
 /** `n` concurrent cost-1 calls on one key straight to the store, all at the same client time. */
 async function burst(env: Env, url: URL, body: { algorithm: AlgorithmSpec; n: number; at: number }) {
-  const rules = [{ name: 'burst', algorithm: body.algorithm }]
+  // The spec arrived as JSON: plain data, turned back into the factory's spec.
+  const rules = [{ name: 'burst', algorithm: algorithmSpec(body.algorithm) }]
   const limiter = createLimiter({ rules, store: storeOf(env, url), clock: manualClock(body.at), ...PURE })
   const key = `burst-${crypto.randomUUID()}`
   const decisions = await Promise.all(Array.from({ length: body.n }, () => limiter.limit(key)))
@@ -100,7 +101,7 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
   }
 }
 
-const APPROX: AlgorithmSpec = { algorithm: 'fixed-window', options: { limit: 1000, window: '1h' } }
+const APPROX: AlgorithmSpec = fixedWindow({ limit: 1000, window: '1h' })
 
 // One limiter per isolate, as a Worker would have: an approximate rule decided in-process, its
 // counts sent to the object after each response through ctx.waitUntil.
