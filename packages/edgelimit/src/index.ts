@@ -27,6 +27,7 @@ export {
 } from './events.js'
 export {
   type Consistency,
+  type ConsistencyMode,
   createLimiter,
   type Decision,
   type DecisionReason,
@@ -38,6 +39,7 @@ export {
   type RuleDecision,
   type StoreErrorMode,
 } from './limiter.js'
+export { type ApproximateConsistency, approximate } from './resilience/approximate.js'
 export type { BreakerOptions, BreakerState } from './resilience/breaker.js'
 export { remoteDecider } from './resilience/remote.js'
 export { type MemoryRules, type MemoryStore, type MemoryStoreOptions, memoryStore } from './stores/memory.js'

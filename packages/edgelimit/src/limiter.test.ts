@@ -1,8 +1,17 @@
 import { describe, expect, it } from 'vitest'
-import { fixedWindow, gcra, leakyBucket, slidingWindow, tokenBucket } from './algorithms.js'
+import {
+  type AlgorithmSpec,
+  algorithmSpec,
+  fixedWindow,
+  gcra,
+  leakyBucket,
+  slidingWindow,
+  tokenBucket,
+} from './algorithms.js'
 import { parseDuration } from './duration.js'
 import { ConfigError, EdgelimitError } from './errors.js'
-import { createLimiter, type LimiterOptions } from './limiter.js'
+import { type Consistency, createLimiter, type LimiterOptions } from './limiter.js'
+import { approximate } from './resilience/approximate.js'
 import type { Store } from './stores/types.js'
 import { manualClock } from './testing/index.js'
 
@@ -62,6 +71,28 @@ describe('option validation', () => {
       'rules[4].algorithm.mode ERR_CHOICE',
       'clock ERR_CLOCK',
     ])
+  })
+  it('takes plain specs only through algorithmSpec(), and approximate only as the import', () => {
+    const plain = { algorithm: 'gcra', options: { limit: 10, period: '1s' } } as unknown as AlgorithmSpec
+    expect(issuesOf({ rules: [{ name: 'g', algorithm: plain }] })).toEqual([
+      'rules[0].algorithm.algorithm ERR_UNKNOWN_ALGORITHM',
+    ])
+    expect(() => createLimiter({ rules: [{ name: 'g', algorithm: plain }] })).toThrow(/algorithmSpec\(\)/)
+    const limiter = createLimiter({ rules: [{ name: 'g', algorithm: algorithmSpec(plain) }] })
+    expect(limiter.rules[0]?.policy).toEqual({ algorithm: 'gcra', limit: 10, periodMs: 1000, burst: 10 })
+    expect(issuesOf({ rules: [{ name: 'x', algorithm: algorithmSpec({ algorithm: 'magic' }) }] })).toEqual([
+      'rules[0].algorithm.algorithm ERR_UNKNOWN_ALGORITHM',
+    ])
+    const rule = { name: 'a', algorithm: fixedWindow({ limit: 5, window: '1m' }) }
+    expect(issuesOf({ rules: [{ ...rule, consistency: 'approximate' as unknown as Consistency }] })).toEqual([
+      'rules[0].consistency ERR_CHOICE',
+    ])
+    expect(() => createLimiter({ rules: [{ ...rule, consistency: 'approximate' as never }] })).toThrow(
+      /import \{ approximate \} from 'edgelimit'/,
+    )
+    expect(createLimiter({ rules: [{ ...rule, consistency: approximate }] }).rules[0]?.consistency).toBe(
+      'approximate',
+    )
   })
   it('rejects empty or missing rules and a bad store', () => {
     expect(issuesOf({ rules: [] })).toEqual(['rules ERR_EMPTY_RULES'])

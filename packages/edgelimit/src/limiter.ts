@@ -9,7 +9,14 @@ import type { DecisionPath } from './stores/types.js'
 
 export type { Decision, DecisionReason, RuleDecision } from './decision.js'
 export { bindingRule } from './decision.js'
-export type { Consistency, LimiterOptions, Rule, RuleConfig, StoreErrorMode } from './options.js'
+export type {
+  Consistency,
+  ConsistencyMode,
+  LimiterOptions,
+  Rule,
+  RuleConfig,
+  StoreErrorMode,
+} from './options.js'
 
 /** Per-call options. */
 export interface LimitOptions {

@@ -3,6 +3,7 @@ import type { Clock } from './clock.js'
 import type { Duration } from './duration.js'
 import { ConfigError, describe } from './errors.js'
 import type { EventSink } from './events.js'
+import type { ApproximateConsistency } from './resilience/approximate.js'
 import type { BreakerOptions } from './resilience/breaker.js'
 import type { Store, StoreRule } from './stores/types.js'
 import { createIssues } from './validate.js'
@@ -10,8 +11,14 @@ import { createIssues } from './validate.js'
 /** What a rule does when the store fails or times out. There is a default, and it is stated: `closed`. */
 export type StoreErrorMode = 'open' | 'closed' | 'local'
 
-/** Where a rule's counts live. */
-export type Consistency = 'strict' | 'local' | 'approximate'
+/** Where a rule's counts live, as validated. */
+export type ConsistencyMode = 'strict' | 'local' | 'approximate'
+
+/**
+ * What `Rule.consistency` takes: `'strict'`, `'local'`, or `approximate` (imported from
+ * `edgelimit`: it brings the in-process counting, so apps without it do not bundle it).
+ */
+export type Consistency = 'strict' | 'local' | ApproximateConsistency
 
 /** A named rule: one algorithm applied to every key of the limiter. */
 export interface Rule {
@@ -30,8 +37,9 @@ export interface Rule {
   enforce?: number
   /**
    * `strict`: every decision atomic in the store. `local`: in-process only, per node (coarse DDoS
-   * filtering in front of the store). `approximate`: count in-process, sync to the store in
-   * batches every `syncInterval` (bounded over-admission, far fewer store calls).
+   * filtering in front of the store). `approximate` (imported from `edgelimit`): count
+   * in-process, sync to the store in batches every `syncInterval` (bounded over-admission, far
+   * fewer store calls).
    * Rules on the in-process memory store are always strict. @default 'strict'
    */
   consistency?: Consistency
@@ -66,7 +74,9 @@ export interface RuleConfig extends StoreRule {
   readonly onStoreError: StoreErrorMode
   readonly shadow: boolean
   readonly enforce: number
-  readonly consistency: Consistency
+  readonly consistency: ConsistencyMode
+  /** The approximate counter, for `approximate` rules. */
+  readonly approximate: ApproximateConsistency | undefined
   readonly syncIntervalMs: number
 }
 
@@ -120,11 +130,17 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
           `expected a percentage from 0 to 100, got ${describe(enforce)}`,
         )
       }
-      const consistency = issues.oneOf(`${path}.consistency`, rule.consistency ?? 'strict', [
-        'strict',
-        'local',
-        'approximate',
-      ] as const)
+      const c: unknown = rule.consistency ?? 'strict'
+      const approximate = isApproximate(c) ? c : undefined
+      const consistency =
+        approximate !== undefined ? 'approximate' : c === 'strict' || c === 'local' ? c : undefined
+      issues.expect(
+        `${path}.consistency`,
+        c,
+        consistency !== undefined,
+        'ERR_CHOICE',
+        `"strict", "local" or approximate (import { approximate } from 'edgelimit')`,
+      )
       const syncIntervalMs = issues.duration(`${path}.syncInterval`, rule.syncInterval ?? 250)
       if (
         algorithm !== undefined &&
@@ -142,6 +158,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
           shadow: mode === 'shadow',
           enforce: enforce as number,
           consistency,
+          approximate,
           syncIntervalMs,
         })
       }
@@ -177,4 +194,9 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
   function fail(): never {
     throw new ConfigError(issues.list)
   }
+}
+
+function isApproximate(value: unknown): value is ApproximateConsistency {
+  const a = value as Partial<ApproximateConsistency> | null
+  return typeof a === 'object' && a?.mode === 'approximate' && typeof a.create === 'function'
 }

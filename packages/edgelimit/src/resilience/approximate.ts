@@ -120,3 +120,22 @@ export function createApproximate(
     },
   }
 }
+
+/** `approximate` consistency: what a rule's `consistency` holds to count in-process. */
+export interface ApproximateConsistency {
+  readonly mode: 'approximate'
+  readonly create: typeof createApproximate
+}
+
+/**
+ * Approximate consistency for a rule on a remote store: `{ consistency: approximate }`. The rule
+ * counts in-process and syncs to the store in batches every `syncInterval` (bounded
+ * over-admission, far fewer store calls; see docs/resilience.md). An import rather than a string,
+ * so that only apps that use it bundle it.
+ *
+ * @example
+ * import { approximate, createLimiter, fixedWindow } from 'edgelimit'
+ * createLimiter({ rules: [{ name: 'api', algorithm: fixedWindow({ limit: 1000, window: '1h' }),
+ *   consistency: approximate, syncInterval: '250ms' }], store })
+ */
+export const approximate: ApproximateConsistency = { mode: 'approximate', create: createApproximate }

@@ -6,6 +6,7 @@ import { createLimiter } from '../limiter.js'
 import type { Rule } from '../options.js'
 import { memoryStore } from '../stores/memory.js'
 import { manualClock } from '../testing/index.js'
+import { approximate } from './approximate.js'
 import { createBreaker } from './breaker.js'
 import { createDeadline, withDeadline } from './deadline.js'
 import { createDenyCache } from './deny-cache.js'
@@ -299,7 +300,7 @@ describe('consistency modes', () => {
       {
         name: 'api',
         algorithm: fixedWindow({ limit: 50, window: '1h' }),
-        consistency: 'approximate',
+        consistency: approximate,
         syncInterval: '1s',
       },
     ])

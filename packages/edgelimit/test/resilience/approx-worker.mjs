@@ -12,7 +12,7 @@
 //          the test's counts assume; with a trace, `requests` and `durationMs` are ignored)
 
 import { readFileSync } from 'node:fs'
-import { createLimiter, fixedWindow } from 'edgelimit'
+import { approximate, createLimiter, fixedWindow } from 'edgelimit'
 import { redisStore } from 'edgelimit/redis'
 import { Redis } from 'ioredis'
 import { checkTrace, evenOffsets, peakIn, replay } from './approx-trace.mjs'
@@ -54,7 +54,14 @@ const timedClient = {
 }
 const storeErrors = []
 const limiter = createLimiter({
-  rules: [{ name: 'a', algorithm: fixedWindow({ limit, window: '1h' }), consistency, syncInterval }],
+  rules: [
+    {
+      name: 'a',
+      algorithm: fixedWindow({ limit, window: '1h' }),
+      consistency: consistency === 'approximate' ? approximate : consistency,
+      syncInterval,
+    },
+  ],
   store: redisStore({ client: timedClient, prefix, coalesce: options.coalesce ?? false }),
   // The deadline is not what these runs measure: a slow moment on a loaded machine must not turn a
   // store answer into a fail-closed denial.

@@ -1,7 +1,7 @@
 import {
   type AlgorithmSpec,
   ConfigError,
-  type Consistency,
+  type ConsistencyMode,
   createLimiter,
   fixedWindow,
   gcra,
@@ -58,7 +58,7 @@ export interface Defaults {
   readonly timeout: number | false
   readonly mode: 'enforce' | 'shadow'
   readonly enforce: number
-  readonly consistency: Consistency
+  readonly consistency: ConsistencyMode
   readonly syncIntervalMs: number
 }
 

@@ -1,4 +1,4 @@
-import type { AlgorithmSpec, Consistency, StoreErrorMode } from 'edgelimit'
+import type { AlgorithmSpec, ConsistencyMode, StoreErrorMode } from 'edgelimit'
 import type { ClientKeyOptions, HeaderStandard } from '../library.js'
 
 /** What a policy file means, once validated: plain data, every default filled in. */
@@ -74,6 +74,6 @@ export interface RuleConfig {
   readonly timeout: number | false
   readonly mode: 'enforce' | 'shadow'
   readonly enforce: number
-  readonly consistency: Consistency
+  readonly consistency: ConsistencyMode
   readonly syncIntervalMs: number
 }

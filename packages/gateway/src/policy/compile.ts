@@ -1,4 +1,4 @@
-import { type Clock, createLimiter, type Limiter, type LimiterEvent } from 'edgelimit'
+import { approximate, type Clock, createLimiter, type Limiter, type LimiterEvent } from 'edgelimit'
 import type { GatewayConfig, PlanConfig, RuleConfig } from '../config/types.js'
 import { type ClientKeyOptions, type QuotaPolicy, quotaPolicy } from '../library.js'
 import { compileKey, createClientResolver, createHasher, type KeyContext, type RuleKey } from './key.js'
@@ -78,7 +78,7 @@ export function compilePolicy(
               onStoreError: rule.onStoreError,
               mode: rule.mode,
               enforce: rule.enforce,
-              consistency: rule.consistency,
+              consistency: rule.consistency === 'approximate' ? approximate : rule.consistency,
               syncInterval: rule.syncIntervalMs,
             },
           ],

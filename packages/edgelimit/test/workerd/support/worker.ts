@@ -8,7 +8,12 @@ import {
   type EvaluateRequest,
   withWaitUntil,
 } from '../../../src/cloudflare.js'
-import { algorithmSpec, createLimiter, fixedWindow } from '../../../src/index.js'
+import {
+  algorithmSpec,
+  approximate as approximateConsistency,
+  createLimiter,
+  fixedWindow,
+} from '../../../src/index.js'
 import { manualClock, storeConformance } from '../../../src/testing/index.js'
 import { replay, type Trace } from './trace.js'
 
@@ -112,7 +117,7 @@ function approximate(request: Request, env: Env, ctx: ExecutionContext, url: URL
       {
         name: 'approx',
         algorithm: APPROX,
-        consistency: 'approximate',
+        consistency: approximateConsistency,
         syncInterval: '1h',
       },
     ],
