@@ -25,14 +25,7 @@ import {
 } from './rule-set.js'
 
 const TABLE = 'edgelimit_state'
-/** Keys whose states stay parsed in memory; the rest are read back from SQLite when used. */
-const MAX_CACHED_KEYS = 10_000
 const MAX_RULE_SETS = 64
-
-interface Stored {
-  readonly algorithm: string
-  readonly state: RuleState
-}
 
 /**
  * Builds the Durable Object class for the algorithms listed — what `EdgelimitDurableObject` is
@@ -73,8 +66,6 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
     readonly #storage: DurableObjectStorageLike
     readonly #sql: SqlStorage
     readonly #sets = new Map<string, RuleSet>()
-    /** Per key, per rule name: the state as stored. Least recently used first. */
-    readonly #keys = new Map<string, Map<string, Stored>>()
     #alarmAt: number | undefined
 
     constructor(ctx: DurableObjectContext, env: unknown) {
@@ -108,12 +99,18 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       const set = this.#ruleSet(request.rules)
       const clockNow = systemClock.now()
       const now = request.now ?? clockNow
-      const stored = this.#load(key)
+      // Read from SQLite on every decision: the object's database is local and synchronous, and a
+      // parsed copy kept in memory would cost more code than the reads it saves.
+      const stored = new Map<string, Record<string, unknown>>()
+      for (const row of this.#sql
+        .exec(`SELECT rule, algorithm, state FROM ${TABLE} WHERE key = ?`, key)
+        .toArray())
+        stored.set(String(row.rule), row)
       const states = set.names.map((name, r) => {
-        const s = stored.get(name)
+        const row = stored.get(name)
         // A rule renamed onto another algorithm starts fresh rather than misreading the old state.
-        return s !== undefined && s.algorithm === (set.rules[r] as CompiledRule).policy.algorithm
-          ? s.state
+        return row !== undefined && row.algorithm === (set.rules[r] as CompiledRule).policy.algorithm
+          ? parseState(String(row.state))
           : undefined
       })
       const writes: (RuleState | undefined)[] = new Array(set.rules.length)
@@ -134,7 +131,6 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
           serializeState(state),
           expires,
         )
-        stored.set(name, { algorithm, state })
         this.#schedule(expires, clockNow)
       }
       return verdicts
@@ -142,12 +138,8 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
 
     /** Forgets `key` for the rules of one rule set (RPC). */
     reset(request: ResetRequest): void {
-      const set = this.#ruleSet(request.rules)
-      const stored = this.#keys.get(request.key)
-      for (const name of set.names) {
+      for (const name of this.#ruleSet(request.rules).names)
         this.#sql.exec(`DELETE FROM ${TABLE} WHERE key = ? AND rule = ?`, request.key, name)
-        stored?.delete(name)
-      }
     }
 
     /** Deletes expired rows; re-arms for the earliest remaining expiry. */
@@ -155,8 +147,6 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       const now = systemClock.now()
       this.#alarmAt = undefined
       this.#sql.exec(`DELETE FROM ${TABLE} WHERE expires <= ?`, now)
-      // SQLite is the source of truth: cached states are read back on next use.
-      this.#keys.clear()
       const next = this.#sql.exec(`SELECT MIN(expires) AS next FROM ${TABLE}`).toArray()[0]?.next
       if (typeof next === 'number') this.#schedule(next, now)
     }
@@ -170,27 +160,6 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
         this.#sets.set(text, set)
       }
       return set
-    }
-
-    #load(key: string): Map<string, Stored> {
-      let stored = this.#keys.get(key)
-      if (stored !== undefined) {
-        this.#keys.delete(key)
-        this.#keys.set(key, stored)
-        return stored
-      }
-      stored = new Map()
-      for (const row of this.#sql
-        .exec(`SELECT rule, algorithm, state FROM ${TABLE} WHERE key = ?`, key)
-        .toArray()) {
-        stored.set(String(row.rule), {
-          algorithm: String(row.algorithm),
-          state: parseState(String(row.state)),
-        })
-      }
-      if (this.#keys.size >= MAX_CACHED_KEYS) this.#keys.delete(this.#keys.keys().next().value as string)
-      this.#keys.set(key, stored)
-      return stored
     }
 
     #schedule(expires: number, now: number): void {
