@@ -84,7 +84,7 @@ const RULE = 'r'
  * `store-unavailable`) and enough of them open the circuit breaker, so that decisions stop reaching
  * Redis at all. On a shared 2-core machine at 256 in flight, load spikes push single calls past
  * 45 ms, and such runs would measure fallbacks instead of the store. 5 s keeps the very same code
- * path (one timer per call) without spurious expiries; @upstash/ratelimit's default timeout is 5 s
+ * path (one shared deadline timer) without spurious expiries; @upstash/ratelimit's default timeout is 5 s
  * too. Every run still reports the fraction of decisions admitted, which exposes any fallback.
  */
 const EDGELIMIT_TIMEOUT = '5s'
@@ -445,8 +445,10 @@ async function throughputChild(spec) {
   const latencies = new Float64Array(2_000_000)
   const levels = []
   for (const level of spec.levels) {
-    await closedLoop(c, { concurrency: level, ms: timing.levelWarmMs })
+    // The full GC before the warm-up, not between it and the timed run, so that its background
+    // work does not run into the timed run (see pairedChild).
     globalThis.gc()
+    await closedLoop(c, { concurrency: level, ms: timing.levelWarmMs })
     await client.config('RESETSTAT')
     const server0 = await serverCpu(client)
     const cpu0 = process.cpuUsage()
@@ -524,12 +526,18 @@ async function pairedChild(spec) {
   for (const c of Object.values(sides)) await closedLoop(c, { concurrency: WARMUP_CONCURRENCY, count: KEYS })
   const levels = []
   for (const level of spec.levels) {
+    // One full GC per level, before its warm-up, not one before every slice: the work a forced
+    // full GC leaves to V8's background threads ran into the slice after it, charged to that
+    // slice's client CPU and competing with redis-server and the main thread for the 2 cores
+    // (measured at 1 in flight: 30–50 µs per decision on threads other than the main one, against
+    // 6–13 µs without the per-slice GC; most at 1 in flight, where a slice holds the fewest
+    // calls). Slices alternate sides, so the young-generation GCs fall on both alike.
+    globalThis.gc()
     for (const c of Object.values(sides)) await closedLoop(c, { concurrency: level, ms: p.warmMs })
     const pairs = []
     for (let i = 0; i < p.pairs; i++) {
       const pair = {}
       for (const who of i % 2 === 0 ? ['edgelimit', 'raw'] : ['raw', 'edgelimit']) {
-        globalThis.gc()
         const cpu0 = process.cpuUsage()
         const run = await closedLoop(sides[who], { concurrency: level, ms: p.sliceMs })
         const cpu = process.cpuUsage(cpu0)
@@ -1623,12 +1631,12 @@ ${targetTable.md}
 ## Method
 
 - The benchmark starts its own \`redis-server\` on a free ${HOST} port with persistence off and kills it by PID at the end (also on error and SIGINT/SIGTERM/SIGHUP). \`FLUSHALL\` runs before every measurement process, so every run starts from an empty keyspace (scripts stay loaded).
-- Every run is a fresh child process (one at a time) that imports only the library it measures and creates **one ioredis client**, the same way for every contestant; the two client modes differ only in \`enableAutoPipelining\`. It first makes ${KEYS.toLocaleString('en-US')} calls at ${WARMUP_CONCURRENCY} in flight (one per key: every key has state and every script is loaded), then for each level (1, 16, 256 in flight; ascending in even rounds, descending in odd ones) runs ${timing.levelWarmMs} ms untimed, \`gc()\`, then ${timing.levelMs} ms timed. Each case runs ${repeats} times, in ${repeats} rounds over all cases and both modes (alternating order), so that machine load hits every contestant alike; the best run per level is reported (every run, with its 1-minute load average, is in the JSON).
-- The loop, identical for everyone: \`s = now(); try { r = await call(key) } catch (e) { r = rejected(e) }; latency = now() - s; if (admitted(r)) n++\`, where \`call\` is the library's own call and \`admitted\` reads its answer (\`d.allowed\`; \`reply[0] === 1\` for the raw script; not rejected for rate-limiter-flexible, which rejects to deny; \`totalHits <= limit\` for rate-limit-redis; \`success\` for @upstash/ratelimit). Decisions/s = calls completed / wall time until the last in-flight call returned.
+- Every run is a fresh child process (one at a time) that imports only the library it measures and creates **one ioredis client**, the same way for every contestant; the two client modes differ only in \`enableAutoPipelining\`. It first makes ${KEYS.toLocaleString('en-US')} calls at ${WARMUP_CONCURRENCY} in flight (one per key: every key has state and every script is loaded), then for each level (1, 16, 256 in flight; ascending in even rounds, descending in odd ones) runs \`gc()\`, ${timing.levelWarmMs} ms untimed, then ${timing.levelMs} ms timed (the forced full GC comes before the warm-up, so that the work it leaves to V8's background threads does not run into the timed run). Each case runs ${repeats} times, in ${repeats} rounds over all cases and both modes (alternating order), so that machine load hits every contestant alike; the best run per level is reported (every run, with its 1-minute load average, is in the JSON).
+- The loop, identical for everyone: \`s = now(); try { r = await call(key) } catch (e) { r = rejected(e) }; latency = now() - s; if (admitted(r)) n++\`, where \`call\` is the library's own call and \`admitted\` reads its answer (\`d.allowed\`; \`reply[0] === 0\` for the raw script (code 0: admitted); not rejected for rate-limiter-flexible, which rejects to deny; \`totalHits <= limit\` for rate-limit-redis; \`success\` for @upstash/ratelimit). Decisions/s = calls completed / wall time until the last in-flight call returned.
 - **Limits are large (5e8 per hour; the sliding log 1e6 per hour) so that (nearly) every decision is an admission that writes state**; the admitted column shows the fraction. 5e8 rather than 1e9 because edgelimit rejects limit × window above its exact-arithmetic bound (2^51 − 1). The sliding log stores one entry per admitted millisecond per key: over a run a key collects a few dozen entries, slightly more for faster contestants.
-- **edgelimit** runs as \`createLimiter({ rules: [{ name: '${RULE}', algorithm }], store: redisStore({ client, prefix: '${PREFIX}' }), timeout: '${EDGELIMIT_TIMEOUT}' })\` (server clock; coalescing on with \`maxBatch: 64\`, circuit breaker and deny cache at their defaults; the "(coalesce: false)" row adds \`coalesce: false\`). The deadline is raised from its 45 ms default to ${EDGELIMIT_TIMEOUT} — the same code path, one timer per call — because on this shared machine, at 256 in flight, load spikes push single calls past 45 ms: those decisions fall back to \`store-unavailable\` denials and enough of them open the breaker, after which decisions no longer reach Redis, so such a run would measure fallbacks rather than the store. (@upstash/ratelimit's default timeout is 5 s.) The admitted column exposes any fallback; targets (2) and (3) require every edgelimit decision to have been admitted.
+- **edgelimit** runs as \`createLimiter({ rules: [{ name: '${RULE}', algorithm }], store: redisStore({ client, prefix: '${PREFIX}' }), timeout: '${EDGELIMIT_TIMEOUT}' })\` (server clock; coalescing on with \`maxBatch: 64\`, circuit breaker and deny cache at their defaults; the "(coalesce: false)" row adds \`coalesce: false\`). The deadline is raised from its 45 ms default to ${EDGELIMIT_TIMEOUT} — the same code path: one shared deadline timer — because on this shared machine, at 256 in flight, load spikes push single calls past 45 ms: those decisions fall back to \`store-unavailable\` denials and enough of them open the breaker, after which decisions no longer reach Redis, so such a run would measure fallbacks rather than the store. (@upstash/ratelimit's default timeout is 5 s.) The admitted column exposes any fallback; targets (2) and (3) require every edgelimit decision to have been admitted.
 - **Raw script**: the script text, key and ARGV are captured from the built package itself (a limiter bound to a spy client records the EVALSHA and the EVAL it falls back to; sha1 of the text is checked against the SHA), loaded with \`SCRIPT LOAD\`, then called as \`client.evalsha(sha, 1, key, ...args)\` with the key strings precomputed.
-- **Target (3) is judged on a paired measurement**, because on a shared 2-core machine independent processes minutes apart differ by far more than 10 %: one child per algorithm and mode holds edgelimit and the raw script on the same client (same keys, same state), warms both up, then at each level alternates ${pairedFull.pairs} pairs of ${pairedFull.sliceMs} ms slices (edgelimit first in even pairs, raw first in odd ones; \`gc()\` before each slice). The verdict is the median of the per-pair ratios (edgelimit decisions/s ÷ raw decisions/s within a pair), which one load burst hitting one slice cannot swing; next to it are the range of the pair ratios, the client CPU per decision of both sides over all their slices (\`process.cpuUsage()\`, which waiting for a CPU does not inflate) and the ratio of the independent best-of runs above.
+- **Target (3) is judged on a paired measurement**, because on a shared 2-core machine independent processes minutes apart differ by far more than 10 %: one child per algorithm and mode holds edgelimit and the raw script on the same client (same keys, same state), warms both up, then at each level alternates ${pairedFull.pairs} pairs of ${pairedFull.sliceMs} ms slices (edgelimit first in even pairs, raw first in odd ones; \`gc()\` once per level, before its warm-up: with a \`gc()\` before each slice, the work it left to V8's background threads ran into the slice — 30–50 µs of client CPU per decision at 1 in flight, on both sides — and competed with redis-server for the 2 cores). The verdict is the median of the per-pair ratios (edgelimit decisions/s ÷ raw decisions/s within a pair), which one load burst hitting one slice cannot swing; next to it are the range of the pair ratios, the client CPU per decision of both sides over all their slices (\`process.cpuUsage()\`, which waiting for a CPU does not inflate) and the ratio of the independent best-of runs above.
 - **@upstash/ratelimit** runs over [bench/lib/upstash-ioredis-adapter.mjs](../lib/upstash-ioredis-adapter.mjs), which maps the two calls its \`limit()\` makes (\`evalsha(sha, keys, args)\`, and \`eval(script, keys, args)\` on NOSCRIPT) onto the same ioredis client; it keeps its default 5 s timeout (one \`setTimeout\` per call). \`ephemeralCache: false\` and \`analytics: false\` keep every decision in Redis.
 - Targets: (1) ${TARGETS[1].text}; (2) ${TARGETS[2].text}: fixed window vs rate-limiter-flexible, rate-limit-redis and @upstash/ratelimit fixedWindow, sliding counter vs @upstash/ratelimit slidingWindow, token bucket vs @upstash/ratelimit tokenBucket (no peer implements the sliding log, leaky bucket or GCRA); (3) ${TARGETS[3].text}, per algorithm and level, on the paired measurement; (4) ${TARGETS[4].text} for fixed window, sliding counter, token bucket, both leaky buckets and GCRA; (5) ${TARGETS[5].text}.
 
