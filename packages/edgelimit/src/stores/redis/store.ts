@@ -37,10 +37,13 @@ export interface RedisStoreOptions {
 
 const REASONS = [undefined, 'limit-exceeded', 'cost-exceeds-limit'] as const
 
-/** Runs `f` once the current tick's promise jobs have run (Node, Bun, Deno), else on a new task. */
+/**
+ * Runs `f` once the current tick's promise jobs have run (Node, Bun, Deno), else on a new task.
+ * process.nextTick is called as it is, without a wrapper (it does not read `this`).
+ */
 const nextTick = (globalThis as { process?: { nextTick?: (f: () => void) => void } }).process?.nextTick
 const afterTick: (f: () => void) => void =
-  typeof nextTick === 'function' ? (f) => nextTick(f) : (f) => void setTimeout(f, 0)
+  typeof nextTick === 'function' ? nextTick : (f) => void setTimeout(f, 0)
 
 /**
  * A store in Redis: every decision is decided by one script that evaluates all of a limiter's
