@@ -156,8 +156,6 @@ export interface GcraOptions {
  */
 export const gcra: AlgorithmFactory<GcraOptions> = /* @__PURE__ */ define('gcra', gcraPolicy, compileGcra)
 
-const NAMES = 'fixedWindow(), slidingLog(), slidingWindow(), tokenBucket(), leakyBucket() or gcra()'
-
 const FACTORIES = {
   'fixed-window': fixedWindow,
   'sliding-log': slidingLog,
@@ -197,7 +195,7 @@ export function toPolicy(
     issues.add(
       `${path}.algorithm`,
       'ERR_UNKNOWN_ALGORITHM',
-      `expected an algorithm made by ${NAMES}, got ${describe(spec.algorithm)}${definition === undefined ? ' without its factory (a plain object goes through algorithmSpec())' : ''}`,
+      `expected a spec from an algorithm factory such as slidingWindow() (plain objects go through algorithmSpec()), got ${describe(spec.algorithm)}`,
     )
     return undefined
   }

@@ -5,7 +5,6 @@ import type { DecisionSource, LimiterEvent } from './events.js'
 import { type LimiterOptions, type RuleConfig, validateOptions } from './options.js'
 import { enforcedFor } from './resilience/rollout.js'
 import { memoryStore } from './stores/memory.js'
-import type { DecisionPath } from './stores/types.js'
 
 export type { Decision, DecisionReason, RuleDecision } from './decision.js'
 export { bindingRule } from './decision.js'
@@ -98,10 +97,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const evaluateSync = bound.evaluateSync
   if (evaluateSync === undefined) {
     const decider = store.decider
-    const path: DecisionPath =
-      decider === undefined
-        ? undecided(store.name, (key) => bound.reset(key))
-        : decider({ rules, config, store, bound, clock, build, shadowOf, emit, report })
+    if (decider === undefined) {
+      throw new EdgelimitError(
+        'ERR_EDGELIMIT_STORE',
+        `The ${store.name} store has no evaluateSync and no decider: a remote store sets \`decider: remoteDecider\` (from 'edgelimit')`,
+      )
+    }
+    const path = decider({ rules, config, store, bound, clock, build, shadowOf, emit, report })
     const limit = async (key: string, opts?: LimitOptions): Promise<Decision> =>
       path.decide(key, checkCall(key, opts))
     return {
@@ -158,21 +160,6 @@ export function createLimiter(options: LimiterOptions): Limiter {
       checkCall(key, undefined)
       await bound.reset(key)
     },
-    flush: () => Promise.resolve(),
-  }
-}
-
-/** The path of a store with neither a synchronous path nor a decider: every decision fails. */
-function undecided(name: string, reset: (key: string) => Promise<void>): DecisionPath {
-  return {
-    decide: () =>
-      Promise.reject(
-        new EdgelimitError(
-          'ERR_EDGELIMIT_STORE',
-          `The ${name} store has no evaluateSync and no decider: a remote store sets \`decider: remoteDecider\` (from 'edgelimit')`,
-        ),
-      ),
-    reset,
     flush: () => Promise.resolve(),
   }
 }

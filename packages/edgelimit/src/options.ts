@@ -139,7 +139,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
         c,
         consistency !== undefined,
         'ERR_CHOICE',
-        `"strict", "local" or approximate (import { approximate } from 'edgelimit')`,
+        `"strict", "local" or approximate (imported from edgelimit)`,
       )
       const syncIntervalMs = issues.duration(`${path}.syncInterval`, rule.syncInterval ?? 250)
       if (

@@ -1,4 +1,5 @@
-import type { BoundRules, RuleVerdict } from '../stores/types.js'
+import type { DecisionSource } from '../events.js'
+import type { RuleVerdict } from '../stores/types.js'
 
 /** Per key: what the store said at the last sync, less what this process admitted since. */
 interface Entry {
@@ -9,12 +10,38 @@ interface Entry {
   syncing: Promise<void> | undefined
 }
 
+/** A store call's outcome: the verdicts (`store`), or the rules' fallbacks when it failed. */
+export interface StoreAnswer {
+  readonly verdicts: readonly RuleVerdict[]
+  readonly source: 'store' | 'fallback'
+}
+
+/** What the remote decision path lends the approximate counter. */
+export interface ApproximateContext {
+  /**
+   * Charges `cost` to the store for `key` (forced), through the path's breaker and deadline,
+   * which report a failure; rejects when it fails.
+   */
+  readonly sync: (key: string, cost: number, now: number) => Promise<readonly RuleVerdict[]>
+  /** How many rules the group has. */
+  readonly rules: number
+  readonly intervalMs: number
+}
+
 /** Approximate consistency for a group of rules. */
 export interface Approximate {
-  /** Decides from local counts, or `undefined` when the key has no synced state yet. */
-  decide(key: string, cost: number, now: number, shadow: number): RuleVerdict[] | undefined
-  /** Records the strict verdicts of a first call, which also charged the store. */
-  seed(key: string, verdicts: readonly RuleVerdict[], now: number): void
+  /**
+   * Decides the group for one request: from local counts (source `approximate`), or, for a key
+   * with no synced state yet, by `call` — a strict call that also charges the store and whose
+   * verdicts seed the key (`store`; `fallback` when the store failed).
+   */
+  decide(
+    key: string,
+    cost: number,
+    now: number,
+    shadow: number,
+    call: () => Promise<StoreAnswer>,
+  ): Promise<{ readonly verdicts: readonly RuleVerdict[]; readonly source: DecisionSource }>
   /** Sends every pending count now (for shutdown and tests). */
   flush(now: number): Promise<void>
   /** Store calls made for syncs. */
@@ -30,13 +57,8 @@ export interface Approximate {
  * sync interval. Syncs happen on the next request after the interval (no timers); `flush()` sends
  * the rest.
  */
-export function createApproximate(
-  bound: BoundRules,
-  rules: number,
-  intervalMs: number,
-  maxKeys: number,
-  onError: (error: unknown) => void,
-): Approximate {
+export function createApproximate(context: ApproximateContext, maxKeys = 100_000): Approximate {
+  const { sync: send, rules, intervalMs } = context
   const entries = new Map<string, Entry>()
   let syncs = 0
 
@@ -44,8 +66,7 @@ export function createApproximate(
     const cost = entry.pending
     entry.pending = 0
     syncs++
-    const run = bound
-      .evaluate(key, cost, now, { force: true })
+    const run = send(key, cost, now)
       .then((verdicts) => {
         verdicts.forEach((v, i) => {
           // A forced charge that the rule would have denied reports the state before it.
@@ -55,11 +76,10 @@ export function createApproximate(
         })
         entry.syncedAt = now
       })
-      .catch((error: unknown) => {
-        // Nothing was counted: keep the batch for the next sync.
+      .catch(() => {
+        // Nothing was counted (the path reported why): keep the batch for the next sync.
         entry.pending += cost
         entry.syncedAt = now
-        onError(error)
       })
       .finally(() => {
         entry.syncing = undefined
@@ -68,44 +88,54 @@ export function createApproximate(
     return run
   }
 
-  return {
-    decide(key, cost, now, shadow) {
-      const entry = entries.get(key)
-      if (entry === undefined) return undefined
-      // Nothing to send and nothing left to learn before the quota resets: skip the sync.
-      const idle =
-        entry.pending === 0 && entry.remaining.every((r, i) => r === 0 && now < (entry.resetAt[i] as number))
-      if (entry.syncing === undefined && now - entry.syncedAt >= intervalMs && !idle)
-        void sync(key, entry, now)
-      const wait = Math.max(1, entry.syncedAt + intervalMs - now)
-      let allowed = true
-      for (let i = 0; i < rules; i++) {
-        if (cost > (entry.remaining[i] as number) && (shadow & (1 << i)) === 0) allowed = false
+  /** Decides from local counts, or `undefined` when the key has no synced state yet. */
+  function counted(key: string, cost: number, now: number, shadow: number): RuleVerdict[] | undefined {
+    const entry = entries.get(key)
+    if (entry === undefined) return undefined
+    // Nothing to send and nothing left to learn before the quota resets: skip the sync.
+    const idle =
+      entry.pending === 0 && entry.remaining.every((r, i) => r === 0 && now < (entry.resetAt[i] as number))
+    if (entry.syncing === undefined && now - entry.syncedAt >= intervalMs && !idle) void sync(key, entry, now)
+    const wait = Math.max(1, entry.syncedAt + intervalMs - now)
+    let allowed = true
+    for (let i = 0; i < rules; i++) {
+      if (cost > (entry.remaining[i] as number) && (shadow & (1 << i)) === 0) allowed = false
+    }
+    if (allowed && cost > 0) entry.pending += cost
+    return entry.remaining.map((left, i) => {
+      const admits = cost <= left
+      if (allowed && admits && cost > 0) entry.remaining[i] = left - cost
+      return {
+        allowed: admits,
+        remaining: allowed && admits ? left - cost : left,
+        resetAfterMs: Math.max(0, (entry.resetAt[i] as number) - now),
+        // The exact wait is known only to the store: the next sync is when it can change.
+        retryAfterMs: admits ? 0 : wait,
+        delayMs: 0,
+        reason: admits ? undefined : 'limit-exceeded',
       }
-      if (allowed && cost > 0) entry.pending += cost
-      return entry.remaining.map((left, i) => {
-        const admits = cost <= left
-        if (allowed && admits && cost > 0) entry.remaining[i] = left - cost
-        return {
-          allowed: admits,
-          remaining: allowed && admits ? left - cost : left,
-          resetAfterMs: Math.max(0, (entry.resetAt[i] as number) - now),
-          // The exact wait is known only to the store: the next sync is when it can change.
-          retryAfterMs: admits ? 0 : wait,
-          delayMs: 0,
-          reason: admits ? undefined : 'limit-exceeded',
-        }
-      })
-    },
-    seed(key, verdicts, now) {
-      if (entries.size >= maxKeys) entries.delete(entries.keys().next().value as string)
-      entries.set(key, {
-        remaining: verdicts.map((v) => v.remaining),
-        resetAt: verdicts.map((v) => now + v.resetAfterMs),
-        pending: 0,
-        syncedAt: now,
-        syncing: undefined,
-      })
+    })
+  }
+
+  /** Records the strict verdicts of a first call, which also charged the store. */
+  function seed(key: string, verdicts: readonly RuleVerdict[], now: number): void {
+    if (entries.size >= maxKeys) entries.delete(entries.keys().next().value as string)
+    entries.set(key, {
+      remaining: verdicts.map((v) => v.remaining),
+      resetAt: verdicts.map((v) => now + v.resetAfterMs),
+      pending: 0,
+      syncedAt: now,
+      syncing: undefined,
+    })
+  }
+
+  return {
+    async decide(key, cost, now, shadow, call) {
+      const verdicts = counted(key, cost, now, shadow)
+      if (verdicts !== undefined) return { verdicts, source: 'approximate' }
+      const answer = await call()
+      if (answer.source === 'store') seed(key, answer.verdicts, now)
+      return answer
     },
     async flush(now) {
       const work: Promise<void>[] = []
@@ -121,7 +151,7 @@ export function createApproximate(
   }
 }
 
-/** `approximate` consistency: what a rule's `consistency` holds to count in-process. */
+/** `approximate` consistency: what a rule's `consistency` holds to count in-process (see `approximate`). */
 export interface ApproximateConsistency {
   readonly mode: 'approximate'
   readonly create: typeof createApproximate

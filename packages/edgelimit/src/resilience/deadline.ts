@@ -6,19 +6,34 @@ const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).
 const defer: (f: () => void) => void =
   immediate === undefined ? (f) => void setTimeout(f, 0) : (f) => void immediate(f)
 
-/** Runs store calls under one deadline. */
-export type Deadline = <T>(work: Promise<T>) => Promise<T>
+/** One call on a deadline's clock (see `Deadline.watch`). */
+export interface Watch {
+  readonly at: number
+  settled: boolean
+  readonly fail: (error: Error) => void
+}
+
+/** One deadline's clock, shared by every call (see `createDeadline`). */
+export interface DeadlineClock {
+  /**
+   * Starts one call's clock with no promise of its own, for a caller that settles a promise of
+   * its own anyway (one promise per decision instead of two): `fail` is called with
+   * `ERR_EDGELIMIT_TIMEOUT` after `ms` unless `end` came first.
+   */
+  watch(fail: (error: Error) => void): Watch
+  /** Stops a call's clock: `false` when it had expired already (`fail` was called). */
+  end(watch: Watch): boolean
+}
+
+/** Runs store calls under one deadline (and exposes its clock). */
+export interface Deadline extends DeadlineClock {
+  <T>(work: Promise<T>): Promise<T>
+}
 
 /** A timer handle: an object with `ref`/`unref` in Node and Bun, a number elsewhere. */
 interface Timer {
   ref?: () => unknown
   unref?: () => unknown
-}
-
-interface Pending {
-  readonly at: number
-  settled: boolean
-  readonly fail: (error: Error) => void
 }
 
 /**
@@ -34,24 +49,29 @@ interface Pending {
  * @example const deadline = createDeadline(45); await deadline(store.evaluate(key, 1, now))
  */
 export function createDeadline(ms: number): Deadline {
-  return deadlineOf(ms, true)
+  return callable(deadlineClock(ms, true))
 }
 
-/** `keep`: whether an unref'able timer stays armed once nothing is pending (see createDeadline). */
-function deadlineOf(ms: number, keep: boolean): Deadline {
-  let queue: Pending[] = []
+/**
+ * The clock of `createDeadline(ms)` alone, for a caller that settles a promise of its own (the
+ * remote decision path). `keep`: whether an unref'able timer stays armed once nothing is pending.
+ */
+export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
+  let queue: Watch[] = []
   let head = 0
   // When armed, the timer fires at or before every pending call's deadline: deadlines are `ms`
   // after arrival, so they come in arrival order, and the timer is armed for the oldest.
   let timer: Timer | undefined
   let live = 0
 
-  function settle(p: Pending): void {
+  function settle(p: Watch): void {
     p.settled = true
     if (--live > 0) return
-    // Nothing pending: forget the queue. An unref'd timer may stay armed (it no longer holds the
-    // process, and re-arming one per call costs more than letting it fire once); else it goes.
-    queue.length = 0
+    // Nothing pending: forget the queue (one call at a time: a pop, cheaper than setting the
+    // length). An unref'd timer may stay armed (it no longer holds the process, and re-arming
+    // one per call costs more than letting it fire once); else it goes.
+    if (queue.length === 1) queue.pop()
+    else queue.length = 0
     head = 0
     if (timer === undefined) return
     if (keep && typeof timer.unref === 'function') timer.unref()
@@ -71,7 +91,7 @@ function deadlineOf(ms: number, keep: boolean): Deadline {
     timer = undefined
     const now = monotonic()
     while (head < queue.length) {
-      const p = queue[head] as Pending
+      const p = queue[head] as Watch
       if (!p.settled && p.at > now) break
       head++
       if (!p.settled) {
@@ -88,38 +108,51 @@ function deadlineOf(ms: number, keep: boolean): Deadline {
 
   function arm(now: number): void {
     // Settled calls at the front no longer need the timer.
-    while (head < queue.length && (queue[head] as Pending).settled) head++
+    while (head < queue.length && (queue[head] as Watch).settled) head++
     if (head === queue.length) {
       queue.length = 0
       head = 0
       return
     }
     if (timer === undefined) {
-      timer = setTimeout(expire, Math.max(0, (queue[head] as Pending).at - now)) as Timer
+      timer = setTimeout(expire, Math.max(0, (queue[head] as Watch).at - now)) as Timer
     }
   }
 
-  return <T>(work: Promise<T>): Promise<T> =>
+  function watch(fail: (error: Error) => void): Watch {
+    const now = monotonic()
+    const pending: Watch = { at: now + ms, settled: false, fail }
+    queue.push(pending)
+    // A timer kept armed while idle holds the process again (it fires before this deadline).
+    if (live++ === 0 && timer?.ref !== undefined) timer.ref()
+    if (timer === undefined) arm(now)
+    return pending
+  }
+
+  function end(pending: Watch): boolean {
+    if (pending.settled) return false
+    settle(pending)
+    return true
+  }
+
+  return { watch, end }
+}
+
+/** A clock as a function: each call settles with its work, or rejects when its time is up. */
+function callable(clock: DeadlineClock): Deadline {
+  const deadline = <T>(work: Promise<T>): Promise<T> =>
     new Promise<T>((resolve, reject) => {
-      const now = monotonic()
-      const pending: Pending = { at: now + ms, settled: false, fail: reject }
-      queue.push(pending)
-      // A timer kept armed while idle holds the process again (it fires before this deadline).
-      if (live++ === 0 && timer?.ref !== undefined) timer.ref()
-      if (timer === undefined) arm(now)
+      const pending = clock.watch(reject)
       work.then(
         (value) => {
-          if (pending.settled) return
-          settle(pending)
-          resolve(value)
+          if (clock.end(pending)) resolve(value)
         },
         (error: unknown) => {
-          if (pending.settled) return
-          settle(pending)
-          reject(error)
+          if (clock.end(pending)) reject(error)
         },
       )
     })
+  return Object.assign(deadline, clock)
 }
 
 /**
@@ -127,5 +160,5 @@ function deadlineOf(ms: number, keep: boolean): Deadline {
  * @example await withDeadline(fetchSomething(), 45)
  */
 export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  return deadlineOf(ms, false)(work)
+  return callable(deadlineClock(ms, false))(work)
 }

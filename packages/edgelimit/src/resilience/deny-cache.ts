@@ -4,34 +4,34 @@
  * since admission only becomes possible as time passes (other clients can only push it further
  * out). Bounded, least recently used first.
  */
-export interface DenyCache {
-  /** The instant until which `key` is denied for `cost`, if cached. */
-  until(key: string, cost: number, now: number): number | undefined
-  set(key: string, cost: number, until: number): void
+export interface DenyCache<T> {
+  /** What was cached with `key`'s denial for `cost`, while the denial lasts. */
+  get(key: string, cost: number, now: number): T | undefined
+  set(key: string, cost: number, until: number, value: T): void
   delete(key: string): void
   readonly size: number
 }
 
 /**
  * Creates a denial cache holding at most `maxKeys` keys.
- * @example const cache = createDenyCache(10_000)
+ * @example const cache = createDenyCache<Decision>(10_000)
  */
-export function createDenyCache(maxKeys: number): DenyCache {
-  const entries = new Map<string, { until: number; cost: number }>()
+export function createDenyCache<T>(maxKeys: number): DenyCache<T> {
+  const entries = new Map<string, { until: number; cost: number; value: T }>()
   return {
-    until(key, cost, now) {
+    get(key, cost, now) {
       const e = entries.get(key)
       if (e === undefined) return undefined
       if (e.until <= now) {
         entries.delete(key)
         return undefined
       }
-      return cost === e.cost ? e.until : undefined
+      return cost === e.cost ? e.value : undefined
     },
-    set(key, cost, until) {
+    set(key, cost, until, value) {
       entries.delete(key)
       if (entries.size >= maxKeys) entries.delete(entries.keys().next().value as string)
-      entries.set(key, { until, cost })
+      entries.set(key, { until, cost, value })
     },
     delete(key) {
       entries.delete(key)

@@ -5,10 +5,27 @@ import type { DecisionSource } from '../events.js'
 import type { RuleConfig } from '../options.js'
 import { memoryStore } from '../stores/memory.js'
 import type { BoundRules, Decider, EvaluateOptions, RuleVerdict } from '../stores/types.js'
-import { createApproximate } from './approximate.js'
+import type { ApproximateConsistency, StoreAnswer } from './approximate.js'
 import { createBreaker } from './breaker.js'
-import { createDeadline } from './deadline.js'
+import { deadlineClock } from './deadline.js'
 import { createDenyCache } from './deny-cache.js'
+
+/** What a store call ends in: `ok` maps the store's verdicts, `fail` the rules' fallbacks. */
+interface Outcome<T> {
+  ok(key: string, cost: number, now: number, mask: number, verdicts: readonly RuleVerdict[]): T
+  fail(g: Group, key: string, cost: number, now: number, mask: number, error: unknown): T
+}
+
+const FORCE: EvaluateOptions = Object.freeze({ force: true })
+const BREAKER_OPEN = /* @__PURE__ */ new EdgelimitError('ERR_EDGELIMIT_STORE', 'The store breaker is open')
+
+/** An approximate sync's verdicts; its failure is the sync's (nothing falls back). */
+const SYNC: Outcome<readonly RuleVerdict[]> = {
+  ok: (_key, _cost, _now, _mask, verdicts) => verdicts,
+  fail(_g, _key, _cost, _now, _mask, error) {
+    throw error
+  },
+}
 
 /** A group of rules decided the same way, and where their verdicts go in the decision. */
 interface Group {
@@ -64,47 +81,23 @@ export const remoteDecider: Decider = (context) => {
     config.breaker === undefined
       ? undefined
       : createBreaker(config.breaker, (state) => emit?.({ type: 'breaker', state }))
-  const cache = allStrict && config.denyCacheKeys > 0 ? createDenyCache(config.denyCacheKeys) : undefined
-  const deadline = config.timeoutMs === undefined ? undefined : createDeadline(config.timeoutMs)
+  const cache =
+    allStrict && config.denyCacheKeys > 0
+      ? createDenyCache<{ decision: Decision; at: number }>(config.denyCacheKeys)
+      : undefined
+  const deadline = config.timeoutMs === undefined ? undefined : deadlineClock(config.timeoutMs, true)
   const approx =
     approxGroup === undefined
       ? undefined
-      : createApproximate(
-          guarded(approxGroup.bound),
-          approxIndex.length,
-          Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
-          100_000,
-          (error) => emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: 0 }),
-        )
+      : // The counter comes with the rules' `approximate` (an import), not with this module.
+        ((rules[approxIndex[0] as number] as RuleConfig).approximate as ApproximateConsistency).create({
+          // Syncs: forced charges through the breaker and the deadline, their failures reported
+          // like decisions' (a failed sync keeps its batch for the next one).
+          sync: (key, cost, now) => attempt(approxGroup, key, cost, now, 0, SYNC, FORCE),
+          rules: approxIndex.length,
+          intervalMs: Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
+        })
 
-  const recordOk = (verdicts: readonly RuleVerdict[]) => {
-    // A success's time is never read: it closes a half-open breaker and only ever counts.
-    breaker?.record(true, 0)
-    return verdicts
-  }
-  const recordFailure = (error: unknown): never => {
-    breaker?.record(false, clock.now())
-    throw error
-  }
-
-  /** One store call under the deadline, its outcome recorded by the breaker (asked first). */
-  function run(bound: BoundRules, key: string, cost: number, now: number, options?: EvaluateOptions) {
-    const work = bound.evaluate(key, cost, now, options)
-    const timed = deadline === undefined ? work : deadline(work)
-    return breaker === undefined ? timed : timed.then(recordOk, recordFailure)
-  }
-
-  /** Approximate syncs go through the same breaker and deadline as decisions. */
-  function guarded(bound: BoundRules): BoundRules {
-    return {
-      evaluate: (key, cost, now, options) =>
-        breaker !== undefined && !breaker.allow(now)
-          ? Promise.reject(new EdgelimitError('ERR_EDGELIMIT_STORE', 'The store breaker is open'))
-          : run(bound, key, cost, now, options),
-      reset: (key) => bound.reset(key),
-    }
-  }
-  const cached = new Map<string, { decision: Decision; at: number }>()
   const untouched = (i: number): RuleVerdict => ({
     allowed: true,
     remaining: limitOf(rules[i] as RuleConfig),
@@ -149,72 +142,128 @@ export const remoteDecider: Decider = (context) => {
     return out
   }
 
-  /** One store call under the breaker and the deadline; per-rule fallback when it fails. */
-  async function call(g: Group, key: string, cost: number, now: number, mask: number) {
-    if (breaker !== undefined && !breaker.allow(now)) {
-      emit?.({ type: 'store-error', kind: 'breaker-open', latencyMs: 0 })
-      return { verdicts: fallback(g, key, cost, now, mask), ok: false }
-    }
-    const started = emit === undefined ? 0 : monotonic()
-    try {
-      const verdicts = await run(g.bound, key, cost, now, mask === 0 ? undefined : { shadow: mask })
-      emit?.({ type: 'store-latency', ms: monotonic() - started })
-      return { verdicts, ok: true }
-    } catch (error) {
-      emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: monotonic() - started })
-      return { verdicts: fallback(g, key, cost, now, mask), ok: false }
-    }
-  }
-
   function decide(key: string, cost: number): Promise<Decision> {
     try {
       const now = clock.now()
       const shadow = shadowOf(key)
       if (cache !== undefined && cost > 0) {
-        const until = cache.until(key, cost, now)
-        const hit = until === undefined ? undefined : cached.get(key)
+        const hit = cache.get(key, cost, now)
         if (hit !== undefined) return Promise.resolve(report(key, aged(hit.decision, now - hit.at), 'cache'))
       }
       return strict !== undefined && allStrict
-        ? decideStrict(strict, key, cost, now, shadow)
+        ? attempt(strict, key, cost, now, shadow, STRICT)
         : decideMixed(key, cost, now, shadow)
     } catch (error) {
       return Promise.reject(error)
     }
   }
 
+  /** A strict decision: from the store's verdicts, or from each rule's fallback. */
+  const STRICT: Outcome<Decision> = {
+    ok(key, cost, now, shadow, verdicts) {
+      const decision = build(verdicts, shadow)
+      if (cache !== undefined && !decision.allowed && Number.isFinite(decision.retryAfterMs))
+        cache.set(key, cost, now + decision.retryAfterMs, { decision, at: now })
+      return report(key, decision, 'store')
+    },
+    fail: (g, key, cost, now, shadow) =>
+      report(key, build(fallback(g, key, cost, now, shadow), shadow), 'fallback'),
+  }
+
+  /** A group's verdicts, for a decision with several groups. */
+  const GROUP: Outcome<StoreAnswer> = {
+    ok: (_key, _cost, _now, _mask, verdicts) => ({ verdicts, source: 'store' }),
+    fail: (g, key, cost, now, mask) => ({ verdicts: fallback(g, key, cost, now, mask), source: 'fallback' }),
+  }
+
   /**
-   * The common case, every rule strict: one store call; `run`, `call` and the decision's building
-   * fused into one continuation (no async frames between the store's answer and the decision).
+   * One store call for group `g`: the breaker is asked first, the outcome recorded by it; the
+   * store's answer and the deadline race to settle one promise (the deadline has no promise of
+   * its own), and `outcome` turns the verdicts — or, when the store failed or missed the deadline,
+   * each rule's fallback — into the result. No async frames and no closures per call but the
+   * deadline's: this is every strict decision's path.
    */
-  function decideStrict(g: Group, key: string, cost: number, now: number, shadow: number): Promise<Decision> {
+  function attempt<T>(
+    g: Group,
+    key: string,
+    cost: number,
+    now: number,
+    mask: number,
+    outcome: Outcome<T>,
+    options: EvaluateOptions | undefined = mask === 0 ? undefined : { shadow: mask },
+  ): Promise<T> {
     if (breaker !== undefined && !breaker.allow(now)) {
       emit?.({ type: 'store-error', kind: 'breaker-open', latencyMs: 0 })
-      return Promise.resolve(report(key, build(fallback(g, key, cost, now, shadow), shadow), 'fallback'))
+      // Settled by the outcome: a throw (a sync's) is a rejection.
+      return new Promise<T>((resolve) => resolve(outcome.fail(g, key, cost, now, mask, BREAKER_OPEN)))
     }
     const started = emit === undefined ? 0 : monotonic()
-    const answered = (verdicts: readonly RuleVerdict[]): Decision => {
-      breaker?.record(true, now)
-      emit?.({ type: 'store-latency', ms: monotonic() - started })
-      const decision = build(verdicts, shadow)
-      if (cache !== undefined && !decision.allowed && Number.isFinite(decision.retryAfterMs)) {
-        remember(key, cost, now, decision)
-      }
-      return report(key, decision, 'store')
-    }
-    const failed = (error: unknown): Decision => {
-      breaker?.record(false, clock.now())
-      emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: monotonic() - started })
-      return report(key, build(fallback(g, key, cost, now, shadow), shadow), 'fallback')
-    }
     let work: Promise<readonly RuleVerdict[]>
     try {
-      work = g.bound.evaluate(key, cost, now, shadow === 0 ? undefined : { shadow })
+      work = g.bound.evaluate(key, cost, now, options)
     } catch (error) {
       // A store that throws instead of rejecting fails like one that rejects.
       work = Promise.reject(error)
     }
-    return (deadline === undefined ? work : deadline(work)).then(answered, failed)
+    if (deadline === undefined) {
+      return work.then(
+        (verdicts) => answered(key, cost, now, mask, started, verdicts, outcome),
+        (error: unknown) => failed(g, key, cost, now, mask, started, error, outcome),
+      )
+    }
+    const timer = deadline
+    return new Promise<T>((resolve, reject) => {
+      const fail = (error: unknown) => {
+        try {
+          resolve(failed(g, key, cost, now, mask, started, error, outcome))
+        } catch (thrown) {
+          reject(thrown)
+        }
+      }
+      const watch = timer.watch(fail)
+      work.then(
+        (verdicts) => {
+          if (!timer.end(watch)) return
+          try {
+            resolve(answered(key, cost, now, mask, started, verdicts, outcome))
+          } catch (thrown) {
+            reject(thrown)
+          }
+        },
+        (error: unknown) => {
+          if (timer.end(watch)) fail(error)
+        },
+      )
+    })
+  }
+
+  function answered<T>(
+    key: string,
+    cost: number,
+    now: number,
+    mask: number,
+    started: number,
+    verdicts: readonly RuleVerdict[],
+    outcome: Outcome<T>,
+  ): T {
+    breaker?.record(true, now)
+    emit?.({ type: 'store-latency', ms: monotonic() - started })
+    return outcome.ok(key, cost, now, mask, verdicts)
+  }
+
+  function failed<T>(
+    g: Group,
+    key: string,
+    cost: number,
+    now: number,
+    mask: number,
+    started: number,
+    error: unknown,
+    outcome: Outcome<T>,
+  ): T {
+    breaker?.record(false, clock.now())
+    emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: monotonic() - started })
+    return outcome.fail(g, key, cost, now, mask, error)
   }
 
   async function decideMixed(key: string, cost: number, now: number, shadow: number): Promise<Decision> {
@@ -236,36 +285,25 @@ export const remoteDecider: Decider = (context) => {
     }
     if (approx !== undefined && approxGroup !== undefined) {
       const mask = sub(shadow, approxIndex)
-      let vs: readonly RuleVerdict[] | undefined = approx.decide(key, cost, now, mask)
-      if (vs === undefined) {
-        const result = await call(approxGroup, key, cost, now, mask)
-        vs = result.verdicts
-        if (result.ok) approx.seed(key, result.verdicts, now)
-        else source = 'fallback'
-      } else source = 'approximate'
-      place(approxIndex, vs)
-      if (blocks(vs, mask)) return report(key, build(verdicts, shadow), source)
+      const answer = await approx.decide(key, cost, now, mask, () =>
+        attempt(approxGroup, key, cost, now, mask, GROUP),
+      )
+      source = answer.source
+      place(approxIndex, answer.verdicts)
+      if (blocks(answer.verdicts, mask)) return report(key, build(verdicts, shadow), source)
     }
     if (strict !== undefined) {
-      const result = await call(strict, key, cost, now, sub(shadow, strictIndex))
-      place(strictIndex, result.verdicts)
-      if (!result.ok) source = 'fallback'
+      const answer = await attempt(strict, key, cost, now, sub(shadow, strictIndex), GROUP)
+      place(strictIndex, answer.verdicts)
+      if (answer.source === 'fallback') source = 'fallback'
     }
     return report(key, build(verdicts, shadow), source)
-  }
-
-  function remember(key: string, cost: number, now: number, decision: Decision): void {
-    if (cache === undefined) return
-    cache.set(key, cost, now + decision.retryAfterMs)
-    cached.set(key, { decision, at: now })
-    if (cached.size > config.denyCacheKeys) cached.delete(cached.keys().next().value as string)
   }
 
   return {
     decide,
     reset(key) {
       cache?.delete(key)
-      cached.delete(key)
       return Promise.all([
         strict?.bound.reset(key),
         approxGroup?.bound.reset(key),

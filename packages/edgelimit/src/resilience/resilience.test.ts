@@ -49,15 +49,15 @@ describe('circuit breaker', () => {
 
 describe('denial cache', () => {
   it('answers the same cost until the retry time, bounded and least recently used first', () => {
-    const cache = createDenyCache(2)
-    cache.set('a', 1, 100)
-    expect(cache.until('a', 1, 50)).toBe(100)
-    expect(cache.until('a', 2, 50)).toBeUndefined()
-    expect(cache.until('a', 1, 100)).toBeUndefined()
-    cache.set('a', 1, 100)
-    cache.set('b', 1, 100)
-    cache.set('c', 1, 100)
-    expect([cache.size, cache.until('a', 1, 0), cache.until('c', 1, 0)]).toEqual([2, undefined, 100])
+    const cache = createDenyCache<string>(2)
+    cache.set('a', 1, 100, 'A')
+    expect(cache.get('a', 1, 50)).toBe('A')
+    expect(cache.get('a', 2, 50)).toBeUndefined()
+    expect(cache.get('a', 1, 100)).toBeUndefined()
+    cache.set('a', 1, 100, 'A')
+    cache.set('b', 1, 100, 'B')
+    cache.set('c', 1, 100, 'C')
+    expect([cache.size, cache.get('a', 1, 0), cache.get('c', 1, 0)]).toEqual([2, undefined, 'C'])
   })
 })
 
@@ -118,6 +118,29 @@ describe('deadline', () => {
     await slow
     expect(outcome).toBe('ERR_EDGELIMIT_TIMEOUT')
     // Nothing pending any more: once fired, the timer is not re-armed.
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
+  it('watch/end: a call ended in time never fails; one past its deadline fails once and cannot end', async () => {
+    vi.useFakeTimers()
+    const deadline = createDeadline(45)
+    const failures: string[] = []
+    const early = deadline.watch((e) => failures.push(`early ${(e as { code?: string }).code}`))
+    await vi.advanceTimersByTimeAsync(10)
+    const late = deadline.watch((e) => failures.push(`late ${(e as { code?: string }).code}`))
+    expect(deadline.end(early)).toBe(true)
+    expect(deadline.end(early)).toBe(false)
+    await vi.advanceTimersByTimeAsync(44)
+    expect(failures).toEqual([])
+    await vi.advanceTimersByTimeAsync(1) // late expires at 10 + 45
+    expect(failures).toEqual(['late ERR_EDGELIMIT_TIMEOUT'])
+    expect(deadline.end(late)).toBe(false)
+    // The promise form and watch share one clock: still one timer.
+    const hanging = deadline(new Promise(() => {})).catch(() => {})
+    deadline.watch(() => {})
+    expect(vi.getTimerCount()).toBe(1)
+    await vi.advanceTimersByTimeAsync(45)
+    await hanging
     expect(vi.getTimerCount()).toBe(0)
   })
 

@@ -27,6 +27,7 @@ describe('built package', () => {
           "ConfigError",
           "EdgelimitError",
           "algorithmSpec",
+          "approximate",
           "coarseClock",
           "createLimiter",
           "fixedWindow",
