@@ -1,6 +1,6 @@
 import { createRateLimitCore, type HttpVerdict, type RateLimitOptions } from '../http/rate-limit.js'
 import { fromNodeRequest, type NodeRequestLike } from './node-io.js'
-import { sleep } from './shared.js'
+import { lowerName, sleep } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
 export interface FastifyRequestLike {
@@ -55,7 +55,7 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
         if (verdict.action === 'respond' && verdict.response !== undefined) {
           const answer = verdict.response
           reply.code(answer.status)
-          for (const [name, value] of answer.headers) reply.header(name, value)
+          for (const [name, value] of answer.headers) reply.header(lowerName(name), value)
           // Bytes, not a string: Fastify would append `; charset=utf-8` to a JSON content type.
           // Answered from the hook: `done` is not called.
           reply.send(encoder.encode(answer.body))
@@ -64,7 +64,7 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
         const headers = verdict.headers
         for (let i = 0; i < headers.length; i++) {
           const h = headers[i] as readonly [string, string]
-          reply.header(h[0], h[1])
+          reply.header(lowerName(h[0]), h[1])
         }
       } catch (error) {
         done(error as Error)

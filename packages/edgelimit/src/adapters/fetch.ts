@@ -46,21 +46,29 @@ export function bunPeer(
 /** A Response for an answer from the HTTP layer. */
 function toResponse(answer: HttpAnswer): Response {
   const headers = new Headers()
-  for (const [name, value] of answer.headers) headers.set(name, value)
+  setAll(headers, answer.headers)
   return new Response(answer.body, { status: answer.status, headers })
+}
+
+/** Sets each field on `target` (an indexed loop: no iterator or destructuring per field). */
+function setAll(target: Headers, headers: readonly (readonly [string, string])[]): void {
+  for (let i = 0; i < headers.length; i++) {
+    const h = headers[i] as readonly [string, string]
+    target.set(h[0], h[1])
+  }
 }
 
 /** `response` with `headers` set; a copy when its headers are immutable (e.g. from `fetch()`). */
 function withHeaders(response: Response, headers: readonly (readonly [string, string])[]): Response {
   if (headers.length === 0) return response
-  let target = response
   try {
-    for (const [name, value] of headers) target.headers.set(name, value)
+    setAll(response.headers, headers)
+    return response
   } catch {
-    target = new Response(response.body, response)
-    for (const [name, value] of headers) target.headers.set(name, value)
+    const copy = new Response(response.body, response)
+    setAll(copy.headers, headers)
+    return copy
   }
-  return target
 }
 
 /**
@@ -92,7 +100,9 @@ export function withRateLimit<Rest extends unknown[]>(
 
   return (request, ...rest) => {
     try {
-      const verdict = core.run(new FetchRequest(request, peer?.(request, ...rest) ?? undefined))
+      const verdict = core.run(
+        new FetchRequest(request, peer === undefined ? undefined : (peer(request, ...rest) ?? undefined)),
+      )
       if (verdict instanceof Promise) return verdict.then((v) => apply(v, request, rest))
       return Promise.resolve(apply(verdict, request, rest))
     } catch (error) {

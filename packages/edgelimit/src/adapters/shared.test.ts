@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { pathOf, urlPath } from './shared.js'
+import { lowerName, pathOf, urlPath } from './shared.js'
 
 describe('urlPath', () => {
   it('is new URL(url).pathname for every serialised URL (property)', () => {
@@ -49,5 +49,27 @@ describe('pathOf', () => {
       '*',
     ])
     expect(pathOf(undefined)).toBe('/')
+  })
+})
+
+describe('lowerName', () => {
+  it('is name.toLowerCase(), cached or not (property)', () => {
+    for (const name of [
+      'RateLimit',
+      'RateLimit-Policy',
+      'X-RateLimit-Reset',
+      'retry-after',
+      '__proto__',
+      '123',
+    ])
+      expect([lowerName(name), lowerName(name)]).toEqual([name.toLowerCase(), name.toLowerCase()])
+    // Well past the cache's 64 entries: the uncached path answers the same.
+    fc.assert(
+      fc.property(fc.string(), (name) => {
+        expect(lowerName(name)).toBe(name.toLowerCase())
+        expect(lowerName(name)).toBe(name.toLowerCase())
+      }),
+      { numRuns: 300 },
+    )
   })
 })

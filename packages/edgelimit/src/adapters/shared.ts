@@ -3,6 +3,24 @@ export function sleep(ms: number): Promise<void> {
   return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : Promise.resolve()
 }
 
+const lowerNames = new Map<string, string>()
+
+/**
+ * A field name in lower case, as `Headers` and Fastify's `reply.header` store it (and send it):
+ * passing it lower case already spares them a new string per field, and the name is a property
+ * or map key they have seen before. Names are the HTTP layer's few constants (and an
+ * `onLimited` answer's), so the cache stays small; it stops growing at 64 entries.
+ */
+export function lowerName(name: string): string {
+  let lower = lowerNames.get(name)
+  if (lower === undefined) {
+    // Keys come back internalized: later stores under this exact string take the fast path.
+    lower = Object.keys({ [name.toLowerCase()]: 0 })[0] as string
+    if (lowerNames.size < 64) lowerNames.set(name, lower)
+  }
+  return lower
+}
+
 /** The path of a request target (`/a/b?x=1` → `/a/b`); `/` when there is none. */
 export function pathOf(target: string | undefined): string {
   if (target === undefined || target === '') return '/'
