@@ -71,8 +71,10 @@ describe('a coalesced batch ≡ the same calls one at a time', () => {
           }).rules
           const prefix = `co${run++}`
           const reference = memoryStore().bind(rules)
-          const batched = redisStore({ client: fixture.client, clock: 'client', prefix }).bind(rules)
-          // Every call issued in this tick: one EVALSHA (60 < maxBatch), decided in order.
+          const batched = redisStore({ client: fixture.client, clock: 'client', prefix, maxBatch: 64 }).bind(
+            rules,
+          )
+          // Every call issued in this tick: one EVALSHA (60 < maxBatch 64), decided in order.
           let t = t0
           const times = calls.map((c) => {
             t += c.dt

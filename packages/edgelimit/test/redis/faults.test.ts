@@ -29,10 +29,10 @@ const rules = [
 
 describe('round trips', () => {
   // At most one command per decision: one each without coalescing; with it (the default), the
-  // 200 decisions issued in one tick share ⌈200 / 64⌉ = 4 EVALSHAs (maxBatch 64).
+  // 200 decisions issued in one tick share ⌈200 / 8⌉ = 25 EVALSHAs (maxBatch 8, the default).
   it.each([
     { coalesce: false, evalsha: 200 },
-    { coalesce: true, evalsha: 4 },
+    { coalesce: true, evalsha: 25 },
   ])(
     '200 decisions, coalesce: $coalesce → $evalsha EVALSHA and nothing else (INFO commandstats)',
     async ({ coalesce, evalsha }) => {

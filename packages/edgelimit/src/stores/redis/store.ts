@@ -28,9 +28,10 @@ export interface RedisStoreOptions {
    */
   coalesce?: boolean
   /**
-   * The most decisions one coalesced `EVALSHA` carries: bounds how long one script call holds the
-   * server (a full batch runs for roughly 0.2–0.6 ms) and lets the client read the first replies
-   * while Redis runs the next batch. @default 64
+   * The most decisions one coalesced `EVALSHA` carries. Smaller batches let the client decode one
+   * reply while Redis runs the next batch (the two overlap on the connection); larger ones save
+   * commands. 8 measured best at 16 and 256 in flight (bench:redis; docs/stores/redis.md).
+   * @default 8
    */
   maxBatch?: number
 }
@@ -73,7 +74,7 @@ export function redisStore(options: RedisStoreOptions): Store {
   if (typeof coalesce !== 'boolean') {
     throw new TypeError(`Expected \`coalesce\` to be a boolean, got \`${String(coalesce)}\``)
   }
-  const maxBatch = options.maxBatch ?? 64
+  const maxBatch = options.maxBatch ?? 8
   if (!Number.isSafeInteger(maxBatch) || maxBatch < 1) {
     throw new TypeError(`Expected \`maxBatch\` to be a positive integer, got \`${String(maxBatch)}\``)
   }
