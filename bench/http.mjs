@@ -67,6 +67,9 @@ function parseArgs(argv) {
     connections: Number(value('--connections', 50)),
     tool,
     dist: value('--dist', undefined),
+    // The server on CPU 1 and wrk on CPU 0 (taskset), so that neither migrates onto the other's
+    // CPU mid-run; `--no-pin` lets the scheduler place them.
+    pin: !argv.includes('--no-pin') && os.cpus().length >= 2 && hasTaskset(),
   }
 }
 
@@ -105,9 +108,20 @@ async function snapshotEdgelimit(from) {
   }
 }
 
+function hasTaskset() {
+  try {
+    execFileSync('taskset', ['-c', '0', 'true'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
 /** Starts one server process; resolves { port, send(command) → reply, stop() }. */
-async function startServer(spec) {
-  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), SERVER, JSON.stringify(spec)], {
+async function startServer(spec, pin) {
+  const argv = [...(spec.nodeArgs ?? []), SERVER, JSON.stringify(spec)]
+  const [command, args] = pin ? ['taskset', ['-c', '1', process.execPath, ...argv]] : [process.execPath, argv]
+  const child = spawn(command, args, {
     cwd: ROOT,
     stdio: ['pipe', 'pipe', 'inherit'],
   })
@@ -135,13 +149,14 @@ async function startServer(spec) {
 }
 
 async function runCase(spec, opts) {
-  const server = await startServer(spec)
+  const server = await startServer(spec, opts.pin)
   try {
     const load = opts.tool === 'wrk' ? wrk : autocannon
     const target = {
       url: `http://127.0.0.1:${server.port}/`,
       connections: opts.connections,
       alternate: spec.scenario === 'deny',
+      ...(opts.pin && opts.tool === 'wrk' ? { cpu: 0 } : {}),
     }
     if (opts.warmup > 0) await load({ ...target, duration: opts.warmup })
     await server.send('mark')

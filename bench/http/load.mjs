@@ -40,14 +40,17 @@ function seconds(value, unit) {
  * Runs wrk for `duration` s with `connections` connections on one thread. Returns
  * { requests, seconds, rps, non2xx, errors, latencyP50Ms, latencyP99Ms }.
  */
-export async function wrk({ url, connections, duration, alternate }) {
+export async function wrk({ url, connections, duration, alternate, cpu }) {
   const args = ['-t1', `-c${connections}`, `-d${duration}s`, '--latency']
   if (alternate) {
     luaFile ??= path.join(mkdtempSync(path.join(os.tmpdir(), 'edgelimit-wrk-')), 'alternate.lua')
     writeFileSync(luaFile, ALTERNATE_LUA)
     args.push('-s', luaFile)
   }
-  const { stdout } = await run('wrk', [...args, url], { maxBuffer: 1 << 20 })
+  // `cpu`: run wrk on that CPU only (taskset), away from the server's.
+  const command =
+    cpu === undefined ? ['wrk', [...args, url]] : ['taskset', ['-c', String(cpu), 'wrk', ...args, url]]
+  const { stdout } = await run(command[0], command[1], { maxBuffer: 1 << 20 })
   const total = /(\d+) requests in ([\d.]+)(us|ms|s|m)/.exec(stdout)
   if (total === null) throw new Error(`unexpected wrk output:\n${stdout}`)
   const errors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout)
