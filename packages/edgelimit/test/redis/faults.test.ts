@@ -29,7 +29,8 @@ const rules = [
 
 describe('round trips', () => {
   // At most one command per decision: one each without coalescing; with it (the default), the
-  // 200 decisions issued in one tick share ⌈200 / 8⌉ = 25 EVALSHAs (maxBatch 8, the default).
+  // 200 decisions issued in one tick share ⌈200 / 8⌉ = 25 EVALSHAs (maxBatch 8, the default for
+  // ioredis without auto-pipelining).
   it.each([
     { coalesce: false, evalsha: 200 },
     { coalesce: true, evalsha: 25 },

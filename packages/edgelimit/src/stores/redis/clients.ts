@@ -6,6 +6,11 @@ export interface ScriptClient {
   readonly kind: 'ioredis' | 'node-redis' | 'upstash'
   /** A Redis Cluster client: one script call may only carry keys of one slot. */
   readonly cluster: boolean
+  /**
+   * Sends the commands of one tick together (node-redis, ioredis with `enableAutoPipelining`) or
+   * as one HTTP request each (Upstash), rather than writing each as it is issued.
+   */
+  readonly pipelined: boolean
   evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>
   eval(script: string, keys: string[], args: string[]): Promise<unknown>
   del(keys: string[]): Promise<unknown>
@@ -36,6 +41,7 @@ export function toScriptClient(client: unknown): ScriptClient {
     return {
       kind: 'node-redis',
       cluster: has(c, 'getSlotMaster'),
+      pipelined: true,
       evalsha: (sha, keys, args) => call(c, 'evalSha', sha, { keys, arguments: args }),
       eval: (script, keys, args) => call(c, 'eval', script, { keys, arguments: args }),
       del: (keys) => call(c, 'del', keys),
@@ -46,6 +52,7 @@ export function toScriptClient(client: unknown): ScriptClient {
     return {
       kind: 'upstash',
       cluster: false,
+      pipelined: true,
       evalsha: (sha, keys, args) => call(c, 'evalsha', sha, keys, args),
       eval: (script, keys, args) => call(c, 'eval', script, keys, args),
       del: (keys) => call(c, 'del', ...keys),
@@ -58,6 +65,7 @@ export function toScriptClient(client: unknown): ScriptClient {
     return {
       kind: 'ioredis',
       cluster: c.isCluster === true,
+      pipelined: (c.options as { enableAutoPipelining?: unknown } | undefined)?.enableAutoPipelining === true,
       evalsha: (sha, keys, args) => evalsha.call(c, sha, keys.length, keys, args),
       eval: (script, keys, args) => call(c, 'eval', script, keys.length, keys, args),
       del: (keys) => call(c, 'del', ...keys),

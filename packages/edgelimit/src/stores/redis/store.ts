@@ -28,10 +28,12 @@ export interface RedisStoreOptions {
    */
   coalesce?: boolean
   /**
-   * The most decisions one coalesced `EVALSHA` carries. Smaller batches let the client decode one
-   * reply while Redis runs the next batch (the two overlap on the connection); larger ones save
-   * commands. 8 measured best at 16 and 256 in flight (bench:redis; docs/stores/redis.md).
-   * @default 8
+   * The most decisions one coalesced `EVALSHA` carries. Where the client writes each command as
+   * it is issued (ioredis without `enableAutoPipelining`), small batches let it decode one reply
+   * while Redis runs the next batch; where it sends a tick's commands together (node-redis,
+   * ioredis with auto-pipelining) or pays an HTTP request per command (Upstash), fewer, larger
+   * batches win (bench:redis; docs/stores/redis.md).
+   * @default 8 for ioredis without auto-pipelining, else 64
    */
   maxBatch?: number
 }
@@ -74,7 +76,7 @@ export function redisStore(options: RedisStoreOptions): Store {
   if (typeof coalesce !== 'boolean') {
     throw new TypeError(`Expected \`coalesce\` to be a boolean, got \`${String(coalesce)}\``)
   }
-  const maxBatch = options.maxBatch ?? 8
+  const maxBatch = options.maxBatch ?? (client.pipelined ? 64 : 8)
   if (!Number.isSafeInteger(maxBatch) || maxBatch < 1) {
     throw new TypeError(`Expected \`maxBatch\` to be a positive integer, got \`${String(maxBatch)}\``)
   }
