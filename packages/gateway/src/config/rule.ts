@@ -1,15 +1,10 @@
 import {
   type AlgorithmSpec,
+  algorithmSpec,
   ConfigError,
   type ConsistencyMode,
   createLimiter,
-  fixedWindow,
-  gcra,
-  leakyBucket,
   type StoreErrorMode,
-  slidingLog,
-  slidingWindow,
-  tokenBucket,
 } from 'edgelimit'
 import { describe } from '../library.js'
 import type { Checker } from './checker.js'
@@ -210,16 +205,7 @@ function checkParams(c: Checker, path: Path, o: Record<string, unknown>, algorit
 function spec(algorithm: AlgorithmName, params: Record<string, unknown>): AlgorithmSpec {
   const { shape, ...options } = params
   if (algorithm === 'leaky-bucket') options.mode = shape === true ? 'shape' : 'police'
-  return FACTORIES[algorithm](options as never)
-}
-
-const FACTORIES = {
-  'fixed-window': fixedWindow,
-  'sliding-log': slidingLog,
-  'sliding-window': slidingWindow,
-  'token-bucket': tokenBucket,
-  'leaky-bucket': leakyBucket,
-  gcra,
+  return algorithmSpec({ algorithm, options })
 }
 
 function readTiers(
