@@ -31,7 +31,7 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { autocannon, wrk, wrkVersion } from './http/load.mjs'
-import { table } from './lib/machine.mjs'
+import { hasTaskset, table } from './lib/machine.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SELF), '..')
@@ -105,15 +105,6 @@ async function snapshotEdgelimit(from) {
       hash.update(readFileSync(path.join(dir, file)))
     }
     return { dir, hash: hash.digest('hex').slice(0, 16) }
-  }
-}
-
-function hasTaskset() {
-  try {
-    execFileSync('taskset', ['-c', '0', 'true'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
   }
 }
 

@@ -3,7 +3,7 @@
 //
 //   npm run bench:redis                       (builds edgelimit first)
 //   node bench/redis.mjs [--quick] [--only <substring>] [--modes default,auto] [--no-write]
-//                        [--cpu-prof-dir <dir>]
+//                        [--cpu-prof-dir <dir>] [--no-pin]
 //
 // The parent process starts its own redis-server on a free 127.0.0.1 port (no persistence) and
 // kills it by PID at the end, on error and on SIGINT/SIGTERM/SIGHUP. It only plans, resets Redis
@@ -22,15 +22,26 @@
 // e.g. `--only fixed-window` (edgelimit, raw and the coalesce: false row on the fixed window) or
 // `--only hot` (the hot blocked key alone).
 //
+// With 2 or more CPUs and taskset, redis-server runs on CPU 1 and every child on CPU 0, so that
+// neither migrates onto the other's CPU mid-slice (`--no-pin` lets the scheduler place them).
+//
 // Writes bench/results/redis-<YYYY-MM-DD>.json and .md (UTC date).
 
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { dirtyText, ROOT, runMeta, snapshotEdgelimit, table, writeResults } from './lib/machine.mjs'
+import {
+  dirtyText,
+  hasTaskset,
+  ROOT,
+  runMeta,
+  snapshotEdgelimit,
+  table,
+  writeResults,
+} from './lib/machine.mjs'
 import { HOST, installCleanup, owned, tempDirs } from './lib/processes.mjs'
 import { redisCommand, startRedis } from './lib/redis-server.mjs'
 
@@ -67,9 +78,11 @@ const TIMING = {
  * differ by far more than the 10 % the target is about.
  */
 const PAIRED = {
-  full: { pairs: 6, sliceMs: 100, warmMs: 50 },
-  quick: { pairs: 2, sliceMs: 60, warmMs: 30 },
+  full: { pairs: 6, sliceMs: 100, warmMs: 50, oneInFlightSliceMs: 300 },
+  quick: { pairs: 2, sliceMs: 60, warmMs: 30, oneInFlightSliceMs: 60 },
 }
+/** CPU pinning (see the header): set by the parent, passed to each child's spawn. */
+let pinned = false
 /** Before the levels: one call per key at 64 in flight (creates every key's state, loads scripts). */
 const WARMUP_CONCURRENCY = 64
 /** Target (1): decisions counted in steady state, and after SCRIPT FLUSH (cold), at 16 in flight. */
@@ -539,7 +552,9 @@ async function pairedChild(spec) {
       const pair = {}
       for (const who of i % 2 === 0 ? ['edgelimit', 'raw'] : ['raw', 'edgelimit']) {
         const cpu0 = process.cpuUsage()
-        const run = await closedLoop(sides[who], { concurrency: level, ms: p.sliceMs })
+        // At 1 in flight a 100 ms slice holds under a thousand calls: longer slices there.
+        const ms = level === 1 ? p.oneInFlightSliceMs : p.sliceMs
+        const run = await closedLoop(sides[who], { concurrency: level, ms })
         const cpu = process.cpuUsage(cpu0)
         pair[who] = {
           calls: run.calls,
@@ -790,7 +805,11 @@ function runChild(spec, { cpuProfDir } = {}) {
     )
   }
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...flags, SELF, '--child', JSON.stringify(spec)], {
+    const argv = [...flags, SELF, '--child', JSON.stringify(spec)]
+    const [command, args] = pinned
+      ? ['taskset', ['-c', '0', process.execPath, ...argv]]
+      : [process.execPath, argv]
+    const child = spawn(command, args, {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
     })
@@ -905,6 +924,7 @@ async function parent(argv) {
     write: !argv.includes('--no-write'),
     only: argv.includes('--only') ? argv[argv.indexOf('--only') + 1] : undefined,
     modes: argv.includes('--modes') ? argv[argv.indexOf('--modes') + 1].split(',') : Object.keys(MODES),
+    pin: !argv.includes('--no-pin') && os.cpus().length >= 2 && hasTaskset(),
     cpuProfDir: argv.includes('--cpu-prof-dir')
       ? path.resolve(argv[argv.indexOf('--cpu-prof-dir') + 1])
       : undefined,
@@ -917,6 +937,11 @@ async function parent(argv) {
   const snapshot = await snapshotEdgelimit(['redis'], tempDirs)
   const redis = await startRedis()
   process.stderr.write(`redis-server pid ${redis.pid} on ${HOST}:${redis.port}\n`)
+  if (opts.pin) {
+    // taskset execs the child (same PID); redis-server is moved once it runs.
+    execFileSync('taskset', ['-pc', '1', String(redis.pid)], { stdio: 'ignore' })
+    pinned = true
+  }
   const { Redis } = await import('ioredis')
   const admin = new Redis({ host: HOST, port: redis.port, lazyConnect: true })
   await admin.connect()
@@ -1513,6 +1538,7 @@ async function parent(argv) {
         concurrency: COUNT_CONCURRENCY,
       },
       paired: PAIRED[opts.quick ? 'quick' : 'full'],
+      pinned: opts.pin ? { redisServer: 1, children: 0 } : false,
       edgelimitStore: `createLimiter({ rules: [{ name: '${RULE}', algorithm }], store: redisStore({ client, prefix: '${PREFIX}' }), timeout: '${EDGELIMIT_TIMEOUT}' }) (clock: 'server'; coalesce: true and the default maxBatch: 8 without auto-pipelining, 64 with it; breaker and deny cache at their defaults); the edgelimit-nc row adds coalesce: false`,
       configurations: {
         ...Object.fromEntries(Object.entries(ALGORITHMS).map(([k, v]) => [k, v.config])),
@@ -1590,7 +1616,7 @@ ${diagnostics[m].md}
 
 - Command: \`${meta.command}\`${meta.npmScript ? ` (runs \`${meta.npmScript}\`)` : ''}; each case runs as \`node --expose-gc bench/redis.mjs --child '<case JSON>'\`
 - Node ${meta.node} (V8 ${meta.v8}), ${meta.platform}
-- CPU: ${meta.cpu.model} × ${meta.cpu.cores} — shared by redis-server, the measuring process and whatever else runs on the machine
+- CPU: ${meta.cpu.model} × ${meta.cpu.cores} — shared by redis-server, the measuring process and whatever else runs on the machine${meta.method.pinned ? '; redis-server pinned to CPU 1 and every measuring child to CPU 0 (taskset)' : '; not pinned (--no-pin)'}
 - Redis ${meta.redis.version}, started by the benchmark: \`${meta.redis.args}\` (${meta.redis.multiplexing}); ioredis ${meta.versions.ioredis} (RESP3, its default)
 - Date: ${meta.date}; ${meta.durationSeconds} s in all; load average (1/5/15 min) ${meta.loadAverage.before.join(' / ')} before, ${meta.loadAverage.after.join(' / ')} after, at most ${meta.loadAverage.maxOneMinute} during the run (${meta.cpu.cores} cores shared with other work: treat differences under ~15% as noise)${meta.loadAverage.maxOneMinute > meta.cpu.cores ? `\n- **The 1-minute load average exceeded the ${meta.cpu.cores} cores during this run: other processes competed for the CPU with redis-server and the measuring process, so throughput and tail latency are noisy, more so between runs minutes apart than within a paired measurement.**` : ''}
 - edgelimit ${meta.versions.edgelimit} at ${meta.git.head ?? 'unknown commit'}${dirtyText(meta.git.dirty)}; build hash ${meta.edgelimitBuild} (sha-256 of dist/*.js, copied once at start so every case runs the same build); rate-limiter-flexible ${meta.versions['rate-limiter-flexible']}, rate-limit-redis ${meta.versions['rate-limit-redis']}, @upstash/ratelimit ${meta.versions['@upstash/ratelimit']}
@@ -1636,7 +1662,7 @@ ${targetTable.md}
 - **Limits are large (5e8 per hour; the sliding log 1e6 per hour) so that (nearly) every decision is an admission that writes state**; the admitted column shows the fraction. 5e8 rather than 1e9 because edgelimit rejects limit × window above its exact-arithmetic bound (2^51 − 1). The sliding log stores one entry per admitted millisecond per key: over a run a key collects a few dozen entries, slightly more for faster contestants.
 - **edgelimit** runs as \`createLimiter({ rules: [{ name: '${RULE}', algorithm }], store: redisStore({ client, prefix: '${PREFIX}' }), timeout: '${EDGELIMIT_TIMEOUT}' })\` (server clock; coalescing on with the default \`maxBatch\` (8 in the default client mode, 64 with auto-pipelining), circuit breaker and deny cache at their defaults; the "(coalesce: false)" row adds \`coalesce: false\`). The deadline is raised from its 45 ms default to ${EDGELIMIT_TIMEOUT} — the same code path: one shared deadline timer — because on this shared machine, at 256 in flight, load spikes push single calls past 45 ms: those decisions fall back to \`store-unavailable\` denials and enough of them open the breaker, after which decisions no longer reach Redis, so such a run would measure fallbacks rather than the store. (@upstash/ratelimit's default timeout is 5 s.) The admitted column exposes any fallback; targets (2) and (3) require every edgelimit decision to have been admitted.
 - **Raw script**: the script text, key and ARGV are captured from the built package itself (a limiter bound to a spy client records the EVALSHA and the EVAL it falls back to; sha1 of the text is checked against the SHA), loaded with \`SCRIPT LOAD\`, then called as \`client.evalsha(sha, 1, key, ...args)\` with the key strings precomputed.
-- **Target (3) is judged on a paired measurement**, because on a shared 2-core machine independent processes minutes apart differ by far more than 10 %: one child per algorithm and mode holds edgelimit and the raw script on the same client (same keys, same state), warms both up, then at each level alternates ${pairedFull.pairs} pairs of ${pairedFull.sliceMs} ms slices (edgelimit first in even pairs, raw first in odd ones; \`gc()\` once per level, before its warm-up: with a \`gc()\` before each slice, the work it left to V8's background threads ran into the slice — 30–50 µs of client CPU per decision at 1 in flight, on both sides — and competed with redis-server for the 2 cores). The verdict is the median of the per-pair ratios (edgelimit decisions/s ÷ raw decisions/s within a pair), which one load burst hitting one slice cannot swing; next to it are the range of the pair ratios, the client CPU per decision of both sides over all their slices (\`process.cpuUsage()\`, which waiting for a CPU does not inflate) and the ratio of the independent best-of runs above.
+- **Target (3) is judged on a paired measurement**, because on a shared 2-core machine independent processes minutes apart differ by far more than 10 %: one child per algorithm and mode holds edgelimit and the raw script on the same client (same keys, same state), warms both up, then at each level alternates ${pairedFull.pairs} pairs of ${pairedFull.sliceMs} ms slices (${pairedFull.oneInFlightSliceMs} ms at 1 in flight, where a short slice holds too few calls; edgelimit first in even pairs, raw first in odd ones; \`gc()\` once per level, before its warm-up: with a \`gc()\` before each slice, the work it left to V8's background threads ran into the slice — 30–50 µs of client CPU per decision at 1 in flight, on both sides — and competed with redis-server for the 2 cores). The verdict is the median of the per-pair ratios (edgelimit decisions/s ÷ raw decisions/s within a pair), which one load burst hitting one slice cannot swing; next to it are the range of the pair ratios, the client CPU per decision of both sides over all their slices (\`process.cpuUsage()\`, which waiting for a CPU does not inflate) and the ratio of the independent best-of runs above.
 - **@upstash/ratelimit** runs over [bench/lib/upstash-ioredis-adapter.mjs](../lib/upstash-ioredis-adapter.mjs), which maps the two calls its \`limit()\` makes (\`evalsha(sha, keys, args)\`, and \`eval(script, keys, args)\` on NOSCRIPT) onto the same ioredis client; it keeps its default 5 s timeout (one \`setTimeout\` per call). \`ephemeralCache: false\` and \`analytics: false\` keep every decision in Redis.
 - Targets: (1) ${TARGETS[1].text}; (2) ${TARGETS[2].text}: fixed window vs rate-limiter-flexible, rate-limit-redis and @upstash/ratelimit fixedWindow, sliding counter vs @upstash/ratelimit slidingWindow, token bucket vs @upstash/ratelimit tokenBucket (no peer implements the sliding log, leaky bucket or GCRA); (3) ${TARGETS[3].text}, per algorithm and level, on the paired measurement; (4) ${TARGETS[4].text} for fixed window, sliding counter, token bucket, both leaky buckets and GCRA; (5) ${TARGETS[5].text}.
 

@@ -95,6 +95,16 @@ export function commandLine(script, argv) {
 }
 
 /** Node, V8, platform, CPU and memory of this machine. */
+/** Whether `taskset` (util-linux) runs here: the benchmarks pin processes to CPUs with it. */
+export function hasTaskset() {
+  try {
+    execFileSync('taskset', ['-c', '0', 'true'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
 export function machine() {
   const cpus = os.cpus()
   return {

@@ -104,8 +104,14 @@ export function createLimiter(options: LimiterOptions): Limiter {
       )
     }
     const path = decider({ rules, config, store, bound, clock, build, shadowOf, emit, report })
-    const limit = async (key: string, opts?: LimitOptions): Promise<Decision> =>
-      path.decide(key, checkCall(key, opts))
+    // Not an async function: the store path's own promise, without a second one around it.
+    const limit = (key: string, opts?: LimitOptions): Promise<Decision> => {
+      try {
+        return path.decide(key, checkCall(key, opts))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
     return {
       rules,
       limit,
