@@ -157,6 +157,32 @@ describe('round trips', () => {
     await c.quit()
   })
 
+  it('an ioredis client with enableAutoPipelining: full batches of 8 leave in the same tick, ≡ a plain client', async () => {
+    const port = fixture.redis.port
+    const host = fixture.redis.host
+    // keyPrefix too: the store's EVALSHA is ioredis's own command, which applies it.
+    const auto = new Redis({ port, host, enableAutoPipelining: true, keyPrefix: 'kp:' })
+    const plain = new Redis({ port, host })
+    const make = (client: Redis, prefix: string) =>
+      createLimiter({ rules, store: redisStore({ client, prefix }), ...PURE })
+    const [a, b] = [make(auto, 'rt-auto'), make(plain, 'rt-plain')]
+    await Promise.all([a.limit('warm'), b.limit('warm')])
+    await plain.config('RESETSTAT')
+    // ioredis's auto-pipelining would hold these until a setImmediate: the store writes its
+    // full batches at once (the socket's byte count grows before this tick ends).
+    const written = auto.stream.bytesWritten
+    const decisions = Array.from({ length: 20 }, (_, i) => a.limit(`k${i % 3}`))
+    expect(auto.stream.bytesWritten).toBeGreaterThan(written)
+    const viaAuto = await Promise.all(decisions)
+    expect(await commandCalls(plain, 'evalsha')).toBe(3) // 8 + 8 + 4
+    const viaPlain = await Promise.all(Array.from({ length: 20 }, (_, i) => b.limit(`k${i % 3}`)))
+    const strip = (d: { allowed: boolean; remaining: number }) => [d.allowed, d.remaining]
+    expect(viaAuto.map(strip)).toEqual(viaPlain.map(strip))
+    expect(await plain.exists('kp:rt-auto:burst:{k0}', 'rt-auto:burst:{k0}')).toBe(1)
+    expect(await plain.exists('kp:rt-auto:burst:{k0}')).toBe(1)
+    await Promise.all([auto.quit(), plain.quit()])
+  })
+
   it('coalesce: false sends one EVALSHA per decision', async () => {
     const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
     const store = redisStore({ client: c, prefix: 'rt2', coalesce: false })

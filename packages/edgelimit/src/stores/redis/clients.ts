@@ -7,8 +7,8 @@ export interface ScriptClient {
   /** A Redis Cluster client: one script call may only carry keys of one slot. */
   readonly cluster: boolean
   /**
-   * Sends the commands of one tick together (node-redis, ioredis with `enableAutoPipelining`) or
-   * as one HTTP request each (Upstash), rather than writing each as it is issued.
+   * Sends the commands of one tick together (node-redis) or as one HTTP request each (Upstash),
+   * rather than writing each as it is issued (ioredis, auto-pipelining or not: see below).
    */
   readonly pipelined: boolean
   evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>
@@ -61,11 +61,22 @@ export function toScriptClient(client: unknown): ScriptClient {
   // ioredis (Redis and Cluster): evalsha(sha, numkeys, ...keys, ...args); it flattens array
   // arguments itself, so the arrays are passed as they are (no copy).
   if (has(c, 'evalsha') && has(c, 'eval')) {
-    const evalsha = c.evalsha as (...args: unknown[]) => Promise<unknown>
+    // With `enableAutoPipelining`, ioredis holds every command until a setImmediate and writes
+    // them together. The store coalesces decisions itself, so its script calls take ioredis's
+    // own EVALSHA without that queue (`createBuiltinCommand`: same command, key prefix and reply
+    // encoding): a full batch leaves at once, and Redis runs it while the next one fills.
+    const auto = (c.options as { enableAutoPipelining?: unknown } | undefined)?.enableAutoPipelining === true
+    const builtin =
+      auto && has(c, 'createBuiltinCommand')
+        ? (c.createBuiltinCommand as (name: string) => { string?: unknown }).call(c, 'evalsha').string
+        : undefined
+    const evalsha = (typeof builtin === 'function' ? builtin : c.evalsha) as (
+      ...args: unknown[]
+    ) => Promise<unknown>
     return {
       kind: 'ioredis',
       cluster: c.isCluster === true,
-      pipelined: (c.options as { enableAutoPipelining?: unknown } | undefined)?.enableAutoPipelining === true,
+      pipelined: auto && evalsha === c.evalsha,
       evalsha: (sha, keys, args) => evalsha.call(c, sha, keys.length, keys, args),
       eval: (script, keys, args) => call(c, 'eval', script, keys.length, keys, args),
       del: (keys) => call(c, 'del', ...keys),

@@ -28,12 +28,13 @@ export interface RedisStoreOptions {
    */
   coalesce?: boolean
   /**
-   * The most decisions one coalesced `EVALSHA` carries. Where the client writes each command as
-   * it is issued (ioredis without `enableAutoPipelining`), small batches let it decode one reply
-   * while Redis runs the next batch; where it sends a tick's commands together (node-redis,
-   * ioredis with auto-pipelining) or pays an HTTP request per command (Upstash), fewer, larger
-   * batches win (bench:redis; docs/stores/redis.md).
-   * @default 8 for ioredis without auto-pipelining, else 64
+   * The most decisions one coalesced `EVALSHA` carries. Where the store writes each command as
+   * it is issued (ioredis, with or without `enableAutoPipelining`: the store's own calls skip
+   * ioredis's auto-pipelining queue), small batches let the client decode one reply while Redis
+   * runs the next batch; where the client sends a tick's commands together (node-redis) or pays
+   * an HTTP request per command (Upstash), fewer, larger batches win (bench:redis;
+   * docs/stores/redis.md).
+   * @default 8 for ioredis, else 64
    */
   maxBatch?: number
 }
