@@ -1,7 +1,7 @@
 // Throughput of a hello-world server with and without edgelimit's HTTP adapter, per adapter.
 //
 //   npm run bench:http                  (builds edgelimit first)
-//   node bench/http.mjs [--quick] [--only <adapter>] [--no-deny] [--duration <s>] [--warmup <s>]
+//   node bench/http.mjs [--quick] [--only <adapter>[,<adapter>…]] [--no-deny] [--duration <s>] [--warmup <s>]
 //                       [--repeats <n>] [--connections <n>] [--tool wrk|autocannon] [--no-write]
 //                       [--dist <dir>]   (a build other than node_modules/edgelimit's, e.g. to compare two)
 //
@@ -44,6 +44,12 @@ const ADAPTERS = {
   fastify: { label: 'Fastify', api: 'app.register(fastifyRateLimit, options)' },
   hono: { label: 'Hono (@hono/node-server)', api: 'app.use(honoRateLimit(options))' },
   fetch: { label: 'fetch wrapper (node:http bridge)', api: 'withRateLimit(handler, { ...options, peer })' },
+  // Not an adapter: what Node itself charges for the fields any adapter must send (scenario admit).
+  fields: {
+    label: 'control: Node http, the two draft-10 fields set by hand (no edgelimit)',
+    api: `res.setHeader('RateLimit-Policy', …); res.setHeader('RateLimit', '"api";r=<remaining>;t=<seconds>')`,
+    control: true,
+  },
 }
 const SCENARIOS = {
   admit: 'every request admitted: fixedWindow({ limit: 5e8, window: "1h" }), keyed by client address',
@@ -73,7 +79,10 @@ function parseArgs(argv) {
   }
 }
 
-const ENTRIES = ['index', ...Object.keys(ADAPTERS)]
+const ENTRIES = ['index', ...Object.keys(ADAPTERS).filter((a) => ADAPTERS[a].control !== true)]
+/** The cases of a scenario: a control row only where it measures something (admit). */
+const casesOf = (adapters, scenario) =>
+  adapters.filter((a) => scenario === 'admit' || ADAPTERS[a].control !== true)
 
 /**
  * Copies the build once, so every case runs the same code even if someone rebuilds meanwhile.
@@ -214,17 +223,19 @@ function verify(r) {
 
 async function main(argv) {
   const opts = parseArgs(argv)
-  const adapters = Object.keys(ADAPTERS).filter((a) => opts.only === undefined || a === opts.only)
+  const adapters = Object.keys(ADAPTERS).filter(
+    (a) => opts.only === undefined || opts.only.split(',').includes(a),
+  )
   const started = Date.now()
   const loadBefore = os.loadavg()
   const snapshot = await snapshotEdgelimit(opts.dist)
   const runs = []
   try {
-    const total = opts.repeats * opts.scenarios.length * adapters.length * 2
+    const total = opts.repeats * opts.scenarios.reduce((n, s) => n + casesOf(adapters, s).length, 0) * 2
     for (let round = 0; round < opts.repeats; round++) {
       const order = round % 2 === 0 ? adapters : [...adapters].reverse()
       for (const scenario of opts.scenarios) {
-        for (const adapter of order) {
+        for (const adapter of casesOf(order, scenario)) {
           for (const limited of round % 2 === 0 ? [false, true] : [true, false]) {
             const spec = { adapter, limited, scenario, dist: snapshot.dir }
             const t0 = Date.now()
@@ -248,7 +259,8 @@ async function main(argv) {
   const best = (list) => list.reduce((a, b) => (b.rps > a.rps ? b : a), list[0])
   const results = []
   for (const scenario of opts.scenarios) {
-    for (const adapter of adapters) {
+    for (const adapter of casesOf(adapters, scenario)) {
+      const control = ADAPTERS[adapter].control === true
       const without = pick(scenario, adapter, false)
       const withAdapter = pick(scenario, adapter, true)
       const b0 = best(without)
@@ -273,7 +285,8 @@ async function main(argv) {
         repeatsWithoutRps: without.map((r) => Math.round(r.rps)),
         repeatsWithRps: withAdapter.map((r) => Math.round(r.rps)),
         problems: [...without, ...withAdapter].flatMap((r) => r.problems),
-        pass: scenario === 'admit' ? ratio >= TARGET : null,
+        control,
+        pass: scenario === 'admit' && !control ? ratio >= TARGET : null,
       })
     }
   }
@@ -323,7 +336,13 @@ async function main(argv) {
         pct(r.ratio),
         r.pairedRatios.map((x) => (x === null ? '—' : pct(x))).join(' / '),
         `${us(r.withoutCpuUsPerRequest)} → ${us(r.withCpuUsPerRequest)} (+${us(r.addedCpuUsPerRequest)})`,
-        r.pass === null ? `${pct(r.deniedFraction)} denied` : r.pass ? 'PASS' : 'FAIL',
+        r.control
+          ? 'control'
+          : r.pass === null
+            ? `${pct(r.deniedFraction)} denied`
+            : r.pass
+              ? 'PASS'
+              : 'FAIL',
       ])
   const header = [
     'adapter',
@@ -418,6 +437,7 @@ Columns: best requests/s of ${opts.repeats} runs without and with the adapter; t
     .join(
       '; ',
     )}. The fetch row compares the wrapped handler with the same bridge (\`node:http\` → \`Request\` → handler → \`Response\` → \`node:http\`) serving the bare handler.
+- The **control** row (scenario \`admit\`, not judged) is the Node http server without edgelimit against the same server setting, by hand, the two fields the adapter sends on every admitted response (\`RateLimit-Policy\` constant, \`RateLimit\` with a falling remaining count and the seconds left in the window): what Node itself charges for the fields any adapter has to send, the floor under the Node http row.
 - edgelimit: the built package (copied once at start), the memory store, default options (client address as key: SHA-256 of the peer address, draft-10 headers on every response). Scenario \`admit\`: ${SCENARIOS.admit}. Scenario \`deny\` (informational, no target): ${SCENARIOS.deny}; without the adapter both paths answer 200.
 - Each run is a fresh server process (one at a time), loaded by \`${method.toolCommand}\` from 127.0.0.1 after a ${opts.warmup} s warm-up with the same load; ${opts.repeats} rounds over every case, the adapter order alternating between rounds and the runs with and without the adapter back to back (their order alternating too). The best run counts; every run is in the JSON with its 1-minute load average, socket errors, status counts (counted by the server) and server CPU time.
 - Each run is checked: no socket errors, only 200 and 429 answers, nothing denied in \`admit\` (nor ever without the adapter), 50% ± 2% denied in \`deny\`.

@@ -66,6 +66,19 @@ async function start() {
         )
       })
     }
+    case 'fields': {
+      // The control: the fields the adapter sends on an admitted response, set by hand.
+      if (!spec.limited) return listenNode((_req, res) => res.end(HELLO))
+      const policy = '"api";q=500000000;w=3600'
+      const windowEnd = Date.now() + 3_600_000
+      let remaining = 500_000_000
+      return listenNode((_req, res) => {
+        const seconds = Math.ceil((windowEnd - Date.now()) / 1000)
+        res.setHeader('RateLimit-Policy', policy)
+        res.setHeader('RateLimit', `"api";r=${--remaining};t=${seconds}`)
+        res.end(HELLO)
+      })
+    }
     case 'express': {
       const { default: express } = await import('express')
       const app = express()
