@@ -21,10 +21,11 @@ export interface RedisStoreOptions {
    */
   clock?: 'server' | 'client'
   /**
-   * Coalescing: the decisions a limiter issues in the same event-loop tick travel as one `EVALSHA`
-   * (per Cluster slot), decided one after another inside the script exactly as if each had been
-   * sent alone. At most one Redis command per decision; concurrent decisions share one. `false`
-   * sends every decision as its own command. @default true
+   * Coalescing: the decisions a limiter issues in the same event-loop tick while others are in
+   * flight travel as one `EVALSHA` (per Cluster slot), decided one after another inside the script
+   * exactly as if each had been sent alone; a decision issued with nothing in flight leaves at
+   * once. At most one Redis command per decision; concurrent decisions share one. `false` sends
+   * every decision as its own command. @default true
    */
   coalesce?: boolean
   /**
@@ -138,6 +139,9 @@ function bindRules(
   // batch sent before it (its generation and, through `drained`, the earlier ones) has settled.
   // A count, not a set of promises: adding to and deleting from a set per batch costs more.
   let generation: Generation = { left: 0, done: undefined }
+  // Batches in flight, of every generation. With none, a decision leaves at once: there is nothing
+  // to wait for, and the decisions issued while it travels coalesce into the next batch.
+  let inFlight = 0
   let drained: Promise<unknown> = Promise.resolve()
 
   /** The script's reply, the script loaded first when this process has not hashed it yet. */
@@ -177,11 +181,14 @@ function bindRules(
     const { keys, args } = batch
     const gen = generation
     gen.left++
+    inFlight++
     const finish = (reply: unknown) => {
+      inFlight--
       if (--gen.left === 0) gen.done?.()
       settle(batch, reply)
     }
     const abort = (error: unknown) => {
+      inFlight--
       if (--gen.left === 0) gen.done?.()
       for (const reject of batch.reject) reject(error)
     }
@@ -269,8 +276,9 @@ function bindRules(
         batch.args.push(costSpec(cost, options, count))
         batch.resolve.push(resolve)
         batch.reject.push(reject)
-        if (batch.resolve.length >= maxBatch) {
-          // Full (or not coalescing): it leaves now; later decisions of this tick open a new one.
+        if (batch.resolve.length >= maxBatch || inFlight === 0) {
+          // Full, not coalescing, or nothing in flight: it leaves now; later decisions of this
+          // tick open a new one.
           if (batch === open) open = undefined
           else if (batch.slot >= 0) openBySlot.delete(batch.slot)
           send(batch)
