@@ -79,6 +79,30 @@ async function start() {
         res.end(HELLO)
       })
     }
+    case 'hono-fields': {
+      // The control: a middleware setting the fields as honoRateLimit does on @hono/node-server.
+      const { Hono } = await import('hono')
+      const { serve } = await import('@hono/node-server')
+      const app = new Hono()
+      if (spec.limited) {
+        const policy = '"api";q=500000000;w=3600'
+        const windowEnd = Date.now() + 3_600_000
+        let remaining = 500_000_000
+        app.use((c, next) => {
+          const seconds = Math.ceil((windowEnd - Date.now()) / 1000)
+          c.env.outgoing.setHeader('RateLimit-Policy', policy)
+          c.env.outgoing.setHeader('RateLimit', `"api";r=${--remaining};t=${seconds}`)
+          return next()
+        })
+      }
+      app.get('*', (c) => c.text(HELLO))
+      return new Promise((resolve) => {
+        const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) =>
+          resolve(info.port),
+        )
+        server.on('request', (_req, res) => res.on('finish', () => count(res.statusCode)))
+      })
+    }
     case 'express': {
       const { default: express } = await import('express')
       const app = express()
