@@ -50,6 +50,16 @@ const ADAPTERS = {
     api: `res.setHeader('RateLimit-Policy', …); res.setHeader('RateLimit', '"api";r=<remaining>;t=<seconds>')`,
     control: true,
   },
+  'express-fields': {
+    label: 'control: Express, a middleware setting the two fields by hand (no edgelimit)',
+    api: 'app.use((req, res, next) => { res.setHeader(…) ×2; next() })',
+    control: true,
+  },
+  'fastify-fields': {
+    label: 'control: Fastify, an onRequest hook setting the two fields by hand (no edgelimit)',
+    api: "app.addHook('onRequest', (request, reply, done) => { reply.header(…) ×2; done() })",
+    control: true,
+  },
   'hono-fields': {
     label: 'control: Hono, a middleware setting the two fields by hand (no edgelimit)',
     api: 'app.use((c, next) => { c.env.outgoing.setHeader(…) ×2; return next() }) (the way honoRateLimit sets them on @hono/node-server)',
@@ -442,7 +452,7 @@ Columns: best requests/s of ${opts.repeats} runs without and with the adapter; t
     .join(
       '; ',
     )}. The fetch row compares the wrapped handler with the same bridge (\`node:http\` → \`Request\` → handler → \`Response\` → \`node:http\`) serving the bare handler.
-- The **control** rows (scenario \`admit\`, not judged) measure the floor under the Node http and Hono rows: the server without edgelimit against the same server setting, by hand, the two fields the adapter sends on every admitted response (\`RateLimit-Policy\` constant, \`RateLimit\` with a falling remaining count and the seconds left in the window) — for Hono, in a middleware, the way \`honoRateLimit\` sets them on @hono/node-server. What Node, Hono and @hono/node-server themselves charge for the fields any adapter has to send.
+- The **control** rows (scenario \`admit\`, not judged) measure the floor under each framework's row: the server without edgelimit against the same server setting, by hand, the two fields the adapter sends on every admitted response (\`RateLimit-Policy\` constant, \`RateLimit\` with a falling remaining count and the seconds left in the window), in the same place the adapter runs (the request handler for Node http; a middleware for Express and Hono — on @hono/node-server through \`c.env.outgoing\`, as \`honoRateLimit\` does; an \`onRequest\` hook for Fastify). What the framework itself charges for a middleware that sends the fields any adapter has to send.
 - edgelimit: the built package (copied once at start), the memory store, default options (client address as key: SHA-256 of the peer address, draft-10 headers on every response). Scenario \`admit\`: ${SCENARIOS.admit}. Scenario \`deny\` (informational, no target): ${SCENARIOS.deny}; without the adapter both paths answer 200.
 - Each run is a fresh server process (one at a time), loaded by \`${method.toolCommand}\` from 127.0.0.1 after a ${opts.warmup} s warm-up with the same load; ${opts.repeats} rounds over every case, the adapter order alternating between rounds and the runs with and without the adapter back to back (their order alternating too). The best run counts; every run is in the JSON with its 1-minute load average, socket errors, status counts (counted by the server) and server CPU time.
 - Each run is checked: no socket errors, only 200 and 429 answers, nothing denied in \`admit\` (nor ever without the adapter), 50% ± 2% denied in \`deny\`.

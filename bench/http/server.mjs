@@ -37,6 +37,21 @@ async function options() {
   return { limiter: never, routes: [{ path: '/deny', limiter: once }] }
 }
 
+/**
+ * The control rows' fields, by hand: what the adapter sends on an admitted response (scenario
+ * admit's limiter), `RateLimit-Policy` constant and `RateLimit` with a falling remaining count.
+ */
+function byHand() {
+  const policy = '"api";q=500000000;w=3600'
+  const windowEnd = Date.now() + 3_600_000
+  let remaining = 500_000_000
+  return (set) => {
+    const seconds = Math.ceil((windowEnd - Date.now()) / 1000)
+    set('RateLimit-Policy', policy)
+    set('RateLimit', `"api";r=${--remaining};t=${seconds}`)
+  }
+}
+
 /** Starts the server; resolves its port. `res.on('finish')` counts every answer, limited or not. */
 async function start() {
   const counted = (handler) => (req, res) => {
@@ -69,15 +84,45 @@ async function start() {
     case 'fields': {
       // The control: the fields the adapter sends on an admitted response, set by hand.
       if (!spec.limited) return listenNode((_req, res) => res.end(HELLO))
-      const policy = '"api";q=500000000;w=3600'
-      const windowEnd = Date.now() + 3_600_000
-      let remaining = 500_000_000
+      const fields = byHand()
       return listenNode((_req, res) => {
-        const seconds = Math.ceil((windowEnd - Date.now()) / 1000)
-        res.setHeader('RateLimit-Policy', policy)
-        res.setHeader('RateLimit', `"api";r=${--remaining};t=${seconds}`)
+        fields((name, value) => res.setHeader(name, value))
         res.end(HELLO)
       })
+    }
+    case 'express-fields': {
+      const { default: express } = await import('express')
+      const app = express()
+      app.disable('x-powered-by')
+      app.disable('etag')
+      if (spec.limited) {
+        const fields = byHand()
+        app.use((_req, res, next) => {
+          fields((name, value) => res.setHeader(name, value))
+          next()
+        })
+      }
+      app.use((_req, res) => {
+        res.send(HELLO)
+      })
+      return listenNode(app)
+    }
+    case 'fastify-fields': {
+      const { default: Fastify } = await import('fastify')
+      const app = Fastify({ logger: false })
+      if (spec.limited) {
+        const fields = byHand()
+        app.addHook('onRequest', (_request, reply, done) => {
+          fields((name, value) => reply.header(name, value))
+          done()
+        })
+      }
+      app.get('/*', async () => HELLO)
+      app.addHook('onResponse', async (_request, reply) => {
+        count(reply.statusCode)
+      })
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      return app.server.address().port
     }
     case 'hono-fields': {
       // The control: a middleware setting the fields as honoRateLimit does on @hono/node-server.
@@ -85,13 +130,9 @@ async function start() {
       const { serve } = await import('@hono/node-server')
       const app = new Hono()
       if (spec.limited) {
-        const policy = '"api";q=500000000;w=3600'
-        const windowEnd = Date.now() + 3_600_000
-        let remaining = 500_000_000
+        const fields = byHand()
         app.use((c, next) => {
-          const seconds = Math.ceil((windowEnd - Date.now()) / 1000)
-          c.env.outgoing.setHeader('RateLimit-Policy', policy)
-          c.env.outgoing.setHeader('RateLimit', `"api";r=${--remaining};t=${seconds}`)
+          fields((name, value) => c.env.outgoing.setHeader(name, value))
           return next()
         })
       }
