@@ -1,5 +1,6 @@
 import fc from 'fast-check'
 import { Redis } from 'ioredis'
+import { createClient } from 'redis'
 import { describe, expect, it } from 'vitest'
 import type { AlgorithmSpec } from '../../src/algorithms.js'
 import {
@@ -186,6 +187,23 @@ describe('round trips', () => {
     expect(await plain.exists('kp:rt-auto:burst:{k0}', 'rt-auto:burst:{k0}')).toBe(1)
     expect(await plain.exists('kp:rt-auto:burst:{k0}')).toBe(1)
     await Promise.all([auto.quit(), plain.quit()])
+  })
+
+  it("node-redis (it sends a tick's commands together): the first decision from idle waits for the tick too", async () => {
+    const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+    const nodeRedis = createClient({ url: fixture.redis.url })
+    await nodeRedis.connect()
+    const limiter = createLimiter({
+      rules,
+      store: redisStore({ client: nodeRedis, prefix: 'rt-nr' }),
+      ...PURE,
+    })
+    await limiter.limit('warm')
+    await c.config('RESETSTAT')
+    // maxBatch 64 (node-redis's default) and no lone first command: ⌈20 / 64⌉ = 1.
+    await Promise.all(Array.from({ length: 20 }, (_, i) => limiter.limit(`k${i % 3}`)))
+    expect(await commandCalls(c, 'evalsha')).toBe(1)
+    await Promise.all([c.quit(), nodeRedis.quit()])
   })
 
   it('coalesce: false sends one EVALSHA per decision', async () => {

@@ -21,11 +21,11 @@ export interface RedisStoreOptions {
    */
   clock?: 'server' | 'client'
   /**
-   * Coalescing: the decisions a limiter issues in the same event-loop tick while others are in
-   * flight travel as one `EVALSHA` (per Cluster slot), decided one after another inside the script
-   * exactly as if each had been sent alone; a decision issued with nothing in flight leaves at
-   * once. At most one Redis command per decision; concurrent decisions share one. `false` sends
-   * every decision as its own command. @default true
+   * Coalescing: the decisions a limiter issues in the same event-loop tick travel as one `EVALSHA`
+   * (per Cluster slot), decided one after another inside the script exactly as if each had been
+   * sent alone. On ioredis, a decision issued with nothing in flight leaves at once, and those
+   * issued while it travels coalesce. At most one Redis command per decision; concurrent
+   * decisions share one. `false` sends every decision as its own command. @default true
    */
   coalesce?: boolean
   /**
@@ -82,7 +82,14 @@ export function redisStore(options: RedisStoreOptions): Store {
   if (!Number.isSafeInteger(maxBatch) || maxBatch < 1) {
     throw new TypeError(`Expected \`maxBatch\` to be a positive integer, got \`${String(maxBatch)}\``)
   }
-  const settings = { clientClock: clock === 'client', maxBatch: coalesce ? maxBatch : 1 }
+  const settings = {
+    clientClock: clock === 'client',
+    maxBatch: coalesce ? maxBatch : 1,
+    // Where each command is written as it is issued, a decision with nothing in flight leaves at
+    // once; a client that sends a tick's commands together (or one HTTP request each) would only
+    // pay a command more for it.
+    eager: !client.pipelined,
+  }
   return {
     name: 'redis',
     bind: (rules) => bindRules(client, prefix, settings, rules),
@@ -110,7 +117,7 @@ interface Generation {
 function bindRules(
   client: ScriptClient,
   prefix: string,
-  settings: { clientClock: boolean; maxBatch: number },
+  settings: { clientClock: boolean; maxBatch: number; eager: boolean },
   rules: readonly StoreRule[],
 ): BoundRules {
   for (const rule of rules) {
@@ -122,7 +129,7 @@ function bindRules(
       )
     }
   }
-  const { clientClock, maxBatch } = settings
+  const { clientClock, maxBatch, eager } = settings
   const count = rules.length
   const script = compileScript(rules.map((r) => r.policy))
   const header = [clientClock ? 'c' : '', ...script.params]
@@ -139,8 +146,8 @@ function bindRules(
   // batch sent before it (its generation and, through `drained`, the earlier ones) has settled.
   // A count, not a set of promises: adding to and deleting from a set per batch costs more.
   let generation: Generation = { left: 0, done: undefined }
-  // Batches in flight, of every generation. With none, a decision leaves at once: there is nothing
-  // to wait for, and the decisions issued while it travels coalesce into the next batch.
+  // Batches in flight, of every generation. With none (and `eager`), a decision leaves at once:
+  // there is nothing to wait for, and the decisions issued while it travels coalesce.
   let inFlight = 0
   let drained: Promise<unknown> = Promise.resolve()
 
@@ -276,9 +283,9 @@ function bindRules(
         batch.args.push(costSpec(cost, options, count))
         batch.resolve.push(resolve)
         batch.reject.push(reject)
-        if (batch.resolve.length >= maxBatch || inFlight === 0) {
-          // Full, not coalescing, or nothing in flight: it leaves now; later decisions of this
-          // tick open a new one.
+        if (batch.resolve.length >= maxBatch || (eager && inFlight === 0)) {
+          // Full, not coalescing, or nothing in flight (`eager`): it leaves now; later decisions
+          // of this tick open a new one.
           if (batch === open) open = undefined
           else if (batch.slot >= 0) openBySlot.delete(batch.slot)
           send(batch)
