@@ -64,9 +64,21 @@ async function start() {
       server.listen(0, '127.0.0.1', () => resolve(server.address().port))
     })
 
-  switch (spec.adapter) {
+  // A control row (`fields`, `<framework>-fields`) runs its framework's server and, when
+  // limited, sets the fields by hand where the adapter would run instead of using edgelimit.
+  const control = spec.adapter.endsWith('fields')
+  const framework = spec.adapter === 'fields' ? 'node' : spec.adapter.replace(/-fields$/, '')
+  const fields = control && spec.limited ? byHand() : undefined
+
+  switch (framework) {
     case 'node': {
       if (!spec.limited) return listenNode((_req, res) => res.end(HELLO))
+      if (fields !== undefined) {
+        return listenNode((_req, res) => {
+          fields((name, value) => res.setHeader(name, value))
+          res.end(HELLO)
+        })
+      }
       const { nodeRateLimit } = await lib('node')
       const limit = nodeRateLimit(await options())
       return listenNode((req, res) => {
@@ -81,75 +93,17 @@ async function start() {
         )
       })
     }
-    case 'fields': {
-      // The control: the fields the adapter sends on an admitted response, set by hand.
-      if (!spec.limited) return listenNode((_req, res) => res.end(HELLO))
-      const fields = byHand()
-      return listenNode((_req, res) => {
-        fields((name, value) => res.setHeader(name, value))
-        res.end(HELLO)
-      })
-    }
-    case 'express-fields': {
-      const { default: express } = await import('express')
-      const app = express()
-      app.disable('x-powered-by')
-      app.disable('etag')
-      if (spec.limited) {
-        const fields = byHand()
-        app.use((_req, res, next) => {
-          fields((name, value) => res.setHeader(name, value))
-          next()
-        })
-      }
-      app.use((_req, res) => {
-        res.send(HELLO)
-      })
-      return listenNode(app)
-    }
-    case 'fastify-fields': {
-      const { default: Fastify } = await import('fastify')
-      const app = Fastify({ logger: false })
-      if (spec.limited) {
-        const fields = byHand()
-        app.addHook('onRequest', (_request, reply, done) => {
-          fields((name, value) => reply.header(name, value))
-          done()
-        })
-      }
-      app.get('/*', async () => HELLO)
-      app.addHook('onResponse', async (_request, reply) => {
-        count(reply.statusCode)
-      })
-      await app.listen({ port: 0, host: '127.0.0.1' })
-      return app.server.address().port
-    }
-    case 'hono-fields': {
-      // The control: a middleware setting the fields as honoRateLimit does on @hono/node-server.
-      const { Hono } = await import('hono')
-      const { serve } = await import('@hono/node-server')
-      const app = new Hono()
-      if (spec.limited) {
-        const fields = byHand()
-        app.use((c, next) => {
-          fields((name, value) => c.env.outgoing.setHeader(name, value))
-          return next()
-        })
-      }
-      app.get('*', (c) => c.text(HELLO))
-      return new Promise((resolve) => {
-        const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) =>
-          resolve(info.port),
-        )
-        server.on('request', (_req, res) => res.on('finish', () => count(res.statusCode)))
-      })
-    }
     case 'express': {
       const { default: express } = await import('express')
       const app = express()
       app.disable('x-powered-by')
       app.disable('etag')
-      if (spec.limited) app.use((await lib('express')).expressRateLimit(await options()))
+      if (fields !== undefined) {
+        app.use((_req, res, next) => {
+          fields((name, value) => res.setHeader(name, value))
+          next()
+        })
+      } else if (spec.limited) app.use((await lib('express')).expressRateLimit(await options()))
       app.use((_req, res) => {
         res.send(HELLO)
       })
@@ -158,7 +112,12 @@ async function start() {
     case 'fastify': {
       const { default: Fastify } = await import('fastify')
       const app = Fastify({ logger: false })
-      if (spec.limited) await app.register((await lib('fastify')).fastifyRateLimit, await options())
+      if (fields !== undefined) {
+        app.addHook('onRequest', (_request, reply, done) => {
+          fields((name, value) => reply.header(name, value))
+          done()
+        })
+      } else if (spec.limited) await app.register((await lib('fastify')).fastifyRateLimit, await options())
       app.get('/*', async () => HELLO)
       app.addHook('onResponse', async (_request, reply) => {
         count(reply.statusCode)
@@ -170,7 +129,13 @@ async function start() {
       const { Hono } = await import('hono')
       const { serve } = await import('@hono/node-server')
       const app = new Hono()
-      if (spec.limited) app.use((await lib('hono')).honoRateLimit(await options()))
+      if (fields !== undefined) {
+        // As honoRateLimit sets them on @hono/node-server.
+        app.use((c, next) => {
+          fields((name, value) => c.env.outgoing.setHeader(name, value))
+          return next()
+        })
+      } else if (spec.limited) app.use((await lib('hono')).honoRateLimit(await options()))
       app.get('*', (c) => c.text(HELLO))
       return new Promise((resolve) => {
         const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) =>
