@@ -31,7 +31,7 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { autocannon, wrk, wrkVersion } from './http/load.mjs'
-import { hasTaskset, table } from './lib/machine.mjs'
+import { nodeOn, pinning, table } from './lib/machine.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SELF), '..')
@@ -90,7 +90,7 @@ function parseArgs(argv) {
     dist: value('--dist', undefined),
     // The server on CPU 1 and wrk on CPU 0 (taskset), so that neither migrates onto the other's
     // CPU mid-run; `--no-pin` lets the scheduler place them.
-    pin: !argv.includes('--no-pin') && os.cpus().length >= 2 && hasTaskset(),
+    pin: pinning(argv),
   }
 }
 
@@ -135,7 +135,7 @@ async function snapshotEdgelimit(from) {
 /** Starts one server process; resolves { port, send(command) → reply, stop() }. */
 async function startServer(spec, pin) {
   const argv = [...(spec.nodeArgs ?? []), SERVER, JSON.stringify(spec)]
-  const [command, args] = pin ? ['taskset', ['-c', '1', process.execPath, ...argv]] : [process.execPath, argv]
+  const [command, args] = nodeOn(pin ? 1 : undefined, argv)
   const child = spawn(command, args, {
     cwd: ROOT,
     stdio: ['pipe', 'pipe', 'inherit'],

@@ -35,7 +35,8 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import {
   dirtyText,
-  hasTaskset,
+  nodeOn,
+  pinning,
   ROOT,
   runMeta,
   snapshotEdgelimit,
@@ -806,9 +807,7 @@ function runChild(spec, { cpuProfDir } = {}) {
   }
   return new Promise((resolve, reject) => {
     const argv = [...flags, SELF, '--child', JSON.stringify(spec)]
-    const [command, args] = pinned
-      ? ['taskset', ['-c', '0', process.execPath, ...argv]]
-      : [process.execPath, argv]
+    const [command, args] = nodeOn(pinned ? 0 : undefined, argv)
     const child = spawn(command, args, {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -924,7 +923,7 @@ async function parent(argv) {
     write: !argv.includes('--no-write'),
     only: argv.includes('--only') ? argv[argv.indexOf('--only') + 1] : undefined,
     modes: argv.includes('--modes') ? argv[argv.indexOf('--modes') + 1].split(',') : Object.keys(MODES),
-    pin: !argv.includes('--no-pin') && os.cpus().length >= 2 && hasTaskset(),
+    pin: pinning(argv),
     cpuProfDir: argv.includes('--cpu-prof-dir')
       ? path.resolve(argv[argv.indexOf('--cpu-prof-dir') + 1])
       : undefined,

@@ -94,9 +94,8 @@ export function commandLine(script, argv) {
   return { command: `npm run ${event}`, npmScript: process.env.npm_lifecycle_script ?? null, direct }
 }
 
-/** Node, V8, platform, CPU and memory of this machine. */
 /** Whether `taskset` (util-linux) runs here: the benchmarks pin processes to CPUs with it. */
-export function hasTaskset() {
+function hasTaskset() {
   try {
     execFileSync('taskset', ['-c', '0', 'true'], { stdio: 'ignore' })
     return true
@@ -105,6 +104,22 @@ export function hasTaskset() {
   }
 }
 
+/**
+ * Whether a benchmark pins its processes to CPUs (so that none migrates onto another's CPU
+ * mid-run): with 2 or more CPUs and taskset, unless `--no-pin` is in `argv`.
+ */
+export function pinning(argv) {
+  return !argv.includes('--no-pin') && os.cpus().length >= 2 && hasTaskset()
+}
+
+/** `node <argv>` as spawn's [command, args], on CPU `cpu` alone (taskset), or anywhere when undefined. */
+export function nodeOn(cpu, argv) {
+  return cpu === undefined
+    ? [process.execPath, argv]
+    : ['taskset', ['-c', String(cpu), process.execPath, ...argv]]
+}
+
+/** Node, V8, platform, CPU and memory of this machine. */
 export function machine() {
   const cpus = os.cpus()
   return {
