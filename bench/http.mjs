@@ -2,15 +2,17 @@
 //
 //   npm run bench:http                  (builds edgelimit first)
 //   node bench/http.mjs [--quick] [--only <adapter>[,<adapter>…]] [--no-deny] [--duration <s>] [--warmup <s>]
-//                       [--repeats <n>] [--connections <n>] [--tool wrk|autocannon] [--no-write]
-//                       [--dist <dir>]   (a build other than node_modules/edgelimit's, e.g. to compare two)
+//                       [--slices <n>] [--repeats <n>] [--connections <n>] [--tool wrk|autocannon]
+//                       [--no-write] [--dist <dir>]   (a build other than node_modules/edgelimit's)
 //
-// Every server runs in its own child process (bench/http/server.mjs), one at a time, and is loaded
-// by wrk on one thread (autocannon when wrk is not installed): 2 cores, one for the server and one
-// for the load. Each case is a fresh process: warm-up, then one timed run; REPEATS rounds over
-// all cases, the order alternating, with and without the adapter back to back, so machine load
-// hits both alike; the best run counts. The target: with the adapter ≥ 90% of the requests per
-// second without it (scenario `admit`: everything admitted).
+// Every server runs in its own child process (bench/http/server.mjs) and is loaded by wrk on one
+// thread (autocannon when wrk is not installed): 2 cores, one for the servers and one for the
+// load. Paired slices: for each case, the server without and the server with the adapter are up
+// at once, and the load alternates between them in short slices (without first in even pairs,
+// with first in odd ones), so that the machine's speed, which drifts by tens of percent from one
+// second to the next on a shared VM, hits both alike. REPEATS rounds, each with fresh processes.
+// The verdict is the median of the per-pair ratios; the pooled ratio is shown beside it. The
+// target: with the adapter ≥ 90% of the requests per second without it (scenario `admit`).
 //
 // Writes bench/results/http-<YYYY-MM-DD>.json and .md (UTC date).
 
@@ -82,9 +84,13 @@ function parseArgs(argv) {
     write: !argv.includes('--no-write'),
     only: value('--only', undefined),
     scenarios: argv.includes('--no-deny') ? ['admit'] : ['admit', 'deny'],
-    duration: Number(value('--duration', quick ? 3 : 6)),
+    // One slice: this many seconds of load on one of the two servers.
+    duration: Number(value('--duration', 1)),
     warmup: Number(value('--warmup', quick ? 1 : 2)),
-    repeats: Number(value('--repeats', quick ? 1 : 3)),
+    // Pairs of slices (one without, one with) per round.
+    slices: Number(value('--slices', quick ? 3 : 8)),
+    // Rounds, each with a fresh pair of server processes.
+    repeats: Number(value('--repeats', quick ? 1 : 2)),
     connections: Number(value('--connections', 50)),
     tool,
     dist: value('--dist', undefined),
@@ -163,33 +169,80 @@ async function startServer(spec, pin) {
   }
 }
 
-async function runCase(spec, opts) {
-  const server = await startServer(spec, opts.pin)
+/**
+ * One round of a case: the servers without and with the adapter, started fresh and up at once,
+ * warmed, then loaded in `opts.slices` pairs of slices of `opts.duration` s each, the order within
+ * a pair alternating. Resolves one entry per slice.
+ */
+async function runRound(scenario, adapter, round, opts, dist) {
+  const servers = new Map()
   try {
+    for (const limited of [false, true])
+      servers.set(limited, await startServer({ adapter, limited, scenario, dist }, opts.pin))
     const load = opts.tool === 'wrk' ? wrk : autocannon
-    const target = {
-      url: `http://127.0.0.1:${server.port}/`,
+    const target = (limited) => ({
+      url: `http://127.0.0.1:${servers.get(limited).port}/`,
       connections: opts.connections,
-      alternate: spec.scenario === 'deny',
+      alternate: scenario === 'deny',
       ...(opts.pin && opts.tool === 'wrk' ? { cpu: 0 } : {}),
+    })
+    if (opts.warmup > 0)
+      for (const limited of [false, true]) await load({ ...target(limited), duration: opts.warmup })
+    const slices = []
+    for (let pair = 0; pair < opts.slices; pair++) {
+      for (const limited of (pair + round) % 2 === 0 ? [false, true] : [true, false]) {
+        const server = servers.get(limited)
+        await server.send('mark')
+        const loadAverage = Number(os.loadavg()[0].toFixed(2))
+        const measured = await load({ ...target(limited), duration: opts.duration })
+        const stats = await server.send('stats')
+        slices.push({
+          scenario,
+          adapter,
+          limited,
+          round,
+          pair,
+          ...measured,
+          served: stats.served,
+          statuses: stats.statuses,
+          cpuUs: stats.cpuUs,
+          serverCpuUsPerRequest: stats.served > 0 ? stats.cpuUs / stats.served : null,
+          serverCpuShare: stats.cpuUs / 1e6 / measured.seconds,
+          loadAverage,
+        })
+      }
     }
-    if (opts.warmup > 0) await load({ ...target, duration: opts.warmup })
-    await server.send('mark')
-    const loadAverage = Number(os.loadavg()[0].toFixed(2))
-    const measured = await load({ ...target, duration: opts.duration })
-    const stats = await server.send('stats')
-    return {
-      ...measured,
-      served: stats.served,
-      statuses: stats.statuses,
-      serverCpuUsPerRequest: stats.served > 0 ? stats.cpuUs / stats.served : null,
-      serverCpuShare: stats.cpuUs / 1e6 / measured.seconds,
-      loadAverage,
-    }
+    return slices
   } finally {
-    await server.stop()
+    await Promise.all([...servers.values()].map((s) => s.stop()))
   }
 }
+
+/** Requests per second, server CPU per request and statuses, summed over slices. */
+function pool(slices) {
+  const sum = (f) => slices.reduce((n, r) => n + f(r), 0)
+  const served = sum((r) => r.served)
+  const statuses = {}
+  for (const r of slices)
+    for (const [status, n] of Object.entries(r.statuses)) statuses[status] = (statuses[status] ?? 0) + n
+  return {
+    rps: sum((r) => r.requests) / sum((r) => r.seconds),
+    cpuUsPerRequest: served > 0 ? sum((r) => r.cpuUs) / served : null,
+    served,
+    statuses,
+  }
+}
+
+/** The median of a non-empty list of numbers. */
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+/** How the rows were measured, in words. */
+const slicesText = (opts) =>
+  `median of ${opts.repeats * opts.slices} pairs of ${opts.duration} s slices, ${opts.repeats} round${opts.repeats === 1 ? '' : 's'} of fresh processes`
 
 const kps = (n) => (n === undefined ? '—' : `${Math.round(n).toLocaleString('en-US')}`)
 const us = (n) => (n === null || n === undefined ? '—' : n.toFixed(1))
@@ -246,22 +299,22 @@ async function main(argv) {
   const snapshot = await snapshotEdgelimit(opts.dist)
   const runs = []
   try {
-    const total = opts.repeats * opts.scenarios.reduce((n, s) => n + casesOf(adapters, s).length, 0) * 2
+    const total = opts.repeats * opts.scenarios.reduce((n, s) => n + casesOf(adapters, s).length, 0)
+    let done = 0
     for (let round = 0; round < opts.repeats; round++) {
       const order = round % 2 === 0 ? adapters : [...adapters].reverse()
       for (const scenario of opts.scenarios) {
         for (const adapter of casesOf(order, scenario)) {
-          for (const limited of round % 2 === 0 ? [false, true] : [true, false]) {
-            const spec = { adapter, limited, scenario, dist: snapshot.dir }
-            const t0 = Date.now()
-            const r = { ...spec, round, ...(await runCase(spec, opts)) }
-            delete r.dist
-            r.problems = verify(r)
-            runs.push(r)
-            process.stderr.write(
-              `[${String(runs.length).padStart(2)}/${total}] ${scenario.padEnd(5)} ${adapter.padEnd(7)} ${limited ? 'with   ' : 'without'} ${kps(r.rps).padStart(7)} req/s, server ${us(r.serverCpuUsPerRequest)} µs CPU/req (${pct(r.serverCpuShare)} of a core), load ${r.loadAverage}${r.problems.length > 0 ? `  PROBLEM: ${r.problems.join('; ')}` : ''}  ${((Date.now() - t0) / 1000).toFixed(1)} s\n`,
-            )
-          }
+          const t0 = Date.now()
+          const slices = await runRound(scenario, adapter, round, opts, snapshot.dir)
+          for (const r of slices) r.problems = verify(r)
+          runs.push(...slices)
+          const side = (limited) => pool(slices.filter((r) => r.limited === limited))
+          const [w0, w1] = [side(false), side(true)]
+          const problems = slices.flatMap((r) => r.problems)
+          process.stderr.write(
+            `[${String(++done).padStart(2)}/${total}] ${scenario.padEnd(5)} ${adapter.padEnd(14)} without ${kps(w0.rps).padStart(7)} req/s ${us(w0.cpuUsPerRequest)} µs/req, with ${kps(w1.rps).padStart(7)} req/s ${us(w1.cpuUsPerRequest)} µs/req: ${pct(w1.rps / w0.rps)}, load ${os.loadavg()[0].toFixed(2)}${problems.length > 0 ? `  PROBLEM: ${problems.join('; ')}` : ''}  ${((Date.now() - t0) / 1000).toFixed(1)} s\n`,
+          )
         }
       }
     }
@@ -269,37 +322,42 @@ async function main(argv) {
     rmSync(snapshot.dir, { recursive: true, force: true })
   }
 
-  const pick = (scenario, adapter, limited) =>
-    runs.filter((r) => r.scenario === scenario && r.adapter === adapter && r.limited === limited)
-  const best = (list) => list.reduce((a, b) => (b.rps > a.rps ? b : a), list[0])
   const results = []
   for (const scenario of opts.scenarios) {
     for (const adapter of casesOf(adapters, scenario)) {
       const control = ADAPTERS[adapter].control === true
-      const without = pick(scenario, adapter, false)
-      const withAdapter = pick(scenario, adapter, true)
-      const b0 = best(without)
-      const b1 = best(withAdapter)
-      const paired = without.map((w) => {
-        const l = withAdapter.find((x) => x.round === w.round)
-        return l === undefined ? null : Number((l.rps / w.rps).toFixed(3))
+      const slices = runs.filter((r) => r.scenario === scenario && r.adapter === adapter)
+      const side = (list, limited) => pool(list.filter((r) => r.limited === limited))
+      const without = side(slices, false)
+      const withAdapter = side(slices, true)
+      // One ratio per pair of slices (the two back to back), over every round.
+      const pairRatios = []
+      for (let round = 0; round < opts.repeats; round++) {
+        for (let pair = 0; pair < opts.slices; pair++) {
+          const of = (limited) =>
+            slices.find((r) => r.round === round && r.pair === pair && r.limited === limited)
+          pairRatios.push(Number((of(true).rps / of(false).rps).toFixed(3)))
+        }
+      }
+      const roundRatios = Array.from({ length: opts.repeats }, (_, round) => {
+        const inRound = slices.filter((r) => r.round === round)
+        return Number((side(inRound, true).rps / side(inRound, false).rps).toFixed(3))
       })
-      const ratio = b1.rps / b0.rps
-      const cpu = (list) => Math.min(...list.map((r) => r.serverCpuUsPerRequest ?? Number.POSITIVE_INFINITY))
+      const ratio = median(pairRatios)
       results.push({
         scenario,
         adapter,
-        withoutRps: b0.rps,
-        withRps: b1.rps,
+        withoutRps: without.rps,
+        withRps: withAdapter.rps,
         ratio,
-        pairedRatios: paired,
-        withoutCpuUsPerRequest: cpu(without),
-        withCpuUsPerRequest: cpu(withAdapter),
-        addedCpuUsPerRequest: cpu(withAdapter) - cpu(without),
-        deniedFraction: (b1.statuses['429'] ?? 0) / b1.served,
-        repeatsWithoutRps: without.map((r) => Math.round(r.rps)),
-        repeatsWithRps: withAdapter.map((r) => Math.round(r.rps)),
-        problems: [...without, ...withAdapter].flatMap((r) => r.problems),
+        pooledRatio: withAdapter.rps / without.rps,
+        pairRatios,
+        roundRatios,
+        withoutCpuUsPerRequest: without.cpuUsPerRequest,
+        withCpuUsPerRequest: withAdapter.cpuUsPerRequest,
+        addedCpuUsPerRequest: withAdapter.cpuUsPerRequest - without.cpuUsPerRequest,
+        deniedFraction: (withAdapter.statuses['429'] ?? 0) / withAdapter.served,
+        problems: slices.flatMap((r) => r.problems),
         control,
         pass: scenario === 'admit' && !control ? ratio >= TARGET : null,
       })
@@ -349,7 +407,8 @@ async function main(argv) {
         kps(r.withoutRps),
         kps(r.withRps),
         pct(r.ratio),
-        r.pairedRatios.map((x) => (x === null ? '—' : pct(x))).join(' / '),
+        `${pct(Math.min(...r.pairRatios))}–${pct(Math.max(...r.pairRatios))}`,
+        `${pct(r.pooledRatio)} (${r.roundRatios.map(pct).join(' / ')})`,
         `${us(r.withoutCpuUsPerRequest)} → ${us(r.withCpuUsPerRequest)} (+${us(r.addedCpuUsPerRequest)})`,
         r.control
           ? 'control'
@@ -363,12 +422,13 @@ async function main(argv) {
     'adapter',
     'without (req/s)',
     'with (req/s)',
-    'with / without',
-    'paired, per round',
+    'with / without (median)',
+    'pairs (range)',
+    'pooled (per round)',
     'server CPU µs/req',
     'result',
   ]
-  const align = ['l', 'r', 'r', 'r', 'r', 'r', 'l']
+  const align = ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'l']
   const tables = Object.fromEntries(opts.scenarios.map((s) => [s, table(header, rows(s), align)]))
   const problems = results.flatMap((r) => r.problems.map((p) => `${r.scenario}/${r.adapter}: ${p}`))
 
@@ -376,9 +436,7 @@ async function main(argv) {
     `\nedgelimit HTTP adapter benchmark — ${date}, Node ${process.version}, ${meta.cpu.model} × ${meta.cpu.cores}\n`,
   )
   for (const scenario of opts.scenarios) {
-    console.log(
-      `Scenario ${scenario}: ${SCENARIOS[scenario]} (best of ${opts.repeats}, ${opts.duration} s each):\n`,
-    )
+    console.log(`Scenario ${scenario}: ${SCENARIOS[scenario]} (${slicesText(opts)}):\n`)
     console.log(tables[scenario].text)
     console.log('')
   }
@@ -399,10 +457,11 @@ async function main(argv) {
         : `autocannon({ url, connections: ${opts.connections}, duration: ${opts.duration} })`,
     connections: opts.connections,
     warmupSeconds: opts.warmup,
-    durationSeconds: opts.duration,
-    repeats: opts.repeats,
-    bestOf: opts.repeats,
-    repeatIsAFreshProcess: true,
+    slicesPerRound: opts.slices,
+    sliceSeconds: opts.duration,
+    rounds: opts.repeats,
+    roundIsAFreshPairOfProcesses: true,
+    verdict: 'median of the per-pair ratios (with / without, back to back)',
     target: `with / without ≥ ${TARGET} (scenario admit)`,
     scenarios: Object.fromEntries(opts.scenarios.map((s) => [s, SCENARIOS[s]])),
     adapters: ADAPTERS,
@@ -441,7 +500,7 @@ ${opts.quick ? '- **Quick run: indicative only.**\n' : ''}
 **Target: with the adapter ≥ ${pct(TARGET)} of the requests per second without it (scenario \`admit\`): ${passed}/${total} PASS.**
 ${problems.length > 0 ? `\n**Problems:** ${problems.join('; ')}\n` : ''}
 ${sections}
-Columns: best requests/s of ${opts.repeats} runs without and with the adapter; their ratio (judged); the ratio within each round (the two runs back to back); the server process's CPU time per answered request (user + system, best run) without → with, and the difference: the adapter's cost per request.
+Columns: requests/s without and with the adapter, pooled over every slice; **the median of the per-pair ratios (judged)**; the lowest and highest pair; the pooled ratio, overall and per round; the server process's CPU time per answered request (user + system, pooled) without → with, and the difference: the adapter's cost per request.
 
 ## Method
 
@@ -454,8 +513,8 @@ Columns: best requests/s of ${opts.repeats} runs without and with the adapter; t
     )}. The fetch row compares the wrapped handler with the same bridge (\`node:http\` → \`Request\` → handler → \`Response\` → \`node:http\`) serving the bare handler.
 - The **control** rows (scenario \`admit\`, not judged) measure the floor under each framework's row: the server without edgelimit against the same server setting, by hand, the two fields the adapter sends on every admitted response (\`RateLimit-Policy\` constant, \`RateLimit\` with a falling remaining count and the seconds left in the window), in the same place the adapter runs (the request handler for Node http; a middleware for Express and Hono — on @hono/node-server through \`c.env.outgoing\`, as \`honoRateLimit\` does; an \`onRequest\` hook for Fastify). What the framework itself charges for a middleware that sends the fields any adapter has to send.
 - edgelimit: the built package (copied once at start), the memory store, default options (client address as key: SHA-256 of the peer address, draft-10 headers on every response). Scenario \`admit\`: ${SCENARIOS.admit}. Scenario \`deny\` (informational, no target): ${SCENARIOS.deny}; without the adapter both paths answer 200.
-- Each run is a fresh server process (one at a time), loaded by \`${method.toolCommand}\` from 127.0.0.1 after a ${opts.warmup} s warm-up with the same load; ${opts.repeats} rounds over every case, the adapter order alternating between rounds and the runs with and without the adapter back to back (their order alternating too). The best run counts; every run is in the JSON with its 1-minute load average, socket errors, status counts (counted by the server) and server CPU time.
-- Each run is checked: no socket errors, only 200 and 429 answers, nothing denied in \`admit\` (nor ever without the adapter), 50% ± 2% denied in \`deny\`.
+- **Paired slices.** For each case, a round starts two fresh server processes, without and with the adapter, both up at once${opts.pin ? ' (both on CPU 1, wrk on CPU 0)' : ''}; each is warmed by ${opts.warmup} s of the same load; then ${opts.slices} pairs of slices, each slice \`${method.toolCommand}\` from 127.0.0.1 against one of the two, the pair's order alternating (without first in even pairs). ${opts.repeats} round${opts.repeats === 1 ? '' : 's'}, the adapter order alternating between rounds. The machine's speed drifts by tens of percent from one second to the next on this shared VM (one server's 2 s slices measured 14–35 µs of CPU per request in a row); two runs minutes apart, as in earlier versions of this benchmark, compare two different machines, and back-to-back slices do not. The verdict is the median of the per-pair ratios, so one slice hit by a burst of load moves it little. Every slice is in the JSON with its 1-minute load average, socket errors, status counts (counted by the server) and server CPU time.
+- Each slice is checked: no socket errors, only 200 and 429 answers, nothing denied in \`admit\` (nor ever without the adapter), 50% ± 2% denied in \`deny\`.
 `
 }
 
