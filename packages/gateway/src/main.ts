@@ -12,6 +12,8 @@ Usage:
                                      every algorithm (or the policy's rules) on the same traffic
   edgelimit replay <access.log…> --config <file> [--html <file>]
                                      what the policy would have blocked, from a log (CLF, JSON, gz)
+  edgelimit bench --config <file> [--concurrency 1,16,256] [--duration 2s] [--rule <name>]
+                                     decisions/s and latency of each rule on the policy's store
 
 Environment: EDGELIMIT_ADMIN_TOKEN (admin API bearer token), any \${VAR} the policy uses.
 Signals: SIGHUP reloads the policy; SIGTERM and SIGINT drain requests in flight, then exit.`
@@ -43,6 +45,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     case 'replay': {
       const { runReplay } = await import('./replay/index.js')
       return runReplay(rest, process)
+    }
+    case 'bench': {
+      const { runBench } = await import('./bench/index.js')
+      return runBench(rest, process)
     }
     case undefined:
     case 'help':

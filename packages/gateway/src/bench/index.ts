@@ -1,0 +1,342 @@
+import { randomBytes } from 'node:crypto'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { type Limiter, parseDuration } from 'edgelimit'
+import { PolicyError } from '../config/issues.js'
+import { loadPolicy } from '../config/validate.js'
+import { compilePolicy } from '../policy/compile.js'
+import { openStore } from '../policy/store.js'
+import {
+  type CliIo,
+  positiveInt,
+  runCommand,
+  UsageError,
+  workingDirectory,
+  writeOutput,
+} from '../report/io.js'
+import { LatencyHistogram } from './histogram.js'
+
+/** `edgelimit bench --help`. */
+export const BENCH_USAGE = `Usage: edgelimit bench [options]
+
+Measures what one decision of each rule of a policy costs on the policy's own store (memory,
+Redis, Redis Cluster, Upstash): decisions per second and latency at each number of decisions in
+flight, with admitted and denied counts. Keys are synthetic (bench:<run>:<level>:<n>, never a
+client's key), taken round-robin; on a shared store they are written like any other key and
+expire with the rule's window. A key that runs out of quota is denied from the local deny cache
+without a round trip, as in the gateway: with few keys the figures are the deny cache's.
+
+Options:
+  -c, --config <file>       the policy (default edgelimit.yaml)
+  --rule <name>             only this rule (repeatable; every plan of a tiered rule)
+  --concurrency <n,n,...>   decisions in flight, one level each (default 1,16,256)
+  --duration <duration>     measured time per level (default 2s), after a warm-up of a fifth of it
+  --keys <n>                distinct keys per level, used round-robin (default 100000)
+  --timeout <duration>      how long to wait for the store to be ready (default 5s)
+  --json <file>             the results as JSON
+  -h, --help                this help
+Exit codes: 0 done, 1 some decisions failed (rejected, not denied), 2 usage, policy or store error.
+`
+
+/** One rule (plan) at one level of decisions in flight. */
+export interface BenchResult {
+  /** The library rule: `<rule>` or `<rule>.<tier>`. */
+  readonly rule: string
+  readonly algorithm: string
+  readonly inFlight: number
+  readonly decisions: number
+  readonly seconds: number
+  readonly decisionsPerSecond: number
+  /** Latency of one decision, µs (from the call to its answer; timing adds ~0.1 µs). */
+  readonly latencyUs: {
+    readonly p50: number
+    readonly p99: number
+    readonly p999: number
+    readonly max: number
+  }
+  readonly admitted: number
+  /** Denied by the limit (a value, not an error). */
+  readonly denied: number
+  /** Decided without the store: the rule's `onStoreError` answered (fail-open, fail-closed or local). */
+  readonly storeUnavailable: number
+  /** Rejected promises: not decisions at all. */
+  readonly errors: number
+  readonly firstError: string | undefined
+}
+
+/** What `edgelimit bench` reports. */
+export interface BenchReport {
+  readonly config: string
+  readonly store: string
+  readonly keys: number
+  readonly durationMs: number
+  readonly results: readonly BenchResult[]
+}
+
+/**
+ * `edgelimit bench`: the CLI entry point. Returns the exit code; never throws for bad input.
+ * @example process.exitCode = await runBench(['--config', 'edgelimit.yaml'], process)
+ */
+export function runBench(args: string[], io: CliIo): Promise<number> {
+  return runCommand('bench', io, () => bench(args, io), isInputError)
+}
+
+/** A bad policy or a store that cannot be reached: the user's to fix, exit code 2. */
+class StoreError extends Error {}
+
+function isInputError(error: unknown): boolean {
+  return error instanceof PolicyError || error instanceof StoreError
+}
+
+function duration(flag: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback
+  const ms = parseDuration(value)
+  if (ms === undefined || ms <= 0)
+    throw new UsageError(`--${flag}: expected a duration like 2s, got "${value}"`)
+  return ms
+}
+
+function levels(value: string | undefined): number[] {
+  if (value === undefined) return [1, 16, 256]
+  const list = value.split(',').map((s) => s.trim())
+  const parsed = list.map((s) => Number(s.replace(/_/g, '')))
+  if (list.length === 0 || parsed.some((n) => !Number.isSafeInteger(n) || n < 1 || n > 100_000))
+    throw new UsageError(
+      `--concurrency: expected whole numbers from 1 to 100000 like 1,16,256, got "${value}"`,
+    )
+  return parsed
+}
+
+async function bench(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args)
+  if (values.help === true) {
+    io.stdout.write(BENCH_USAGE)
+    return 0
+  }
+  const at = (f: string) => path.resolve(workingDirectory(io), f)
+  const inFlight = levels(values.concurrency)
+  const durationMs = duration('duration', values.duration, 2000)
+  const timeoutMs = duration('timeout', values.timeout, 5000)
+  const keyCount = positiveInt('keys', values.keys, 100_000)
+  const configFile = values.config ?? 'edgelimit.yaml'
+  const { config } = loadPolicy(at(configFile))
+  const wanted = values.rule ?? []
+  const unknown = wanted.filter((name) => !config.rules.some((r) => r.name === name))
+  if (unknown.length > 0)
+    throw new UsageError(
+      `--rule: no rule ${unknown.map((n) => `"${n}"`).join(', ')} in ${configFile} (rules: ${config.rules.map((r) => r.name).join(', ')})`,
+    )
+
+  const store = await openStore(config.store)
+  try {
+    try {
+      await store.ready(timeoutMs)
+    } catch (error) {
+      throw new StoreError(`${config.store.type} store: ${(error as Error).message}`)
+    }
+    const policy = compilePolicy(config, store)
+    const run = randomBytes(4).toString('hex')
+    io.stdout.write(
+      `edgelimit bench — ${configFile}, ${config.store.type} store, ${keyCount.toLocaleString('en-US')} keys per level, ${formatMs(durationMs)} per level (run ${run})\n\n`,
+    )
+    const results: BenchResult[] = []
+    const rows: string[][] = []
+    for (const rule of policy.rules) {
+      if (wanted.length > 0 && !wanted.includes(rule.name)) continue
+      for (const plan of rule.plans.values()) {
+        const algorithm = rule.config.plans.find((p) => p.tier === plan.tier)?.algorithm.algorithm ?? ''
+        for (const [i, n] of inFlight.entries()) {
+          const keys = Array.from({ length: keyCount }, (_, k) => `bench:${run}:${i}:${k}`)
+          const warmKeys = keys.map((k) => `${k}:warm`)
+          await level(plan.limiter, warmKeys, n, durationMs / 5, rule.config.cost)
+          const r = await level(plan.limiter, keys, n, durationMs, rule.config.cost)
+          const result: BenchResult = { rule: plan.name, algorithm, inFlight: n, ...r }
+          results.push(result)
+          rows.push(row(result))
+          if (io.stderr.isTTY === true)
+            io.stderr.write(
+              `${plan.name} at ${n} in flight: ${grouped(result.decisionsPerSecond)} decisions/s\n`,
+            )
+        }
+        await plan.limiter.flush()
+      }
+    }
+    io.stdout.write(`${table(rows)}\n`)
+    const failed = results.filter((r) => r.errors > 0)
+    for (const r of failed)
+      io.stdout.write(`\n${r.rule} at ${r.inFlight} in flight: ${r.errors} decisions failed: ${r.firstError}`)
+    if (failed.length > 0) io.stdout.write('\n')
+    if (values.json !== undefined) {
+      const report: BenchReport = {
+        config: configFile,
+        store: config.store.type,
+        keys: keyCount,
+        durationMs,
+        results,
+      }
+      await writeOutput(at(values.json), `${JSON.stringify(report, null, 2)}\n`)
+    }
+    return failed.length > 0 ? 1 : 0
+  } finally {
+    await store.close()
+  }
+}
+
+/**
+ * Runs `inFlight` callers of `limiter.limit` for `durationMs`, each taking the next key
+ * round-robin. A caller stops at the first answer after the deadline: never a hang, whatever the
+ * store does (a store without a `timeout` is bounded by its client's own).
+ */
+async function level(
+  limiter: Limiter,
+  keys: readonly string[],
+  inFlight: number,
+  durationMs: number,
+  cost: number,
+): Promise<Omit<BenchResult, 'rule' | 'algorithm' | 'inFlight'>> {
+  const histogram = new LatencyHistogram()
+  const options = { cost }
+  let next = 0
+  let admitted = 0
+  let denied = 0
+  let storeUnavailable = 0
+  let errors = 0
+  let firstError: string | undefined
+  const started = performance.now()
+  const end = started + durationMs
+  // Answers that need no I/O (the memory store, the deny cache) resolve as microtasks: callers
+  // that only get those would keep the event loop from ever reaching the sockets, and a Redis
+  // answer would wait for the end of the level. Every few ms all callers step aside together.
+  let turn = started
+  let pause: Promise<void> | undefined
+  const stepAside = () =>
+    (pause ??= new Promise<void>((resolve) =>
+      setImmediate(() => {
+        pause = undefined
+        turn = performance.now()
+        resolve()
+      }),
+    ))
+  const caller = async (): Promise<void> => {
+    for (let t0 = performance.now(); t0 < end; t0 = performance.now()) {
+      if (t0 - turn >= TURN_MS) {
+        await stepAside()
+        continue
+      }
+      const key = keys[next] as string
+      next = next + 1 === keys.length ? 0 : next + 1
+      try {
+        const d = await limiter.limit(key, options)
+        if (d.reason === 'store-unavailable') storeUnavailable++
+        if (d.allowed) admitted++
+        else denied++
+      } catch (error) {
+        errors++
+        firstError ??= error instanceof Error ? error.message : String(error)
+      }
+      histogram.record((performance.now() - t0) * 1000)
+    }
+  }
+  await Promise.all(Array.from({ length: inFlight }, caller))
+  const seconds = (performance.now() - started) / 1000
+  const decisions = histogram.count
+  return {
+    decisions,
+    seconds,
+    decisionsPerSecond: decisions / seconds,
+    latencyUs: {
+      p50: histogram.quantile(0.5),
+      p99: histogram.quantile(0.99),
+      p999: histogram.quantile(0.999),
+      max: histogram.max,
+    },
+    admitted,
+    denied,
+    storeUnavailable,
+    errors,
+    firstError,
+  }
+}
+
+/** How long callers run before they let the event loop turn, ms. */
+const TURN_MS = 5
+
+const HEADER = [
+  'rule',
+  'algorithm',
+  'in flight',
+  'decisions/s',
+  'p50',
+  'p99',
+  'p99.9',
+  'max',
+  'admitted',
+  'denied',
+  'store down',
+  'failed',
+]
+
+function row(r: BenchResult): string[] {
+  return [
+    r.rule,
+    r.algorithm,
+    String(r.inFlight),
+    grouped(r.decisionsPerSecond),
+    formatUs(r.latencyUs.p50),
+    formatUs(r.latencyUs.p99),
+    formatUs(r.latencyUs.p999),
+    formatUs(r.latencyUs.max),
+    grouped(r.admitted),
+    grouped(r.denied),
+    grouped(r.storeUnavailable),
+    grouped(r.errors),
+  ]
+}
+
+/** A plain-text table: the first two columns left-aligned, the numbers right-aligned. */
+function table(rows: readonly string[][]): string {
+  const all = [HEADER, ...rows]
+  const widths = HEADER.map((_, c) => Math.max(...all.map((r) => (r[c] as string).length)))
+  const line = (r: readonly string[]) =>
+    r
+      .map((cell, c) => (c < 2 ? cell.padEnd(widths[c] as number) : cell.padStart(widths[c] as number)))
+      .join('  ')
+      .trimEnd()
+  return [line(HEADER), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n')
+}
+
+const grouped = (n: number) => Math.round(n).toLocaleString('en-US')
+
+/** µs below a millisecond, then ms, then s. */
+export function formatUs(us: number): string {
+  if (us < 10) return `${us.toFixed(2)} µs`
+  if (us < 1000) return `${us.toFixed(0)} µs`
+  if (us < 1_000_000) return `${(us / 1000).toFixed(us < 10_000 ? 2 : 1)} ms`
+  return `${(us / 1_000_000).toFixed(2)} s`
+}
+
+function formatMs(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`
+}
+
+function parse(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      allowPositionals: false,
+      strict: true,
+      options: {
+        config: { type: 'string', short: 'c' },
+        rule: { type: 'string', multiple: true },
+        concurrency: { type: 'string' },
+        duration: { type: 'string' },
+        keys: { type: 'string' },
+        timeout: { type: 'string' },
+        json: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    })
+  } catch (error) {
+    throw new UsageError((error as Error).message)
+  }
+}

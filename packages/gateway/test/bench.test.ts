@@ -1,0 +1,211 @@
+// `edgelimit bench`: every rule (and tier) of a policy driven on the policy's own store, the
+// memory store and a real redis-server the test starts. The counts must be what the policy
+// admits: an exact sliding log of 3 per hour over 40 fresh keys admits exactly 120 per level.
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import fc from 'fast-check'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { freePorts, type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
+import { LatencyHistogram } from '../src/bench/histogram.js'
+import { type BenchReport, runBench } from '../src/bench/index.js'
+import { captureIo } from './replay/io.js'
+
+const dir = mkdtempSync(path.join(tmpdir(), 'edgelimit-bench-'))
+const policy = (name: string, store: string) => {
+  const file = path.join(dir, name)
+  writeFileSync(
+    file,
+    `store: ${store}
+rules:
+  - name: login
+    algorithm: sliding-log
+    limit: 3
+    window: 1h
+  - name: api
+    key: header:x-api-key
+    algorithm: token-bucket
+    refillInterval: 1s
+    tiers:
+      header: x-plan
+      default: free
+      plans:
+        free: { capacity: 5, refillRate: 1 }
+        pro: { capacity: 50, refillRate: 10 }
+`,
+  )
+  return file
+}
+
+async function bench(args: string[]) {
+  const io = captureIo(dir)
+  const json = `b-${Math.random().toString(36).slice(2)}.json`
+  const code = await runBench([...args, '--json', json], io)
+  const report =
+    code === 0 || code === 1
+      ? (JSON.parse(readFileSync(path.join(dir, json), 'utf8')) as BenchReport)
+      : undefined
+  return { code, report, out: io.out(), err: io.err() }
+}
+
+/** Every level's counts add up, latencies are ordered, and the exact rule admitted exactly. */
+function expectConsistent(report: BenchReport, keys: number) {
+  for (const r of report.results) {
+    expect(r.errors).toBe(0)
+    expect(r.storeUnavailable).toBe(0)
+    expect(r.admitted + r.denied).toBe(r.decisions)
+    expect(r.decisionsPerSecond).toBeCloseTo(r.decisions / r.seconds, 6)
+    const { p50, p99, p999, max } = r.latencyUs
+    expect(0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max).toBe(true)
+    if (r.rule === 'login') {
+      // Enough decisions to exhaust every key: then exactly 3 per key, never more.
+      expect(r.decisions).toBeGreaterThan(3 * keys)
+      expect(r.admitted).toBe(3 * keys)
+    }
+  }
+}
+
+describe('edgelimit bench', () => {
+  test('memory store: every rule and every tier at each level, counts exactly what the policy admits', async () => {
+    const file = policy('memory.yaml', 'memory')
+    const { code, report, out } = await bench([
+      '-c',
+      file,
+      '--duration',
+      '150ms',
+      '--concurrency',
+      '1,8',
+      '--keys',
+      '40',
+    ])
+    expect(code).toBe(0)
+    expect(report?.store).toBe('memory')
+    expect(report?.results.map((r) => `${r.rule}@${r.inFlight}`)).toEqual([
+      'login@1',
+      'login@8',
+      'api.free@1',
+      'api.free@8',
+      'api.pro@1',
+      'api.pro@8',
+    ])
+    expect(report?.results.map((r) => r.algorithm)).toEqual([
+      'sliding-log',
+      'sliding-log',
+      'token-bucket',
+      'token-bucket',
+      'token-bucket',
+      'token-bucket',
+    ])
+    expectConsistent(report as BenchReport, 40)
+    // A token bucket admits its capacity per key at least (plus what refills during the level).
+    for (const r of report?.results.filter((x) => x.rule === 'api.free') ?? [])
+      expect(r.admitted).toBeGreaterThanOrEqual(5 * 40)
+    expect(out).toMatch(/^rule\s+algorithm\s+in flight\s+decisions\/s\s+p50\s+p99\s+p99\.9\s+max\s+admitted/m)
+    expect(out).toMatch(/^login\s+sliding-log\s+8\s+[\d,]+\s+[\d.]+ µs/m)
+  })
+
+  test('--rule picks rules; usage errors exit 2 with a message, before any store is opened', async () => {
+    const file = policy('pick.yaml', 'memory')
+    const picked = await bench(['-c', file, '--rule', 'api', '--duration', '50ms', '--concurrency', '2'])
+    expect(picked.code).toBe(0)
+    expect(picked.report?.results.map((r) => r.rule)).toEqual(['api.free', 'api.pro'])
+
+    const cases: [string[], RegExp][] = [
+      [['--rule', 'nope'], /--rule: no rule "nope" in .*pick\.yaml \(rules: login, api\)/],
+      [['--concurrency', '1,0'], /--concurrency: expected whole numbers/],
+      [['--duration', 'soon'], /--duration: expected a duration like 2s, got "soon"/],
+      [['--keys=0'], /--keys: expected a positive whole number/],
+      [['--bogus'], /Unknown option '--bogus'/],
+    ]
+    for (const [args, message] of cases) {
+      const r = await bench(['-c', file, ...args])
+      expect(r.code).toBe(2)
+      expect(r.err).toMatch(message)
+    }
+    const missing = await bench(['-c', path.join(dir, 'missing.yaml')])
+    expect(missing.code).toBe(2)
+    expect(missing.err).toMatch(/cannot read the file/)
+  })
+
+  test('a store that never becomes ready: exit 2 within --timeout, no hang', async () => {
+    const [port] = await freePorts(1)
+    const file = policy('down.yaml', `redis://127.0.0.1:${port}`)
+    const t0 = Date.now()
+    const { code, err } = await bench(['-c', file, '--timeout', '300ms'])
+    expect(code).toBe(2)
+    expect(err).toMatch(/redis store: the store did not become ready within 300 ms/)
+    expect(Date.now() - t0).toBeLessThan(5000)
+  })
+
+  describe('on a real redis-server', () => {
+    let redis: RedisServer
+    beforeAll(async () => {
+      redis = await startRedis()
+    })
+    afterAll(async () => {
+      await redis?.stop()
+    })
+
+    test('every decision is a round trip until a key is denied; keys are bench:<run>:… under the prefix', async () => {
+      const file = policy('redis.yaml', `{ type: redis, url: "${redis.url}", prefix: bl }`)
+      const before = await evalshaCalls(redis.port)
+      const { code, report } = await bench([
+        '-c',
+        file,
+        '--rule',
+        'login',
+        '--duration',
+        '300ms',
+        '--concurrency',
+        '1,16',
+        '--keys',
+        '40',
+      ])
+      expect(code).toBe(0)
+      expect(report?.store).toBe('redis')
+      expectConsistent(report as BenchReport, 40)
+      // At 1 in flight each of the 120 admissions was its own script call; at 16 in flight the
+      // store may carry up to 8 decisions in one call.
+      expect((await evalshaCalls(redis.port)) - before).toBeGreaterThanOrEqual(120 + 120 / 8)
+      const keys = (await redisCommand(redis.port, ['KEYS', 'bl:login:*'])) as string[]
+      expect(keys.length).toBeGreaterThanOrEqual(2 * 40)
+      for (const key of keys) expect(key).toMatch(/^bl:login:\{bench:[0-9a-f]{8}:[01]:\d+(:warm)?\}$/)
+    })
+  })
+})
+
+async function evalshaCalls(port: number): Promise<number> {
+  const info = String(await redisCommand(port, ['INFO', 'commandstats']))
+  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0)
+}
+
+describe('LatencyHistogram', () => {
+  test('quantiles within 1 % of the exact ones, never below; max exact', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ min: 0.02, max: 5e6, noNaN: true }), { minLength: 1, maxLength: 400 }),
+        fc.constantFrom(0.5, 0.9, 0.99, 0.999, 1),
+        (values, q) => {
+          const h = new LatencyHistogram()
+          for (const v of values) h.record(v)
+          const sorted = [...values].sort((a, b) => a - b)
+          const exact = sorted[Math.max(1, Math.ceil(q * values.length)) - 1] as number
+          const got = h.quantile(q)
+          expect(got).toBeGreaterThanOrEqual(exact * (1 - 1e-12))
+          expect(got).toBeLessThanOrEqual(exact * 1.01 * (1 + 1e-12))
+          expect(h.max).toBe(sorted[sorted.length - 1])
+          expect(h.count).toBe(values.length)
+        },
+      ),
+    )
+  })
+
+  test('empty: zeros; below the floor and non-finite values count at the floor', () => {
+    const h = new LatencyHistogram()
+    expect([h.quantile(0.5), h.max, h.count]).toEqual([0, 0, 0])
+    h.record(0)
+    h.record(Number.NaN)
+    expect(h.count).toBe(2)
+    expect(h.quantile(1)).toBeCloseTo(0.01, 10)
+  })
+})
