@@ -2,6 +2,7 @@
 // memory store and a real redis-server the test starts. The counts must be what the policy
 // admits: an exact sliding log of 3 per hour over 40 fresh keys admits exactly 120 per level.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import fc from 'fast-check'
@@ -171,8 +172,69 @@ describe('edgelimit bench', () => {
       expect(keys.length).toBeGreaterThanOrEqual(2 * 40)
       for (const key of keys) expect(key).toMatch(/^bl:login:\{bench:[0-9a-f]{8}:[01]:\d+(:warm)?\}$/)
     })
+
+    test('a store that stops answering under a rule without a timeout: the level ends, the calls count as failed, exit 1', async () => {
+      const proxy = await holdingProxy(redis.port)
+      try {
+        const file = path.join(dir, 'stuck.yaml')
+        writeFileSync(
+          file,
+          `store: redis://127.0.0.1:${proxy.port}
+rules:
+  - name: stuck
+    algorithm: fixed-window
+    limit: 10
+    window: 1m
+    timeout: false
+`,
+        )
+        const t0 = Date.now()
+        const { code, report, out } = await bench(['-c', file, '--duration', '200ms', '--concurrency', '4'])
+        expect(proxy.held()).toBe(true)
+        expect(code).toBe(1)
+        expect(report?.results[0]?.errors).toBe(4)
+        expect(out).toMatch(/stuck at 4 in flight: 4 decisions failed: no answer 1 s after the level ended/)
+        expect(Date.now() - t0).toBeLessThan(10_000)
+      } finally {
+        await proxy.close()
+      }
+    })
   })
 })
+
+/**
+ * A TCP proxy to Redis that forwards until the client sends its first script call, and from then
+ * on forwards nothing: a store that accepted the connection and stopped answering.
+ */
+async function holdingProxy(
+  port: number,
+): Promise<{ port: number; held(): boolean; close(): Promise<void> }> {
+  let held = false
+  const sockets = new Set<net.Socket>()
+  const server = net.createServer((client) => {
+    const upstream = net.connect({ host: '127.0.0.1', port })
+    for (const socket of [client, upstream]) {
+      sockets.add(socket)
+      socket.on('error', () => {})
+    }
+    client.on('data', (chunk) => {
+      if (/evalsha|eval/i.test(chunk.toString('latin1'))) held = true
+      if (!held) upstream.write(chunk)
+    })
+    upstream.on('data', (chunk) => {
+      if (!held) client.write(chunk)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    held: () => held,
+    close: async () => {
+      for (const socket of sockets) socket.destroy()
+      await new Promise((resolve) => server.close(resolve))
+    },
+  }
+}
 
 async function evalshaCalls(port: number): Promise<number> {
   const info = String(await redisCommand(port, ['INFO', 'commandstats']))

@@ -44,6 +44,7 @@ export interface BenchResult {
   readonly rule: string
   readonly algorithm: string
   readonly inFlight: number
+  /** Answers: admitted + denied + rejected. */
   readonly decisions: number
   readonly seconds: number
   readonly decisionsPerSecond: number
@@ -59,7 +60,7 @@ export interface BenchResult {
   readonly denied: number
   /** Decided without the store: the rule's `onStoreError` answered (fail-open, fail-closed or local). */
   readonly storeUnavailable: number
-  /** Rejected promises: not decisions at all. */
+  /** Rejected promises (not decisions at all), and calls still unanswered after the level. */
   readonly errors: number
   readonly firstError: string | undefined
 }
@@ -118,6 +119,10 @@ async function bench(args: string[], io: CliIo): Promise<number> {
   const durationMs = duration('duration', values.duration, 2000)
   const timeoutMs = duration('timeout', values.timeout, 5000)
   const keyCount = positiveInt('keys', values.keys, 100_000)
+  if (keyCount > MAX_KEYS)
+    throw new UsageError(
+      `--keys: at most ${MAX_KEYS.toLocaleString('en-US')} (they are held in memory), got ${values.keys}`,
+    )
   const configFile = values.config ?? 'edgelimit.yaml'
   const { config } = loadPolicy(at(configFile))
   const wanted = values.rule ?? []
@@ -184,8 +189,9 @@ async function bench(args: string[], io: CliIo): Promise<number> {
 
 /**
  * Runs `inFlight` callers of `limiter.limit` for `durationMs`, each taking the next key
- * round-robin. A caller stops at the first answer after the deadline: never a hang, whatever the
- * store does (a store without a `timeout` is bounded by its client's own).
+ * round-robin. A caller stops at its first answer after the deadline. A decision still without an
+ * answer a level's length later (at least `GRACE_MS`; a rule with `timeout: false` on a store that stopped answering) is
+ * counted as failed and left behind: the level ends, never a hang.
  */
 async function level(
   limiter: Limiter,
@@ -202,6 +208,7 @@ async function level(
   let storeUnavailable = 0
   let errors = 0
   let firstError: string | undefined
+  let waiting = 0
   const started = performance.now()
   const end = started + durationMs
   // Answers that need no I/O (the memory store, the deny cache) resolve as microtasks: callers
@@ -225,6 +232,7 @@ async function level(
       }
       const key = keys[next] as string
       next = next + 1 === keys.length ? 0 : next + 1
+      waiting++
       try {
         const d = await limiter.limit(key, options)
         if (d.reason === 'store-unavailable') storeUnavailable++
@@ -233,13 +241,25 @@ async function level(
       } catch (error) {
         errors++
         firstError ??= error instanceof Error ? error.message : String(error)
+      } finally {
+        waiting--
       }
       histogram.record((performance.now() - t0) * 1000)
     }
   }
-  await Promise.all(Array.from({ length: inFlight }, caller))
+  const graceMs = Math.max(GRACE_MS, durationMs)
+  let timer: NodeJS.Timeout | undefined
+  const grace = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, durationMs + graceMs)
+  })
+  await Promise.race([Promise.all(Array.from({ length: inFlight }, caller)), grace])
+  clearTimeout(timer)
   const seconds = (performance.now() - started) / 1000
   const decisions = histogram.count
+  if (waiting > 0) {
+    errors += waiting
+    firstError ??= `no answer ${formatMs(graceMs)} after the level ended (the rule has no timeout)`
+  }
   return {
     decisions,
     seconds,
@@ -260,6 +280,10 @@ async function level(
 
 /** How long callers run before they let the event loop turn, ms. */
 const TURN_MS = 5
+/** How long after a level's end its last answers are awaited: the level's length, at least this, ms. */
+const GRACE_MS = 1000
+/** The most keys per level (held in memory, about 50 bytes each). */
+const MAX_KEYS = 1_000_000
 
 const HEADER = [
   'rule',
@@ -277,15 +301,17 @@ const HEADER = [
 ]
 
 function row(r: BenchResult): string[] {
+  // No answer at all: no latency to show.
+  const latency = (us: number) => (r.decisions === 0 ? '—' : formatUs(us))
   return [
     r.rule,
     r.algorithm,
     String(r.inFlight),
     grouped(r.decisionsPerSecond),
-    formatUs(r.latencyUs.p50),
-    formatUs(r.latencyUs.p99),
-    formatUs(r.latencyUs.p999),
-    formatUs(r.latencyUs.max),
+    latency(r.latencyUs.p50),
+    latency(r.latencyUs.p99),
+    latency(r.latencyUs.p999),
+    latency(r.latencyUs.max),
     grouped(r.admitted),
     grouped(r.denied),
     grouped(r.storeUnavailable),
