@@ -1,4 +1,4 @@
-import { createRateLimitCore, type HttpVerdict, type RateLimitOptions } from '../http/rate-limit.js'
+import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import {
   fromNodeRequest,
   type NodeRequestLike,
@@ -67,7 +67,7 @@ export function expressRateLimit(options: ExpressRateLimitOptions): ExpressMiddl
       next(error)
       return
     }
-    if (verdict instanceof Promise) verdict.then((v) => later(res, v, next), next)
+    if (pending(verdict)) verdict.then((v) => later(res, v, next), next)
     else later(res, verdict, next)
   }
 }

@@ -1,4 +1,4 @@
-import { createRateLimitCore, type HttpVerdict, type RateLimitOptions } from '../http/rate-limit.js'
+import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import { fromNodeRequest, type NodeRequestLike } from './node-io.js'
 import { lowerName, sleep } from './shared.js'
 
@@ -75,7 +75,7 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
     }
     app.addHook('onRequest', (request, reply, done) => {
       const verdict = core.run(fromNodeRequest(request.raw, request.url))
-      if (verdict instanceof Promise) verdict.then((v) => apply(reply, v, done), done)
+      if (pending(verdict)) verdict.then((v) => apply(reply, v, done), done)
       else apply(reply, verdict, done)
     })
   },

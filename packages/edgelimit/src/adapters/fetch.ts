@@ -3,6 +3,7 @@ import {
   type HttpAnswer,
   type HttpRequest,
   type HttpVerdict,
+  pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
 import { sleep, urlPath } from './shared.js'
@@ -103,7 +104,7 @@ export function withRateLimit<Rest extends unknown[]>(
       const verdict = core.run(
         new FetchRequest(request, peer === undefined ? undefined : (peer(request, ...rest) ?? undefined)),
       )
-      if (verdict instanceof Promise) return verdict.then((v) => apply(v, request, rest))
+      if (pending(verdict)) return verdict.then((v) => apply(v, request, rest))
       return Promise.resolve(apply(verdict, request, rest))
     } catch (error) {
       return Promise.reject(error)

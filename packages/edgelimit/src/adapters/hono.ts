@@ -3,6 +3,7 @@ import {
   createRateLimitCore,
   type HttpRequest,
   type HttpVerdict,
+  pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
 import { sleep } from './shared.js'
@@ -86,7 +87,7 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
   return (c, next) => {
     try {
       const verdict = core.run(new HonoRequest(c, peer(c) ?? undefined))
-      if (verdict instanceof Promise) return verdict.then((v) => apply(c, next, v))
+      if (pending(verdict)) return verdict.then((v) => apply(c, next, v))
       return Promise.resolve(apply(c, next, verdict))
     } catch (error) {
       return Promise.reject(error)

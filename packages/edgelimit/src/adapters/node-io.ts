@@ -1,4 +1,4 @@
-import type { HttpRequest, HttpVerdict, RateLimitCore } from '../http/rate-limit.js'
+import { type HttpRequest, type HttpVerdict, pending, type RateLimitCore } from '../http/rate-limit.js'
 import { pathOf, sleep } from './shared.js'
 
 /** The part of Node's `IncomingMessage` the adapter reads (Express and Fastify's `raw` fit too). */
@@ -98,7 +98,7 @@ export function limitNode(
 ): Promise<boolean> {
   try {
     const verdict = core.run(fromNodeRequest(req, target ?? req.url))
-    if (verdict instanceof Promise) return verdict.then((v) => applyNodeVerdict(res, v))
+    if (pending(verdict)) return verdict.then((v) => applyNodeVerdict(res, v))
     return applyNodeVerdict(res, verdict)
   } catch (error) {
     // `setHeader` after the headers were sent, say: a rejection, as from an async function.
