@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto'
 import path from 'node:path'
-import { parseArgs } from 'node:util'
 import { type Limiter, parseDuration } from 'edgelimit'
 import { PolicyError } from '../config/issues.js'
 import { loadPolicy } from '../config/validate.js'
@@ -8,6 +7,7 @@ import { compilePolicy } from '../policy/compile.js'
 import { openStore } from '../policy/store.js'
 import {
   type CliIo,
+  parseCommandArgs,
   positiveInt,
   runCommand,
   UsageError,
@@ -346,23 +346,19 @@ function formatMs(ms: number): string {
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: false,
-      strict: true,
-      options: {
-        config: { type: 'string', short: 'c' },
-        rule: { type: 'string', multiple: true },
-        concurrency: { type: 'string' },
-        duration: { type: 'string' },
-        keys: { type: 'string' },
-        timeout: { type: 'string' },
-        json: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    })
-  } catch (error) {
-    throw new UsageError((error as Error).message)
-  }
+  return parseCommandArgs({
+    args,
+    allowPositionals: false,
+    strict: true,
+    options: {
+      config: { type: 'string', short: 'c' },
+      rule: { type: 'string', multiple: true },
+      concurrency: { type: 'string' },
+      duration: { type: 'string' },
+      keys: { type: 'string' },
+      timeout: { type: 'string' },
+      json: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  })
 }

@@ -1,9 +1,9 @@
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
-import { parseArgs } from 'node:util'
 import { parseDuration } from 'edgelimit'
 import {
   type CliIo,
+  parseCommandArgs,
   positiveInt,
   runCommand,
   UsageError,
@@ -133,34 +133,30 @@ async function replay(args: string[], io: CliIo): Promise<number> {
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        config: { type: 'string', short: 'c' },
-        algorithm: { type: 'string' },
-        limit: { type: 'string' },
-        window: { type: 'string' },
-        key: { type: 'string' },
-        mode: { type: 'string' },
-        format: { type: 'string' },
-        field: { type: 'string', multiple: true },
-        html: { type: 'string' },
-        'no-html': { type: 'boolean' },
-        json: { type: 'string' },
-        reorder: { type: 'string' },
-        top: { type: 'string' },
-        'max-keys': { type: 'string' },
-        'no-progress': { type: 'boolean' },
-        'fail-on-block': { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    })
-  } catch (error) {
-    throw new UsageError((error as Error).message)
-  }
+  return parseCommandArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      config: { type: 'string', short: 'c' },
+      algorithm: { type: 'string' },
+      limit: { type: 'string' },
+      window: { type: 'string' },
+      key: { type: 'string' },
+      mode: { type: 'string' },
+      format: { type: 'string' },
+      field: { type: 'string', multiple: true },
+      html: { type: 'string' },
+      'no-html': { type: 'boolean' },
+      json: { type: 'string' },
+      reorder: { type: 'string' },
+      top: { type: 'string' },
+      'max-keys': { type: 'string' },
+      'no-progress': { type: 'boolean' },
+      'fail-on-block': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  })
 }
 
 /** The one-rule policy of `--algorithm/--limit/--window/--key`. */

@@ -1,5 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
+import { type ParseArgsConfig, parseArgs } from 'node:util'
 
 /** A writable text stream: `process.stdout` or anything with `write`. */
 export interface TextOut {
@@ -27,6 +28,22 @@ export function workingDirectory(io: CliIo): string {
 /** A usage or input problem: printed without a stack, exit code 2. */
 export class UsageError extends Error {
   override readonly name = 'UsageError'
+}
+
+/**
+ * Node's `parseArgs`, with an unknown or malformed option reported as a usage error (exit code 2)
+ * rather than thrown as a TypeError.
+ *
+ * @example const { values } = parseCommandArgs({ args, strict: true, options: { json: { type: 'string' } } })
+ */
+export function parseCommandArgs<const C extends ParseArgsConfig>(
+  config: C,
+): ReturnType<typeof parseArgs<C>> {
+  try {
+    return parseArgs(config)
+  } catch (error) {
+    throw new UsageError((error as Error).message)
+  }
 }
 
 /**

@@ -1,9 +1,9 @@
 import path from 'node:path'
-import { parseArgs } from 'node:util'
 import { parseDuration } from 'edgelimit'
 import { loadPolicy, PolicyError } from '../replay/policy.js'
 import {
   type CliIo,
+  parseCommandArgs,
   positiveInt,
   runCommand,
   UsageError,
@@ -122,26 +122,22 @@ async function run(args: string[], io: CliIo): Promise<number> {
 }
 
 function parse(args: string[]) {
-  try {
-    return parseArgs({
-      args,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        trace: { type: 'string' },
-        config: { type: 'string', short: 'c' },
-        limit: { type: 'string' },
-        window: { type: 'string' },
-        algorithms: { type: 'string' },
-        seed: { type: 'string' },
-        html: { type: 'string' },
-        'no-html': { type: 'boolean' },
-        json: { type: 'string' },
-        list: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    })
-  } catch (error) {
-    throw new UsageError((error as Error).message)
-  }
+  return parseCommandArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      trace: { type: 'string' },
+      config: { type: 'string', short: 'c' },
+      limit: { type: 'string' },
+      window: { type: 'string' },
+      algorithms: { type: 'string' },
+      seed: { type: 'string' },
+      html: { type: 'string' },
+      'no-html': { type: 'boolean' },
+      json: { type: 'string' },
+      list: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  })
 }
