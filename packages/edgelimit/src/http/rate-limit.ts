@@ -363,7 +363,7 @@ export interface RateLimitCore extends HttpRateLimit {
 /**
  * Whether `run` answered with a promise rather than a verdict. A verdict is a plain object with an
  * `action`: reading it costs less than `instanceof Promise` on this hot path (under callgrind, the
- * Node adapter ran about 900 fewer instructions per request, ~1.4 %).
+ * Node adapter ran about 1,100 fewer instructions per request: 63.1 k → 62.0 k).
  */
 export function pending(v: HttpVerdict | Promise<HttpVerdict>): v is Promise<HttpVerdict> {
   return (v as Partial<HttpVerdict>).action === undefined

@@ -5,6 +5,7 @@ import { PolicyError } from '../config/issues.js'
 import { loadPolicy } from '../config/validate.js'
 import { compilePolicy } from '../policy/compile.js'
 import { openStore } from '../policy/store.js'
+import { type Align, duration, int, table } from '../report/format.js'
 import {
   type CliIo,
   parseCommandArgs,
@@ -89,7 +90,7 @@ function isInputError(error: unknown): boolean {
   return error instanceof PolicyError || error instanceof StoreError
 }
 
-function duration(flag: string, value: string | undefined, fallback: number): number {
+function durationFlag(flag: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback
   const ms = parseDuration(value)
   if (ms === undefined || ms <= 0)
@@ -116,8 +117,8 @@ async function bench(args: string[], io: CliIo): Promise<number> {
   }
   const at = (f: string) => path.resolve(workingDirectory(io), f)
   const inFlight = levels(values.concurrency)
-  const durationMs = duration('duration', values.duration, 2000)
-  const timeoutMs = duration('timeout', values.timeout, 5000)
+  const durationMs = durationFlag('duration', values.duration, 2000)
+  const timeoutMs = durationFlag('timeout', values.timeout, 5000)
   const keyCount = positiveInt('keys', values.keys, 100_000)
   if (keyCount > MAX_KEYS)
     throw new UsageError(
@@ -142,7 +143,7 @@ async function bench(args: string[], io: CliIo): Promise<number> {
     const policy = compilePolicy(config, store)
     const run = randomBytes(4).toString('hex')
     io.stdout.write(
-      `edgelimit bench — ${configFile}, ${config.store.type} store, ${keyCount.toLocaleString('en-US')} keys per level, ${formatMs(durationMs)} per level (run ${run})\n\n`,
+      `edgelimit bench — ${configFile}, ${config.store.type} store, ${int(keyCount)} keys per level, ${duration(durationMs)} per level (run ${run})\n\n`,
     )
     const results: BenchResult[] = []
     const rows: string[][] = []
@@ -159,14 +160,12 @@ async function bench(args: string[], io: CliIo): Promise<number> {
           results.push(result)
           rows.push(row(result))
           if (io.stderr.isTTY === true)
-            io.stderr.write(
-              `${plan.name} at ${n} in flight: ${grouped(result.decisionsPerSecond)} decisions/s\n`,
-            )
+            io.stderr.write(`${plan.name} at ${n} in flight: ${int(result.decisionsPerSecond)} decisions/s\n`)
         }
         await plan.limiter.flush()
       }
     }
-    io.stdout.write(`${table(rows)}\n`)
+    io.stdout.write(`${table(HEADER, rows, ALIGN)}\n`)
     const failed = results.filter((r) => r.errors > 0)
     for (const r of failed)
       io.stdout.write(`\n${r.rule} at ${r.inFlight} in flight: ${r.errors} decisions failed: ${r.firstError}`)
@@ -190,8 +189,8 @@ async function bench(args: string[], io: CliIo): Promise<number> {
 /**
  * Runs `inFlight` callers of `limiter.limit` for `durationMs`, each taking the next key
  * round-robin. A caller stops at its first answer after the deadline. A decision still without an
- * answer a level's length later (at least `GRACE_MS`; a rule with `timeout: false` on a store that stopped answering) is
- * counted as failed and left behind: the level ends, never a hang.
+ * answer a level's length later (at least `GRACE_MS`: a rule with `timeout: false` on a store
+ * that stopped answering) is counted as failed and left behind: the level ends, never a hang.
  */
 async function level(
   limiter: Limiter,
@@ -258,7 +257,7 @@ async function level(
   const decisions = histogram.count
   if (waiting > 0) {
     errors += waiting
-    firstError ??= `no answer ${formatMs(graceMs)} after the level ended (the rule has no timeout)`
+    firstError ??= `no answer ${duration(graceMs)} after the level ended (the rule has no timeout)`
   }
   return {
     decisions,
@@ -285,6 +284,7 @@ const GRACE_MS = 1000
 /** The most keys per level (held in memory, about 50 bytes each). */
 const MAX_KEYS = 1_000_000
 
+const ALIGN: readonly Align[] = ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r']
 const HEADER = [
   'rule',
   'algorithm',
@@ -307,42 +307,24 @@ function row(r: BenchResult): string[] {
     r.rule,
     r.algorithm,
     String(r.inFlight),
-    grouped(r.decisionsPerSecond),
+    int(r.decisionsPerSecond),
     latency(r.latencyUs.p50),
     latency(r.latencyUs.p99),
     latency(r.latencyUs.p999),
     latency(r.latencyUs.max),
-    grouped(r.admitted),
-    grouped(r.denied),
-    grouped(r.storeUnavailable),
-    grouped(r.errors),
+    int(r.admitted),
+    int(r.denied),
+    int(r.storeUnavailable),
+    int(r.errors),
   ]
 }
 
-/** A plain-text table: the first two columns left-aligned, the numbers right-aligned. */
-function table(rows: readonly string[][]): string {
-  const all = [HEADER, ...rows]
-  const widths = HEADER.map((_, c) => Math.max(...all.map((r) => (r[c] as string).length)))
-  const line = (r: readonly string[]) =>
-    r
-      .map((cell, c) => (c < 2 ? cell.padEnd(widths[c] as number) : cell.padStart(widths[c] as number)))
-      .join('  ')
-      .trimEnd()
-  return [line(HEADER), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n')
-}
-
-const grouped = (n: number) => Math.round(n).toLocaleString('en-US')
-
 /** µs below a millisecond, then ms, then s. */
-export function formatUs(us: number): string {
+function formatUs(us: number): string {
   if (us < 10) return `${us.toFixed(2)} µs`
   if (us < 1000) return `${us.toFixed(0)} µs`
   if (us < 1_000_000) return `${(us / 1000).toFixed(us < 10_000 ? 2 : 1)} ms`
   return `${(us / 1_000_000).toFixed(2)} s`
-}
-
-function formatMs(ms: number): string {
-  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`
 }
 
 function parse(args: string[]) {
