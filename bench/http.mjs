@@ -33,7 +33,7 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { autocannon, wrk, wrkVersion } from './http/load.mjs'
-import { nodeOn, pinning, table } from './lib/machine.mjs'
+import { dirtyText, nodeOn, pinning, runMeta, table } from './lib/machine.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SELF), '..')
@@ -248,33 +248,6 @@ const kps = (n) => (n === undefined ? '—' : `${Math.round(n).toLocaleString('e
 const us = (n) => (n === null || n === undefined ? '—' : n.toFixed(1))
 const pct = (x) => `${(x * 100).toFixed(1)}%`
 
-function git(args) {
-  try {
-    return execFileSync('git', args, {
-      cwd: ROOT,
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trimEnd()
-  } catch {
-    return null
-  }
-}
-
-function version(pkg) {
-  try {
-    return JSON.parse(readFileSync(path.join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version
-  } catch {
-    return null
-  }
-}
-
-function commandLine(argv) {
-  const direct = ['node', 'bench/http.mjs', ...argv].join(' ')
-  const event = process.env.npm_lifecycle_event
-  if (event === undefined) return { command: direct, direct }
-  return { command: `npm run ${event}`, npmScript: process.env.npm_lifecycle_script ?? null, direct }
-}
-
 /** Checks that a run measured what it claims: no errors, and the statuses the scenario implies. */
 function verify(r) {
   const problems = []
@@ -365,40 +338,17 @@ async function main(argv) {
   }
   const targets = results.filter((r) => r.pass !== null)
   const passed = targets.filter((r) => r.pass).length
-  const loadAfter = os.loadavg()
-  const cpus = os.cpus()
-  const date = new Date().toISOString().slice(0, 10)
-  const meta = {
-    date,
-    ...commandLine(argv),
-    node: process.version,
-    v8: process.versions.v8,
-    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
-    cpu: { model: cpus[0]?.model ?? 'unknown', cores: cpus.length },
-    totalMemoryBytes: os.totalmem(),
-    edgelimitBuild: snapshot.hash,
-    git: {
-      head: git(['rev-parse', 'HEAD']),
-      dirty: (git(['status', '--porcelain', '--', 'packages/edgelimit/src']) ?? '')
-        .split('\n')
-        .filter(Boolean),
-    },
-    versions: {
-      edgelimit: version('edgelimit'),
-      express: version('express'),
-      fastify: version('fastify'),
-      hono: version('hono'),
-      '@hono/node-server': version('@hono/node-server'),
-      autocannon: version('autocannon'),
-      wrk: opts.tool === 'wrk' ? wrkVersion() : null,
-    },
-    durationSeconds: Math.round((Date.now() - started) / 1000),
-    loadAverage: {
-      before: loadBefore.map((l) => Number(l.toFixed(2))),
-      after: loadAfter.map((l) => Number(l.toFixed(2))),
-    },
-  }
-
+  const meta = runMeta({
+    script: 'bench/http.mjs',
+    argv,
+    started,
+    loadBefore,
+    dirtyPaths: ['packages/edgelimit/src'],
+    snapshotHash: snapshot.hash,
+    packages: ['express', 'fastify', 'hono', '@hono/node-server', 'autocannon'],
+  })
+  meta.versions.wrk = opts.tool === 'wrk' ? wrkVersion() : null
+  const date = meta.date
   const rows = (scenario) =>
     results
       .filter((r) => r.scenario === scenario)
@@ -495,7 +445,7 @@ function markdown(meta, opts, method, tables, passed, total, problems) {
 - Node ${meta.node} (V8 ${meta.v8}), ${meta.platform}
 - CPU: ${meta.cpu.model} × ${meta.cpu.cores}
 - Date: ${meta.date}; ${meta.durationSeconds} s in all; load average (1/5/15 min) ${meta.loadAverage.before.join(' / ')} before, ${meta.loadAverage.after.join(' / ')} after (2 cores shared with other work: each run's 1-min load average is in the JSON)
-- edgelimit ${meta.versions.edgelimit} at ${meta.git.head ?? 'unknown commit'}${meta.git.dirty.length > 0 ? ` with uncommitted changes in ${meta.git.dirty.map((d) => `\`${d.slice(3)}\``).join(', ')}` : ''}; build hash ${meta.edgelimitBuild}; express ${meta.versions.express}, fastify ${meta.versions.fastify}, hono ${meta.versions.hono}, @hono/node-server ${meta.versions['@hono/node-server']}; load: ${method.tool === 'wrk' ? meta.versions.wrk : `autocannon ${meta.versions.autocannon}`}
+- edgelimit ${meta.versions.edgelimit} at ${meta.git.head ?? 'unknown commit'}${dirtyText(meta.git.dirty)}; build hash ${meta.edgelimitBuild}; express ${meta.versions.express}, fastify ${meta.versions.fastify}, hono ${meta.versions.hono}, @hono/node-server ${meta.versions['@hono/node-server']}; load: ${method.tool === 'wrk' ? meta.versions.wrk : `autocannon ${meta.versions.autocannon}`}
 ${opts.quick ? '- **Quick run: indicative only.**\n' : ''}
 **Target: with the adapter ≥ ${pct(TARGET)} of the requests per second without it (scenario \`admit\`): ${passed}/${total} PASS.**
 ${problems.length > 0 ? `\n**Problems:** ${problems.join('; ')}\n` : ''}
