@@ -9,6 +9,7 @@ import {
   LineCounter,
   type Node,
   parseDocument,
+  visit,
 } from 'yaml'
 import { substituteEnv } from './env.js'
 import type { Issue, Path } from './issues.js'
@@ -77,9 +78,37 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
     )
     return { file, text, value: undefined, issues, place }
   }
-  const raw: unknown = doc.toJS({ maxAliasCount: 100 })
+  let raw: unknown
+  try {
+    raw = doc.toJS({ maxAliasCount: 100 })
+  } catch (error) {
+    // An alias to an anchor not yet set, or an alias bomb: the parser accepts both; turning the
+    // document into values does not.
+    const message = error instanceof Error ? error.message : String(error)
+    const issue: Issue = {
+      path: [],
+      code: 'ERR_YAML',
+      message: `YAML: ${message}`,
+      file,
+      ...at(badAlias(doc)),
+    }
+    return { file, text, value: undefined, issues: [issue], place }
+  }
   const substituted = substituteEnv(raw, env, (path) => isPlainScalar(doc, path))
   return { file, text, value: substituted.value, issues: substituted.issues.map(place), place }
+}
+
+/** Where the first alias without an anchor before it is (else the document's start). */
+function badAlias(doc: Document): number {
+  let offset = 0
+  visit(doc, {
+    Alias(_, node) {
+      if (node.resolve(doc) !== undefined) return undefined
+      offset = rangeStart(node) ?? 0
+      return visit.BREAK
+    },
+  })
+  return offset
 }
 
 function isPlainScalar(doc: Document, path: Path): boolean {

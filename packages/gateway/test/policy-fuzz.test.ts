@@ -1,0 +1,160 @@
+// Bad input never crashes the gateway: random YAML text, and random edits of a policy that uses
+// every field, either validate or come back as issues (never a throw); whatever validates compiles
+// and decides random requests without throwing.
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import fc from 'fast-check'
+import { describe, expect, test } from 'vitest'
+import { parsePolicyText } from '../src/config/source.js'
+import { checkSource, validatePolicy } from '../src/config/validate.js'
+import { compilePolicy } from '../src/policy/compile.js'
+import { decideSync } from '../src/policy/decide.js'
+import type { RequestInfo } from '../src/policy/request.js'
+import { openStore } from '../src/policy/store.js'
+import { GATEWAY_ROOT } from './support/gateway.js'
+
+const FULL = readFileSync(join(GATEWAY_ROOT, 'test/fixtures/good/full.yaml'), 'utf8')
+// The full policy on the memory store (nothing to connect to), parsed once.
+const BASE = (() => {
+  const source = parsePolicyText(FULL, 'full.yaml', {})
+  const value = structuredClone(source.value) as Record<string, unknown>
+  value.store = { type: 'memory', maxKeys: 1000 }
+  return value
+})()
+
+/** Every path into a JSON-like value (objects and arrays), the root included. */
+function paths(value: unknown, at: (string | number)[] = []): (string | number)[][] {
+  const out = [at]
+  if (Array.isArray(value)) {
+    for (const [i, v] of value.entries()) out.push(...paths(v, [...at, i]))
+  } else if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) out.push(...paths(v, [...at, k]))
+  }
+  return out
+}
+const PATHS = paths(BASE).filter((p) => p.length > 0)
+
+/** Values a careless or hostile policy author writes. */
+const odd = fc.oneof(
+  fc.anything({ maxDepth: 2 }),
+  fc.constantFrom(0, -1, 1e308, 2 ** 53 + 1, 0.5, Number.NaN, '', ' ', '0s', '-1s', '1e3ms', '999999999d'),
+  fc.constantFrom('*', '**', '/**/*', '[', '(', '\\', 'header:', 'query:', 'ip,route', '::', '1.2.3.4/33'),
+  fc.string({ maxLength: 12 }),
+  fc.integer(),
+  fc.double(),
+)
+
+type Edit = { path: number; action: 'set' | 'delete'; value: unknown }
+const edit: fc.Arbitrary<Edit> = fc.record({
+  path: fc.nat(PATHS.length - 1),
+  action: fc.constantFrom('set', 'set', 'delete'),
+  value: odd,
+})
+
+function applied(edits: readonly Edit[]): unknown {
+  const doc = structuredClone(BASE) as Record<string | number, unknown>
+  for (const e of edits) {
+    const path = PATHS[e.path] as (string | number)[]
+    let parent: unknown = doc
+    for (const step of path.slice(0, -1)) {
+      parent =
+        parent !== null && typeof parent === 'object' ? (parent as Record<string, unknown>)[step] : undefined
+    }
+    if (parent === null || typeof parent !== 'object') continue
+    const last = path[path.length - 1] as string | number
+    if (e.action === 'delete') delete (parent as Record<string | number, unknown>)[last]
+    else (parent as Record<string | number, unknown>)[last] = e.value
+  }
+  return doc
+}
+
+/** Pieces of YAML syntax, anchors, aliases and env references, to build texts that nearly parse. */
+const YAML_TOKENS = fc.constantFrom(
+  ...[': ', '- ', '[', ']', '{', '}', ', ', '#', '&a ', '*a', '!', '|', '>', "'", '"', '%', '@', '`'],
+  ...['\n', '\n  ', '\t', ' ', 'rules', 'name', 'limit', 'window', '1m', '5', '$', '{X:-1}', '<<'],
+)
+
+const request: fc.Arbitrary<RequestInfo> = fc
+  .record({
+    method: fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'get', ''),
+    path: fc.oneof(fc.constantFrom('/', '/login', '/auth/x', '/api/a/b', '/export', '/search'), fc.string()),
+    query: fc.oneof(fc.constant(''), fc.string()),
+    host: fc.oneof(fc.constantFrom('', 'a.example.com', 'example.com:8080'), fc.string()),
+    headers: fc.dictionary(
+      fc.constantFrom('x-api-key', 'x-plan', 'x-tenant', 'x-forwarded-for', 'x-bot', 'accept'),
+      fc.oneof(
+        fc.string(),
+        fc.constantFrom('key-123', 'pro', '10.0.0.1', '1.2.3.4, 10.0.0.1', '::1', 'false'),
+      ),
+    ),
+    peer: fc.oneof(
+      fc.constant(undefined),
+      fc.constantFrom('10.0.0.1', '::ffff:10.1.2.3', '2001:db8::1', 'junk'),
+      fc.string(),
+    ),
+  })
+  .map(({ headers, ...r }) => ({ ...r, header: (name: string) => headers[name] }))
+
+describe('policy fuzzing', () => {
+  test('random YAML text gives a source with issues or a value, never a throw', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.string({ maxLength: 200 }), fc.string({ unit: YAML_TOKENS, maxLength: 60 })),
+        (text) => {
+          const { issues } = checkSource(parsePolicyText(text, 'fuzz.yaml', { X: 'y' }))
+          for (const issue of issues) expect(issue.code).toMatch(/^ERR_[A-Z_]+$/)
+        },
+      ),
+      { numRuns: Number(process.env.FUZZ_RUNS ?? 2000) },
+    )
+  })
+
+  test('an alias without its anchor, or an alias bomb, is a YAML issue placed in the file', () => {
+    const unresolved = checkSource(parsePolicyText('version: 1\nrules: *none\n', 'a.yaml', {})).issues
+    expect(unresolved).toMatchObject([{ code: 'ERR_YAML', file: 'a.yaml', line: 2, column: 8 }])
+    expect(unresolved[0]?.message).toMatch(/alias/i)
+    const bomb = [
+      'a: &a [x, x, x, x, x, x, x, x, x, x]',
+      'b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]',
+      'c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]',
+      'rules: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]',
+    ].join('\n')
+    expect(checkSource(parsePolicyText(bomb, 'b.yaml', {})).issues).toMatchObject([
+      { code: 'ERR_YAML', message: expect.stringMatching(/alias count/i) },
+    ])
+  })
+
+  test('random edits of a full policy validate or report coded issues; what validates compiles and decides', async () => {
+    const store = await openStore({ type: 'memory', maxKeys: 1000 })
+    let valid = 0
+    let invalid = 0
+    fc.assert(
+      fc.property(
+        fc.array(edit, { minLength: 1, maxLength: 4 }),
+        fc.array(request, { maxLength: 5 }),
+        (edits, requests) => {
+          const { config, issues } = validatePolicy(applied(edits))
+          if (config === undefined) {
+            invalid++
+            expect(issues.length).toBeGreaterThan(0)
+            for (const issue of issues) expect(issue.code).toMatch(/^ERR_[A-Z_]+$/)
+            return
+          }
+          valid++
+          const policy = compilePolicy(config, store)
+          for (const r of requests) {
+            const verdict = decideSync(policy, r, 1_000)
+            expect(verdict.allowed || [429, 503].includes(verdict.denial?.status ?? 0)).toBe(true)
+            for (const [name, value] of verdict.headers)
+              expect(`${name}: ${value}`).toMatch(/^[\x21-\x7e]+: [\x20-\x7e]*$/)
+          }
+        },
+      ),
+      { numRuns: Number(process.env.FUZZ_RUNS ?? 3000) },
+    )
+    // Both sides of the property were exercised.
+    expect(valid).toBeGreaterThan(100)
+    expect(invalid).toBeGreaterThan(100)
+    await store.close()
+  })
+})
