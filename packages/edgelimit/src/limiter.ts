@@ -100,7 +100,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (decider === undefined) {
       throw new EdgelimitError(
         'ERR_EDGELIMIT_STORE',
-        `The ${store.name} store has no evaluateSync and no decider: a remote store sets \`decider: remoteDecider\` (from 'edgelimit')`,
+        `The ${store.name} store has neither evaluateSync nor a decider (remote stores set \`decider: remoteDecider\`)`,
       )
     }
     const path = decider({ rules, config, store, bound, clock, build, shadowOf, emit, report })

@@ -123,13 +123,13 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       ] as const)
       const mode = issues.oneOf(`${path}.mode`, rule.mode ?? 'enforce', ['enforce', 'shadow'] as const)
       const enforce = rule.enforce ?? 100
-      if (typeof enforce !== 'number' || !(enforce >= 0 && enforce <= 100)) {
-        issues.add(
-          `${path}.enforce`,
-          'ERR_PERCENT',
-          `expected a percentage from 0 to 100, got ${describe(enforce)}`,
-        )
-      }
+      issues.expect(
+        `${path}.enforce`,
+        enforce,
+        typeof enforce === 'number' && enforce >= 0 && enforce <= 100,
+        'ERR_PERCENT',
+        'a percentage from 0 to 100',
+      )
       const c: unknown = rule.consistency ?? 'strict'
       const approximate = isApproximate(c) ? c : undefined
       const consistency =
@@ -165,18 +165,20 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
     })
   }
   const { clock, store } = options
-  if (
-    clock !== undefined &&
-    (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function')
-  ) {
-    issues.add('clock', 'ERR_CLOCK', `expected an object with a now() method, got ${describe(clock)}`)
-  }
-  if (
-    store !== undefined &&
-    (typeof store !== 'object' || store === null || typeof store.bind !== 'function')
-  ) {
-    issues.add('store', 'ERR_STORE', `expected a store such as memoryStore(), got ${describe(store)}`)
-  }
+  issues.expect(
+    'clock',
+    clock,
+    clock === undefined || (typeof clock === 'object' && clock !== null && typeof clock.now === 'function'),
+    'ERR_CLOCK',
+    'an object with a now() method',
+  )
+  issues.expect(
+    'store',
+    store,
+    store === undefined || (typeof store === 'object' && store !== null && typeof store.bind === 'function'),
+    'ERR_STORE',
+    'a store such as memoryStore()',
+  )
   const timeoutMs = options.timeout === false ? undefined : issues.duration('timeout', options.timeout ?? 45)
   const breaker = options.breaker === false ? undefined : (options.breaker ?? {})
   if (breaker !== undefined && !issues.object('breaker', breaker)) return fail()

@@ -36,13 +36,5 @@ export function pathOf(target: string | undefined): string {
  * gives, without parsing the whole URL, for `http:` and `https:`; `URL` for anything else.
  */
 export function urlPath(url: string): string {
-  const authority = url.startsWith('https://') ? 8 : url.startsWith('http://') ? 7 : -1
-  if (authority === -1) return new URL(url).pathname
-  const start = url.indexOf('/', authority)
-  if (start === -1) return '/'
-  for (let i = start; i < url.length; i++) {
-    const c = url.charCodeAt(i)
-    if (c === 63 /* ? */ || c === 35 /* # */) return url.slice(start, i)
-  }
-  return url.slice(start)
+  return /^https?:\/\/[^/]*(\/[^?#]*)/.exec(url)?.[1] ?? new URL(url).pathname
 }

@@ -1,4 +1,4 @@
-import { ConfigError, type ConfigIssue, describe } from '../errors.js'
+import { ConfigError, type ConfigIssue } from '../errors.js'
 import { createIssues } from '../validate.js'
 import { base64 } from './headers.js'
 import {
@@ -278,11 +278,9 @@ function hmacKey(secret: string): Promise<CryptoKey> {
 async function digest(value: string, secret: string | undefined): Promise<Uint8Array> {
   const data = encoder.encode(value)
   if (secret === undefined) return new Uint8Array(await crypto.subtle.digest('SHA-256', data))
-  if (typeof secret !== 'string' || secret === '') {
-    throw new ConfigError([
-      { path: 'secret', code: 'ERR_STRING', message: `expected a non-empty string, got ${describe(secret)}` },
-    ])
-  }
+  // Called where a key is about to be hashed: an issue list per call costs nothing there.
+  const issues = createIssues()
+  if (!issues.string('secret', secret)) throw new ConfigError(issues.list)
   return new Uint8Array(await crypto.subtle.sign('HMAC', await hmacKey(secret), data))
 }
 

@@ -1,4 +1,5 @@
-import { ConfigError, describe } from '../errors.js'
+import { ConfigError } from '../errors.js'
+import { createIssues } from '../validate.js'
 
 /** A parsed IP address: 4 bytes for IPv4, 16 for IPv6. IPv4-mapped IPv6 is always IPv4. */
 export interface ParsedIp {
@@ -253,15 +254,12 @@ export function inCidr(ip: ParsedIp | string, cidr: Cidr | string): boolean {
   return masked.every((byte, i) => byte === network.bytes[i])
 }
 
+// Called where a key is about to be hashed (or cached): an issue list per call costs nothing there.
 function checkPrefix(name: string, value: unknown, max: number): number {
-  if (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= max) return value
-  throw new ConfigError([
-    {
-      path: name,
-      code: 'ERR_INTEGER',
-      message: `expected an integer from 0 to ${max}, got ${describe(value)}`,
-    },
-  ])
+  const issues = createIssues()
+  const prefix = issues.integer(name, value, 0, max)
+  if (prefix === undefined) throw new ConfigError(issues.list)
+  return prefix
 }
 
 /**
