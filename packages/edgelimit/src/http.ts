@@ -42,6 +42,7 @@ export {
   subnetKey,
   subnetKeys,
 } from './http/ip.js'
+export { pathGlob, routePath } from './http/path.js'
 export { PROBLEM_TYPES, type ProblemDetails, problemFor } from './http/problem.js'
 export {
   type CostOption,

@@ -97,6 +97,36 @@ describe('key namespaces', () => {
     expect(keys).toEqual(['r:a:k:k:z', 'r:a%3Ak:k:z', 'r:k:k:a', 'k:k:a'])
   })
 
+  it('a route holds for every spelling of its path that some server reads as that path', async () => {
+    const login = perHour(2)
+    const rl = createRateLimit({
+      routes: [
+        { path: '/login', name: 'login', limiter: login },
+        { path: /^\/Admin$/, name: 'admin', limiter: perHour(1) },
+      ],
+    })
+    const spellings = [
+      '//login',
+      '/LOGIN',
+      '/login/',
+      '/%6Cogin',
+      '/x/../login',
+      '/x\\..\\login',
+      '/%ff/%2e%2e/login',
+    ]
+    const actions = []
+    for (const path of spellings) actions.push((await rl.check(request('192.0.2.1', {}, path))).action)
+    // Two pass, then each spelling is the same route, limited.
+    expect(actions).toEqual(['continue', 'continue', ...spellings.slice(2).map(() => 'respond')])
+    // Paths that are not /login pass untouched; a bad escape is matched as it came.
+    for (const path of ['/logins', '/login/x', '/log%2Fin', '/log%zzin'])
+      expect([path, (await rl.check(request('192.0.2.1', {}, path))).key]).toEqual([path, undefined])
+    // A RegExp sees the path as it came: /Admin matches, /admin and /x/../Admin do not.
+    expect((await rl.check(request('192.0.2.2', {}, '/Admin'))).key).toMatch(/^r:admin:/)
+    expect((await rl.check(request('192.0.2.3', {}, '/admin'))).key).toBeUndefined()
+    expect((await rl.check(request('192.0.2.3', {}, '/x/../Admin'))).key).toBeUndefined()
+  })
+
   it('a key function returning null or undefined falls back to the address; other non-strings reject', async () => {
     const rl = createRateLimit({
       limiter: perHour(2),

@@ -11,6 +11,7 @@ import {
   validateClientKeyOptions,
 } from './identity.js'
 import { type Cidr, formatIp, inCidr, parseCidr, parseIp, subnetKey } from './ip.js'
+import { pathGlob, routePath } from './path.js'
 import { problemFor } from './problem.js'
 
 /** What every adapter hands the HTTP layer: runtime differences end here. */
@@ -31,7 +32,12 @@ export type CostOption = number | ((request: HttpRequest) => number | Promise<nu
 
 /** A limiter applied to matching requests only. */
 export interface RouteRule {
-  /** Exact path, a glob (`/api/*`, `/files/**`) or a RegExp (without the `g` or `y` flag). */
+  /**
+   * Exact path or a glob (`/api/*`: one segment; `/files/**`: any depth, `/files` too), matched
+   * whatever the case, trailing `/` and spelling (`//`, `%6C`, `..`, `\`) of the request's path
+   * (`routePath` in `edgelimit/http`); or a RegExp (without the `g` or `y` flag), tested on the
+   * path as it came.
+   */
   path: string | RegExp
   /** Upper-case methods; all when omitted. */
   methods?: readonly string[]
@@ -137,17 +143,8 @@ const METHOD = /^[!#$%&'*+.^_`|~0-9A-Z-]+$/
 const ADDRESS_LIKE =
   /^(?:\d+(?:\.\d+){3}(?::\d*)?|\[.*|[0-9a-f:.]*::[0-9a-f:.]*|(?:[0-9a-f]+:){6}[0-9a-f.:]+|[0-9a-f.:]*[.:][0-9a-f.:]*\/\d*)$/i
 
-function globToRegExp(glob: string): RegExp {
-  const body = glob
-    .split(/(\*\*|\*)/)
-    .map((part) =>
-      part === '**' ? '.*' : part === '*' ? '[^/]*' : part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'),
-    )
-    .join('')
-  return new RegExp(`^${body}$`)
-}
-
 interface CompiledRoute extends RouteRule {
+  /** A glob's matches the route form of the path (`routePath`); a RegExp, the path as it came. */
   readonly pattern: RegExp
   /** `r:<name>:`, with `%` and `:` escaped in the name so that route and client key split one way. */
   readonly prefix: string
@@ -393,8 +390,8 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     const shard = r.name ?? String(r.path)
     const route: CompiledRoute = {
       ...r,
-      pattern: typeof r.path === 'string' ? globToRegExp(r.path) : r.path,
-      prefix: `r:${shard.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'))}:`,
+      pattern: typeof r.path === 'string' ? pathGlob(r.path) : r.path,
+      prefix: `r:${shard.replace(/[%:]/g, encodeURIComponent)}:`,
     }
     return target(r.limiter, r.cost ?? options.cost ?? 1, `routes[${i}].cost`, route)
   })
@@ -491,10 +488,14 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
   function select(request: HttpRequest): HttpVerdict | Promise<HttpVerdict> {
     let t = defaultTarget
     if (routes.length > 0) {
-      const { path, method } = request
+      const { method, path } = request
+      const routed = routePath(path)
       for (const r of routes) {
         const route = r.route as CompiledRoute
-        if (route.pattern.test(path) && (route.methods?.includes(method) ?? true)) {
+        if (
+          route.pattern.test(route.pattern === route.path ? path : routed) &&
+          (route.methods?.includes(method) ?? true)
+        ) {
           t = r
           break
         }

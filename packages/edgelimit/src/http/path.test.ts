@@ -1,0 +1,128 @@
+import fc from 'fast-check'
+import { describe, expect, test } from 'vitest'
+import { URL as WhatwgURL } from 'whatwg-url'
+import { pathGlob, routePath } from './path.js'
+
+describe('routePath', () => {
+  test.each([
+    ['/', '/'],
+    ['/login', '/login'],
+    ['/favicon.ico', '/favicon.ico'],
+    ['/.well-known/x', '/.well-known/x'],
+    ['/a/.../b', '/a/.../b'],
+    ['//login', '/login'],
+    ['/api///v1//users/', '/api/v1/users'],
+    ['/LOGIN', '/login'],
+    ['/login/', '/login'],
+    ['/./login', '/login'],
+    ['/x/../login', '/login'],
+    ['/../../login', '/login'],
+    ['/a/b/..', '/a'],
+    ['/a/..', '/'],
+    ['/%6Cogin', '/login'],
+    ['/%4C%4f%47%49%4E', '/login'],
+    ['/x/%2e%2E/login', '/login'],
+    ['/x\\..\\login', '/login'],
+    ['\\\\login', '/login'],
+    // `;` is not special to JavaScript servers (the gateway folds it for Java upstreams).
+    ['/login;a', '/login;a'],
+    ['/a/..;/b', '/a/..;/b'],
+    ['/a//..', '/a'],
+    ['/%/../caf%C3%A9', '/café'],
+    ['/%ff/%2e%2e/login', '/login'],
+    // One decodeURI pass, as Hono routes: `/`, `;` and the like stay escaped (in lower case).
+    ['/a%2Fb', '/a%2fb'],
+    ['/a%3Bb', '/a%3bb'],
+    ['/100%25', '/100%'],
+    ['/%2541', '/%41'],
+    ['/caf%C3%A9', '/café'],
+    // A bad escape is folded without decoding.
+    ['/Log%zzIn/', '/log%zzin'],
+  ])('%j → %j', (input, expected) => {
+    expect(routePath(input)).toBe(expected)
+  })
+
+  test('a path already in route form is returned as the same string (no work on the common case)', () => {
+    const path = '/api/v1/users/12345'
+    expect(routePath(path)).toBe(path)
+  })
+
+  const parts = fc.constantFrom(
+    ...'/\\.%aAzZ09-_~;=2eEfF5cC'.split(''),
+    '%2e',
+    '%2F',
+    '%41',
+    '%C3%A9',
+    '..',
+    '//',
+  )
+  const paths = fc.array(parts, { maxLength: 24 }).map((p) => `/${p.join('')}`)
+
+  /** Whether decodeURI reads `path` in one pass with nothing left to decode (no bad or double escape). */
+  const decodable = (path: string) => !/%(?![\dA-Fa-f]{2})|%25/.test(path)
+
+  test('property: no `//`, `\\`, dot segment, upper case or trailing `/`; its own route form when it decodes', () => {
+    fc.assert(
+      fc.property(paths, (path) => {
+        const r = routePath(path)
+        expect(r.startsWith('/')).toBe(true)
+        expect(r).not.toMatch(/\/\/|\\|\/\.\.?(\/|$)|[A-Z]|.\/$/)
+        if (decodable(path)) expect(routePath(r)).toBe(r)
+      }),
+      { numRuns: 5000 },
+    )
+  })
+
+  // whatwg-url is the URL standard's reference implementation (what fetch-based servers route
+  // on). Node 20's own URL (ada 2.9) leaves `/a/.a/..` as it is, where the standard gives `/a/`.
+  test('property: parsing the path as a URL first changes nothing (dot segments, `\\`, `%2e`)', () => {
+    fc.assert(
+      fc.property(paths, (path) => {
+        if (/^[/\\]{2}/.test(path) || !decodable(path)) return // a URL reads `//x` as a host
+        expect(routePath(new WhatwgURL(path, 'http://h').pathname)).toBe(routePath(path))
+      }),
+      { numRuns: 5000 },
+    )
+  })
+})
+
+describe('pathGlob', () => {
+  const matches = (glob: string, path: string) => pathGlob(glob).test(routePath(path))
+
+  test('every spelling a server reads as /login matches /login', () => {
+    for (const path of [
+      '/login',
+      '//login',
+      '/LOGIN',
+      '/login/',
+      '/%6Cogin',
+      '/x/../login',
+      '/x\\..\\login',
+      '/%ff/%2e%2e/login',
+    ])
+      expect([path, matches('/login', path)]).toEqual([path, true])
+    for (const path of ['/logins', '/login/x', '/log%2Fin', '/a/login', '/log%zzin'])
+      expect([path, matches('/login', path)]).toEqual([path, false])
+  })
+
+  test('`*` is one segment, `**` any depth, a final `/**` also the path without it', () => {
+    expect(matches('/api/*', '/api/users')).toBe(true)
+    expect(matches('/api/*', '/api/users/1')).toBe(false)
+    expect(matches('/api/**', '/api/users/1')).toBe(true)
+    expect(matches('/api/**', '/api')).toBe(true)
+    expect(matches('/api/**', '/API/')).toBe(true)
+    expect(matches('/api/**', '/apis')).toBe(false)
+    expect(matches('/files/**/raw', '/files/a/b/raw')).toBe(true)
+    expect(matches('/**', '/')).toBe(true)
+    expect(matches('**', '/any/thing')).toBe(true)
+  })
+
+  test('a glob is put in route form itself: case, trailing slash, spelling, escapes', () => {
+    expect(matches('/Login/', '/login')).toBe(true)
+    expect(matches('//a/./b', '/a/b')).toBe(true)
+    expect(matches('/café', '/caf%C3%A9')).toBe(true)
+    expect(matches('/caf%C3%A9', '/café')).toBe(true)
+    expect(matches('/a.b', '/axb')).toBe(false)
+    expect(matches('/a+b(c)', '/a+b(c)')).toBe(true)
+  })
+})
