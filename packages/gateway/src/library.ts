@@ -8,11 +8,13 @@ export {
   type ClientKeyOptions,
   type HeaderStandard,
   PROBLEM_TYPES,
+  pathGlob,
   problemFor,
   type QuotaPolicy,
   quotaPolicy,
   rateLimitHeaders,
   resolveClientIp,
+  routePath,
   subnetKey,
   validateClientKeyOptions,
 } from 'edgelimit/http'

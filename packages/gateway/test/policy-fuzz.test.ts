@@ -9,6 +9,7 @@ import { parsePolicyText } from '../src/config/source.js'
 import { checkSource, validatePolicy } from '../src/config/validate.js'
 import { compilePolicy } from '../src/policy/compile.js'
 import { decideSync } from '../src/policy/decide.js'
+import { routeForm } from '../src/policy/path.js'
 import type { RequestInfo } from '../src/policy/request.js'
 import { openStore } from '../src/policy/store.js'
 import { GATEWAY_ROOT } from './support/gateway.js'
@@ -93,7 +94,11 @@ const request: fc.Arbitrary<RequestInfo> = fc
       fc.string(),
     ),
   })
-  .map(({ headers, ...r }) => ({ ...r, header: (name: string) => headers[name] }))
+  .map(({ headers, ...r }) => ({
+    ...r,
+    routePath: routeForm(r.path),
+    header: (name: string) => headers[name],
+  }))
 
 describe('policy fuzzing', () => {
   test('random YAML text gives a source with issues or a value, never a throw', () => {

@@ -134,7 +134,7 @@ export function compileKey(
           value = route
           break
         case 'path':
-          value = request.path
+          value = request.routePath
           break
         case 'method':
           value = request.method

@@ -1,4 +1,5 @@
 import type { MatchConfig } from '../config/types.js'
+import { pathGlob } from '../library.js'
 import type { RequestInfo } from './request.js'
 
 /** Decides whether a request is a rule's; returns the path pattern it matched (the `route`), or `undefined`. */
@@ -8,15 +9,6 @@ const ANY_ROUTE = '*'
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.+?^${}()|[\]\\]/g, '\\$&')
-}
-
-/** `*` is one path segment, `**` any number of them (as in the library's routes). */
-export function pathGlob(glob: string): RegExp {
-  const body = glob
-    .split(/(\*\*|\*)/)
-    .map((part) => (part === '**' ? '.*' : part === '*' ? '[^/]*' : escapeRegExp(part)))
-    .join('')
-  return new RegExp(`^${body}$`)
 }
 
 /** `*` is any run of characters (`*.example.com` matches every subdomain). */
@@ -43,7 +35,8 @@ export function compileMatch(match: MatchConfig): Matcher {
     if (methods !== undefined && !methods.has(request.method)) return undefined
     let route = ANY_ROUTE
     if (paths.length > 0) {
-      const hit = paths.find((p) => p.regexp.test(request.path))
+      const path = request.routePath
+      const hit = paths.find((p) => p.regexp.test(path))
       if (hit === undefined) return undefined
       route = hit.pattern
     }

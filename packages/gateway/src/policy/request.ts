@@ -1,10 +1,13 @@
 import type { IncomingMessage } from 'node:http'
+import { routeForm } from './path.js'
 
 /** What rules look at in a request: the runtime differences end here. */
 export interface RequestInfo {
   readonly method: string
-  /** The path, without the query. */
+  /** The path, without the query (canonical in the gateway: see `canonicalTarget`). */
   readonly path: string
+  /** The path in route form (`routeForm`): what `match.path` globs and `path` keys read. */
+  readonly routePath: string
   /** The raw query, without `?`; `''` when there is none. */
   readonly query: string
   /** The Host header, lower-case, with its port if it has one. */
@@ -19,6 +22,7 @@ export interface RequestInfo {
 class NodeRequestInfo implements RequestInfo {
   readonly method: string
   readonly path: string
+  readonly routePath: string
   readonly query: string
   readonly host: string
   readonly peer: string | undefined
@@ -30,6 +34,7 @@ class NodeRequestInfo implements RequestInfo {
     const q = url.indexOf('?')
     this.method = req.method ?? 'GET'
     this.path = q === -1 ? url : url.slice(0, q)
+    this.routePath = routeForm(this.path)
     this.query = q === -1 ? '' : url.slice(q + 1)
     this.host = (headers.host ?? '').toLowerCase()
     this.peer = req.socket.remoteAddress

@@ -4,6 +4,7 @@ import type { GatewayConfig, KeyPart, RuleConfig } from '../config/types.js'
 import { loadPolicy as loadGatewayPolicy, validatePolicy } from '../config/validate.js'
 import { type ClientKeyOptions, subnetKey } from '../library.js'
 import { compileMatch } from '../policy/match.js'
+import { canonicalPath, routeForm } from '../policy/path.js'
 import type { RequestInfo } from '../policy/request.js'
 import { headerOf, type LogRecord } from './record.js'
 
@@ -146,7 +147,7 @@ function keyPart(part: KeyPart, client: (ip: string) => string): KeyFn {
     case 'route':
       return (_, route) => route
     case 'path':
-      return (r) => r.path
+      return (r) => routeOf(r.path)
     case 'method':
       return (r) => r.method
     case 'host':
@@ -206,6 +207,22 @@ function decode(text: string): string {
   }
 }
 
+const routes = new Map<string, string>()
+
+/**
+ * A logged path as the gateway's rules would see it: canonical, then in route form. Logs hold
+ * few distinct paths, so each is worked out once.
+ */
+function routeOf(path: string): string {
+  let route = routes.get(path)
+  if (route === undefined) {
+    route = routeForm(canonicalPath(path) ?? path)
+    if (routes.size >= 100_000) routes.clear()
+    routes.set(path, route)
+  }
+  return route
+}
+
 /** A reusable view of a log record as the gateway's matchers read a request. */
 function requestView() {
   let current: LogRecord | undefined
@@ -215,6 +232,9 @@ function requestView() {
     },
     get path() {
       return (current as LogRecord).path
+    },
+    get routePath() {
+      return routeOf((current as LogRecord).path)
     },
     get query() {
       return (current as LogRecord).query

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net'
 import type { Decision } from 'edgelimit'
 import type { Logger } from 'pino'
 import type { CompiledPolicy, CompiledRule, Plan } from '../policy/compile.js'
+import { canonicalPath, routeForm } from '../policy/path.js'
 import type { RequestInfo } from '../policy/request.js'
 import { sendProblem } from '../proxy/problem.js'
 import { createDashboard } from './dashboard.js'
@@ -87,9 +88,11 @@ function strings(value: unknown): Record<string, string> {
 function describedRequest(q: KeyQuery): RequestInfo {
   const headers = strings(q.headers)
   const query = new URLSearchParams(strings(q.query)).toString()
+  const path = typeof q.path === 'string' ? (canonicalPath(q.path) ?? q.path) : '/'
   return {
     method: typeof q.method === 'string' ? q.method.toUpperCase() : 'GET',
-    path: typeof q.path === 'string' ? q.path : '/',
+    path,
+    routePath: routeForm(path),
     query,
     host: typeof q.host === 'string' ? q.host.toLowerCase() : (headers.host ?? ''),
     header: (name) => headers[name],

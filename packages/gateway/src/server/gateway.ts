@@ -10,6 +10,7 @@ import type { GatewayConfig, UpstreamConfig } from '../config/types.js'
 import { loadPolicy } from '../config/validate.js'
 import { type CompiledPolicy, compilePolicy } from '../policy/compile.js'
 import { decide, decideSync, type Verdict } from '../policy/decide.js'
+import { canonicalTarget } from '../policy/path.js'
 import { fromIncoming, type RequestInfo } from '../policy/request.js'
 import { openStore, type StoreHandle } from '../policy/store.js'
 import { type ForwardSink, openUpstream, type Upstream } from '../proxy/forward.js'
@@ -189,6 +190,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
     run(): void {
       try {
+        // Rules see, and the upstream gets, one canonical path (ADR 0009).
+        const canonical = canonicalTarget(this.req.url ?? '/', this.req.headers.host)
+        if ('error' in canonical) {
+          sendProblem(this.res, 400, this.req.url ?? '/', canonical.error)
+          this.done(400, 'none')
+          return
+        }
+        this.req.url = canonical.target
         const request = fromIncoming(this.req)
         const policy = this.gen.policy
         if (policy.store.inProcess) this.proceed(request, decideSync(policy, request, clock.now()))

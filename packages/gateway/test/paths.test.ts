@@ -1,0 +1,197 @@
+// A limit on a path holds for every spelling of that path: the gateway decides on the canonical
+// path, in route form, and forwards exactly the canonical path (ADR 0009). Raw request lines over
+// real sockets, since HTTP clients clean up their paths before sending.
+import { connect } from 'node:net'
+import fc from 'fast-check'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { canonicalPath, canonicalTarget, routeForm } from '../src/policy/path.js'
+import { type InProcess, startInProcess } from './support/gateway.js'
+import { type Echo, type Origin, startOrigin } from './support/origin.js'
+
+describe('canonicalPath', () => {
+  test.each([
+    ['/', '/'],
+    ['/login', '/login'],
+    ['/favicon.ico', '/favicon.ico'],
+    ['//login', '/login'],
+    ['/api///v1//users/', '/api/v1/users/'],
+    ['/./login', '/login'],
+    ['/x/../login', '/login'],
+    ['/../../login', '/login'],
+    ['/a/b/..', '/a/'],
+    ['/a/b/.', '/a/b/'],
+    ['/a//..', '/a/'],
+    ['/a/.../b', '/a/.../b'],
+    ['/.well-known/x', '/.well-known/x'],
+    ['/%6Cogin', '/login'],
+    ['/%4C%4f%47%49%4E', '/LOGIN'],
+    ['/x/%2e%2E/login', '/login'],
+    ['/a%2fb', '/a%2Fb'],
+    ['/caf%c3%a9', '/caf%C3%A9'],
+    ['/100%25', '/100%25'],
+    ['/%2541', '/%2541'],
+    ['/x\\..\\login', '/login'],
+    ['/a-b_c~d%7E', '/a-b_c~d~'],
+    ['/login;a/..;/x', '/login;a/..;/x'],
+  ])('%j → %j', (input, expected) => {
+    expect(canonicalPath(input)).toBe(expected)
+  })
+
+  test.each(['/%', '/%4', '/%zz', '/a%g0', '/%%34%31'])('a bad escape %j has no canonical form', (input) => {
+    expect(canonicalPath(input)).toBeUndefined()
+  })
+
+  test('property: the canonical form is its own, with no `//`, `\\`, dot segment, or escaped unreserved or lower-case hex', () => {
+    const parts = fc.constantFrom(...'/\\.%aAzZ09-_~;2eEfF5cC'.split(''), '%2e', '%2F', '%41', '..', '//')
+    fc.assert(
+      fc.property(fc.array(parts, { maxLength: 24 }), (p) => {
+        const path = `/${p.join('')}`
+        const c = canonicalPath(path)
+        if (c === undefined) {
+          expect(path).toMatch(/%(?![0-9A-Fa-f]{2})/)
+          return
+        }
+        expect(canonicalPath(c)).toBe(c)
+        expect(c).not.toMatch(/\/\/|\\|\/\.\.?(\/|$)/)
+        expect(c).not.toMatch(/%(?![0-9A-F]{2})|%(?:[46][1-9A-F]|[57][0-9A]|3[0-9]|2D|2E|5F|7E)/)
+      }),
+      { numRuns: 5000 },
+    )
+  })
+})
+
+describe('routeForm', () => {
+  test.each([
+    ['/login', '/login'],
+    ['/Login/', '/login'],
+    ['/login;jsessionid=1', '/login'],
+    ['/a/..;/login', '/login'],
+    ['/a;x/b;y/', '/a/b'],
+    ['/caf%C3%A9', '/café'],
+  ])('%j → %j', (input, expected) => {
+    expect(routeForm(input)).toBe(expected)
+  })
+})
+
+describe('canonicalTarget', () => {
+  test.each([
+    ['/x/../login?next=/a/../b', 'h', { target: '/login?next=/a/../b' }],
+    ['/login#frag', 'h', { target: '/login' }],
+    ['/login?q#frag', 'h', { target: '/login?q' }],
+    ['http://h/x/../login?q', 'h', { target: '/login?q' }],
+    ['HTTP://H:8080', 'h:8080', { target: '/' }],
+    ['http://h?q', 'h', { target: '/?q' }],
+    ['*', 'h', { target: '*' }],
+  ])('%j (Host %j) → %j', (raw, host, expected) => {
+    expect(canonicalTarget(raw, host)).toEqual(expected)
+  })
+
+  test.each([
+    ['http://other/login', 'h', /names the host "other" but the Host header is "h"/],
+    ['http://user@h/login', 'h', /names the host "user@h"/],
+    ['login', 'h', /not a path/],
+    ['example.com:443', 'h', /not a path/],
+    ['/log%zzin', 'h', /two hex digits/],
+  ])('%j (Host %j) is refused', (raw, host, message) => {
+    const answer = canonicalTarget(raw, host)
+    expect('error' in answer && answer.error).toMatch(message)
+  })
+})
+
+describe('over real HTTP', () => {
+  let origin: Origin
+  let gw: InProcess
+  const POLICY = `
+rules:
+  - { name: login, match: { path: /login, methods: [POST] }, algorithm: fixed-window, limit: 2, window: 1h }
+  - { name: per-path, match: { path: /files/** }, key: path, algorithm: fixed-window, limit: 1, window: 1h }
+`
+  beforeAll(async () => {
+    origin = await startOrigin()
+    gw = await startInProcess(POLICY, { upstream: origin.url })
+  })
+  afterAll(async () => {
+    await gw?.close()
+    await origin?.close()
+  })
+
+  /** Sends one raw request line and returns the status and body. */
+  function raw(target: string, method = 'GET', host?: string): Promise<{ status: number; body: string }> {
+    const port = Number(new URL(gw.url).port)
+    return new Promise((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () =>
+        socket.write(
+          `${method} ${target} HTTP/1.1\r\nHost: ${host ?? `127.0.0.1:${port}`}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+        ),
+      )
+      let data = ''
+      socket.setEncoding('latin1')
+      socket.on('data', (chunk: string) => {
+        data += chunk
+      })
+      socket.on('error', reject)
+      socket.on('end', () => {
+        const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1])
+        const split = data.indexOf('\r\n\r\n')
+        let body = data.slice(split + 4)
+        if (/^transfer-encoding: chunked$/im.test(data.slice(0, split))) {
+          let plain = ''
+          for (let at = 0, size = 1; size > 0; ) {
+            const eol = body.indexOf('\r\n', at)
+            size = Number.parseInt(body.slice(at, eol), 16)
+            plain += body.slice(eol + 2, eol + 2 + size)
+            at = eol + 4 + size
+          }
+          body = plain
+        }
+        resolve({ status, body })
+      })
+    })
+  }
+
+  test('every spelling of /login counts against the login limit, and the origin gets /login', async () => {
+    const port = Number(new URL(gw.url).port)
+    const spellings = [
+      '/login',
+      '//login',
+      '/LOGIN',
+      '/login/',
+      '/%6Cogin',
+      '/x/../login',
+      '/./login',
+      '/x\\..\\login',
+      '/login;jsessionid=1',
+      '/a/..;/login',
+      `http://127.0.0.1:${port}/x/../login`,
+    ]
+    const answers = []
+    for (const target of spellings) answers.push(await raw(target, 'POST'))
+    expect(answers.map((a) => a.status)).toEqual([200, 200, ...spellings.slice(2).map(() => 429)])
+    const forwarded = answers.slice(0, 2).map((a) => (JSON.parse(a.body) as Echo).url)
+    expect(forwarded).toEqual(['/login', '/login'])
+  })
+
+  test('the upstream receives the canonical path with the query as sent', async () => {
+    const { status, body } = await raw('/a//b/./c/../%64?x=%2e%2e&y=1')
+    expect(status).toBe(200)
+    expect((JSON.parse(body) as Echo).url).toBe('/a/b/d?x=%2e%2e&y=1')
+  })
+
+  test('`key: path` keys every spelling of one path alike', async () => {
+    expect((await raw('/files/Report.PDF')).status).toBe(200)
+    expect((await raw('/files//report.pdf/')).status).toBe(429)
+    expect((await raw('/files/%72eport.pdf')).status).toBe(429)
+    expect((await raw('/files/other.pdf')).status).toBe(200)
+  })
+
+  test('a bad escape, a foreign host in an absolute target, or a target that is not a path get a 400 problem', async () => {
+    for (const [target, detail] of [
+      ['/log%zzin', /two hex digits/],
+      ['http://evil.example/login', /names the host "evil.example"/],
+    ] as const) {
+      const { status, body } = await raw(target, 'POST')
+      expect(status).toBe(400)
+      expect(JSON.parse(body)).toMatchObject({ status: 400, detail: expect.stringMatching(detail) })
+    }
+  })
+})
