@@ -4,7 +4,7 @@
 import { connect } from 'node:net'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { canonicalPath, canonicalTarget, routeForm } from '../src/policy/path.js'
+import { canonicalPath, canonicalTarget, hostForm, routeForm } from '../src/policy/path.js'
 import { type InProcess, startInProcess } from './support/gateway.js'
 import { type Echo, type Origin, startOrigin } from './support/origin.js'
 
@@ -73,6 +73,19 @@ describe('routeForm', () => {
   })
 })
 
+describe('hostForm', () => {
+  test.each([
+    ['Example.COM', 'example.com'],
+    ['example.com.', 'example.com'],
+    ['API.example.com.:8080', 'api.example.com:8080'],
+    ['[::1]:8080', '[::1]:8080'],
+    ['a..', 'a.'],
+    [undefined, ''],
+  ])('%j → %j', (input, expected) => {
+    expect(hostForm(input)).toBe(expected)
+  })
+})
+
 describe('canonicalTarget', () => {
   test.each([
     ['/x/../login?next=/a/../b', 'h', { target: '/login?next=/a/../b' }],
@@ -105,6 +118,7 @@ describe('over real HTTP', () => {
 rules:
   - { name: login, match: { path: /login, methods: [POST] }, algorithm: fixed-window, limit: 2, window: 1h }
   - { name: per-path, match: { path: /files/** }, key: path, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: vhost, match: { host: api.example.test, path: /v }, algorithm: fixed-window, limit: 1, window: 1h }
 `
   beforeAll(async () => {
     origin = await startOrigin()
@@ -182,6 +196,13 @@ rules:
     expect((await raw('/files//report.pdf/')).status).toBe(429)
     expect((await raw('/files/%72eport.pdf')).status).toBe(429)
     expect((await raw('/files/other.pdf')).status).toBe(200)
+  })
+
+  test('a host rule holds for the Host in any case and with the trailing dot of a fully qualified name', async () => {
+    expect((await raw('/v', 'GET', 'api.example.test')).status).toBe(200)
+    expect((await raw('/v', 'GET', 'API.Example.TEST.')).status).toBe(429)
+    expect((await raw('http://api.example.test./v', 'GET', 'api.example.test')).status).toBe(429)
+    expect((await raw('/v', 'GET', 'other.example.test')).status).toBe(200)
   })
 
   test('a bad escape, a foreign host in an absolute target, or a target that is not a path get a 400 problem', async () => {

@@ -103,8 +103,8 @@ export function canonicalTarget(raw: string, host: string | undefined): Target {
   if (target === '*') return { target }
   const absolute = /^https?:\/\/([^/?]*)/i.exec(target)
   if (absolute !== null) {
-    const authority = (absolute[1] as string).toLowerCase()
-    if (authority !== (host ?? '').toLowerCase()) {
+    const authority = hostForm(absolute[1])
+    if (authority !== hostForm(host)) {
       return {
         error: `The request target names the host "${authority}" but the Host header is "${host ?? ''}".`,
       }
@@ -133,4 +133,16 @@ export function canonicalTarget(raw: string, host: string | undefined): Target {
  */
 export function routeForm(path: string): string {
   return routePath(path.includes(';') ? path.replace(/;[^/]*/g, '') : path)
+}
+
+/**
+ * A Host header as rules match and key it: lower case, without the trailing dot of a fully
+ * qualified name (`API.example.com.:8080` is `api.example.com:8080`), which nginx and DNS ignore.
+ *
+ * @example hostForm('Example.COM.') // 'example.com'
+ */
+export function hostForm(host: string | undefined): string {
+  if (host === undefined) return ''
+  const lower = host.toLowerCase()
+  return lower.includes('.:') || lower.endsWith('.') ? lower.replace(/\.(?=:\d*$|$)/, '') : lower
 }

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http'
-import { routeForm } from './path.js'
+import { hostForm, routeForm } from './path.js'
 
 /** What rules look at in a request: the runtime differences end here. */
 export interface RequestInfo {
@@ -10,7 +10,7 @@ export interface RequestInfo {
   readonly routePath: string
   /** The raw query, without `?`; `''` when there is none. */
   readonly query: string
-  /** The Host header, lower-case, with its port if it has one. */
+  /** The Host header (`hostForm`: lower case, no trailing dot), with its port if it has one. */
   readonly host: string
   /** A header by lower-case name; repeated lines joined with `, `. */
   header(name: string): string | undefined
@@ -36,7 +36,7 @@ class NodeRequestInfo implements RequestInfo {
     this.path = q === -1 ? url : url.slice(0, q)
     this.routePath = routeForm(this.path)
     this.query = q === -1 ? '' : url.slice(q + 1)
-    this.host = (headers.host ?? '').toLowerCase()
+    this.host = hostForm(headers.host)
     this.peer = req.socket.remoteAddress
   }
   header(name: string): string | undefined {

@@ -4,7 +4,7 @@ import type { GatewayConfig, KeyPart, RuleConfig } from '../config/types.js'
 import { loadPolicy as loadGatewayPolicy, validatePolicy } from '../config/validate.js'
 import { type ClientKeyOptions, subnetKey } from '../library.js'
 import { compileMatch } from '../policy/match.js'
-import { canonicalPath, routeForm } from '../policy/path.js'
+import { canonicalPath, hostForm, routeForm } from '../policy/path.js'
 import type { RequestInfo } from '../policy/request.js'
 import { headerOf, type LogRecord } from './record.js'
 
@@ -151,7 +151,7 @@ function keyPart(part: KeyPart, client: (ip: string) => string): KeyFn {
     case 'method':
       return (r) => r.method
     case 'host':
-      return (r) => (r.host === '' ? undefined : r.host)
+      return (r) => (r.host === '' ? undefined : hostForm(r.host))
     case 'global':
       return () => '*'
     case 'header': {
@@ -240,7 +240,7 @@ function requestView() {
       return (current as LogRecord).query
     },
     get host() {
-      return (current as LogRecord).host
+      return hostForm((current as LogRecord).host)
     },
     get peer() {
       return (current as LogRecord).ip

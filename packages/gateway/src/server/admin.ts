@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import type { Decision } from 'edgelimit'
 import type { Logger } from 'pino'
 import type { CompiledPolicy, CompiledRule, Plan } from '../policy/compile.js'
-import { canonicalPath, routeForm } from '../policy/path.js'
+import { canonicalPath, hostForm, routeForm } from '../policy/path.js'
 import type { RequestInfo } from '../policy/request.js'
 import { sendProblem } from '../proxy/problem.js'
 import { createDashboard } from './dashboard.js'
@@ -94,7 +94,7 @@ function describedRequest(q: KeyQuery): RequestInfo {
     path,
     routePath: routeForm(path),
     query,
-    host: typeof q.host === 'string' ? q.host.toLowerCase() : (headers.host ?? ''),
+    host: hostForm(typeof q.host === 'string' ? q.host : headers.host),
     header: (name) => headers[name],
     peer: typeof q.ip === 'string' ? q.ip : undefined,
   }
