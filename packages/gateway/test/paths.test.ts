@@ -94,7 +94,6 @@ describe('canonicalTarget', () => {
     ['http://h/x/../login?q', 'h', { target: '/login?q' }],
     ['HTTP://H:8080', 'h:8080', { target: '/' }],
     ['http://h?q', 'h', { target: '/?q' }],
-    ['*', 'h', { target: '*' }],
   ])('%j (Host %j) → %j', (raw, host, expected) => {
     expect(canonicalTarget(raw, host)).toEqual(expected)
   })
@@ -105,6 +104,7 @@ describe('canonicalTarget', () => {
     ['login', 'h', /not a path/],
     ['example.com:443', 'h', /not a path/],
     ['/log%zzin', 'h', /two hex digits/],
+    ['*', 'h', /server-wide OPTIONS/],
   ])('%j (Host %j) is refused', (raw, host, message) => {
     const answer = canonicalTarget(raw, host)
     expect('error' in answer && answer.error).toMatch(message)
@@ -209,6 +209,7 @@ rules:
     for (const [target, detail] of [
       ['/log%zzin', /two hex digits/],
       ['http://evil.example/login', /names the host "evil.example"/],
+      ['*', /server-wide OPTIONS/],
     ] as const) {
       const { status, body } = await raw(target, 'POST')
       expect(status).toBe(400)

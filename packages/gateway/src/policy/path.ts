@@ -90,17 +90,16 @@ export type Target = { readonly target: string } | { readonly error: string }
  * header:
  * - origin form (`/a/../b?q`): the path made canonical, the query kept as sent;
  * - absolute form (`http://host/a?q`): the same, when its authority is the Host header (RFC 9112
- *   §3.2.2 has the authority win; two hosts in one request are refused instead);
- * - `*` (`OPTIONS *`) as it is.
- * A fragment (`#…`, never sent by clients) is dropped. Anything else, or a path with a bad
- * escape, is refused.
+ *   §3.2.2 has the authority win; two hosts in one request are refused instead).
+ * A fragment (`#…`, never sent by clients) is dropped. Anything else (`OPTIONS *` included, as
+ * nginx refuses it), or a path with a bad escape, is refused.
  *
  * @example canonicalTarget('//login?next=/', 'example.com') // { target: '/login?next=/' }
  */
 export function canonicalTarget(raw: string, host: string | undefined): Target {
   const hash = raw.indexOf('#')
   let target = hash === -1 ? raw : raw.slice(0, hash)
-  if (target === '*') return { target }
+  if (target === '*') return { error: 'A server-wide OPTIONS (`*`) is not forwarded: name a path.' }
   const absolute = /^https?:\/\/([^/?]*)/i.exec(target)
   if (absolute !== null) {
     const authority = hostForm(absolute[1])
