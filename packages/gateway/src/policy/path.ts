@@ -100,7 +100,7 @@ export function canonicalTarget(raw: string, host: string | undefined): Target {
   const hash = raw.indexOf('#')
   let target = hash === -1 ? raw : raw.slice(0, hash)
   if (target === '*') return { error: 'A server-wide OPTIONS (`*`) is not forwarded: name a path.' }
-  const absolute = /^https?:\/\/([^/?]*)/i.exec(target)
+  const absolute = target.startsWith('/') ? null : /^https?:\/\/([^/?]*)/i.exec(target)
   if (absolute !== null) {
     const authority = hostForm(absolute[1])
     if (authority !== hostForm(host)) {
