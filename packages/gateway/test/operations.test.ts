@@ -163,6 +163,19 @@ describe('admin API with a bearer token', () => {
     expect(after.plans[0]?.decision.remaining).toBe(1)
   })
 
+  test('a body that is not a JSON object: 400 problem saying so', async () => {
+    for (const [body, detail] of [
+      ['null', /not an object/],
+      ['[1]', /not an object/],
+      ['"login"', /not an object/],
+      ['{"rule":', /not JSON/],
+    ] as const) {
+      const response = await fetch(`${gw.admin}/admin/peek`, { method: 'POST', headers: auth, body })
+      expect(response.status).toBe(400)
+      expect(((await response.json()) as { detail: string }).detail).toMatch(detail)
+    }
+  })
+
   test('unknown rule: 404 problem naming the rules', async () => {
     const response = await fetch(`${gw.admin}/admin/peek`, {
       method: 'POST',

@@ -57,7 +57,8 @@ function authorized(req: IncomingMessage, token: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected)
 }
 
-function readBody(req: IncomingMessage): Promise<unknown> {
+/** A JSON object body (an empty body is `{}`); anything else rejects with a clear message. */
+function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     let text = ''
     req.setEncoding('utf8')
@@ -66,11 +67,16 @@ function readBody(req: IncomingMessage): Promise<unknown> {
       if (text.length > MAX_BODY) req.destroy(new Error('body too large'))
     })
     req.on('end', () => {
+      let value: unknown
       try {
-        resolve(text.trim() === '' ? {} : JSON.parse(text))
+        value = text.trim() === '' ? {} : JSON.parse(text)
       } catch {
         reject(new Error('the body is not JSON'))
+        return
       }
+      if (typeof value === 'object' && value !== null && !Array.isArray(value))
+        resolve(value as Record<string, unknown>)
+      else reject(new Error(`the body is JSON but not an object: expected {"rule": …, "key" or a request}`))
     })
     req.on('error', reject)
   })
@@ -202,7 +208,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       })
     }
     if (req.method === 'POST' && (path === '/admin/peek' || path === '/admin/reset')) {
-      const body = (await readBody(req)) as KeyQuery
+      const body: KeyQuery = await readBody(req)
       const found = target(policy, body)
       if (typeof found === 'string') return sendProblem(res, 404, path, found)
       if (path === '/admin/peek') {
