@@ -16,58 +16,21 @@
 //
 // Writes bench/results/http-<YYYY-MM-DD>.json and .md (UTC date).
 
-import { execFileSync, spawn } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs'
+import { spawn } from 'node:child_process'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
+import { ADAPTERS } from './http/adapters.mjs'
 import { autocannon, wrk, wrkVersion } from './http/load.mjs'
-import { dirtyText, nodeOn, pinning, runMeta, table } from './lib/machine.mjs'
+import { dirtyText, nodeOn, pinning, runMeta, snapshotEdgelimit, table } from './lib/machine.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SELF), '..')
 const RESULTS = path.join(ROOT, 'bench', 'results')
 const SERVER = path.join(ROOT, 'bench', 'http', 'server.mjs')
 
-const ADAPTERS = {
-  node: { label: 'Node http', api: 'nodeRateLimit(options)(req, res)' },
-  express: { label: 'Express', api: 'app.use(expressRateLimit(options))' },
-  fastify: { label: 'Fastify', api: 'app.register(fastifyRateLimit, options)' },
-  hono: { label: 'Hono (@hono/node-server)', api: 'app.use(honoRateLimit(options))' },
-  fetch: { label: 'fetch wrapper (node:http bridge)', api: 'withRateLimit(handler, { ...options, peer })' },
-  // Not an adapter: what Node itself charges for the fields any adapter must send (scenario admit).
-  fields: {
-    label: 'control: Node http, the two draft-10 fields set by hand (no edgelimit)',
-    api: `res.setHeader('RateLimit-Policy', …); res.setHeader('RateLimit', '"api";r=<remaining>;t=<seconds>')`,
-    control: true,
-  },
-  'express-fields': {
-    label: 'control: Express, a middleware setting the two fields by hand (no edgelimit)',
-    api: 'app.use((req, res, next) => { res.setHeader(…) ×2; next() })',
-    control: true,
-  },
-  'fastify-fields': {
-    label: 'control: Fastify, an onRequest hook setting the two fields by hand (no edgelimit)',
-    api: "app.addHook('onRequest', (request, reply, done) => { reply.header(…) ×2; done() })",
-    control: true,
-  },
-  'hono-fields': {
-    label: 'control: Hono, a middleware setting the two fields by hand (no edgelimit)',
-    api: 'app.use((c, next) => { c.env.outgoing.setHeader(…) ×2; return next() }) (the way honoRateLimit sets them on @hono/node-server)',
-    control: true,
-  },
-}
 const SCENARIOS = {
   admit: 'every request admitted: fixedWindow({ limit: 5e8, window: "1h" }), keyed by client address',
   deny: 'half denied: wrk alternates `/` (admitted as above) and `/deny` (route limiter of 1 per hour: 429)',
@@ -100,43 +63,11 @@ function parseArgs(argv) {
   }
 }
 
-const ENTRIES = ['index', ...Object.keys(ADAPTERS).filter((a) => ADAPTERS[a].control !== true)]
+/** The package entries the servers import besides `edgelimit`: one per adapter. */
+const ENTRIES = Object.keys(ADAPTERS).filter((a) => ADAPTERS[a].control !== true)
 /** The cases of a scenario: a control row only where it measures something (admit). */
 const casesOf = (adapters, scenario) =>
   adapters.filter((a) => scenario === 'admit' || ADAPTERS[a].control !== true)
-
-/**
- * Copies the build once, so every case runs the same code even if someone rebuilds meanwhile.
- * A copy taken mid-build (tsup cleans dist first) is detected by importing every entry, and retried.
- */
-async function snapshotEdgelimit(from) {
-  const dist =
-    from === undefined ? path.dirname(fileURLToPath(import.meta.resolve('edgelimit'))) : path.resolve(from)
-  for (let attempt = 1; ; attempt++) {
-    for (let waited = 0; !ENTRIES.every((e) => existsSync(path.join(dist, `${e}.js`))); waited += 500) {
-      if (waited > 60_000) throw new Error(`${dist} is incomplete: run npm run build`)
-      await new Promise((resolve) => setTimeout(resolve, 500))
-    }
-    await new Promise((resolve) => setTimeout(resolve, 1000)) // let a concurrent build finish
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'edgelimit-bench-http-'))
-    cpSync(dist, dir, { recursive: true })
-    try {
-      const check = `await Promise.all(${JSON.stringify(ENTRIES)}.map((e) => import('./' + e + '.js')))`
-      execFileSync(process.execPath, ['--input-type=module', '-e', check], { cwd: dir, stdio: 'pipe' })
-    } catch (error) {
-      rmSync(dir, { recursive: true, force: true })
-      if (attempt === 5) throw new Error(`the build in ${dist} does not load: ${error.stderr}`)
-      continue
-    }
-    const hash = createHash('sha256')
-    for (const file of readdirSync(dir, { recursive: true }).map(String).sort()) {
-      if (!file.endsWith('.js')) continue
-      hash.update(file)
-      hash.update(readFileSync(path.join(dir, file)))
-    }
-    return { dir, hash: hash.digest('hex').slice(0, 16) }
-  }
-}
 
 /** Starts one server process; resolves { port, send(command) → reply, stop() }. */
 async function startServer(spec, pin) {
@@ -269,7 +200,7 @@ async function main(argv) {
   )
   const started = Date.now()
   const loadBefore = os.loadavg()
-  const snapshot = await snapshotEdgelimit(opts.dist)
+  const snapshot = await snapshotEdgelimit(ENTRIES, undefined, { from: opts.dist })
   const runs = []
   try {
     const total = opts.repeats * opts.scenarios.reduce((n, s) => n + casesOf(adapters, s).length, 0)

@@ -24,18 +24,17 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { runMeta, snapshotEdgelimit, table, writeResults } from '../lib/machine.mjs'
+import { ADAPTERS, CONTROL_OF } from './adapters.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
 const SERVER = path.join(path.dirname(SELF), 'server.mjs')
 
 /** Per framework: the server without edgelimit, with its adapter, and with the fields by hand. */
-const FRAMEWORKS = {
-  node: { label: 'Node http', control: 'fields' },
-  express: { label: 'Express', control: 'express-fields' },
-  fastify: { label: 'Fastify', control: 'fastify-fields' },
-  hono: { label: 'Hono (@hono/node-server)', control: 'hono-fields' },
-  fetch: { label: 'fetch wrapper (node:http bridge)', control: undefined },
-}
+const FRAMEWORKS = Object.fromEntries(
+  Object.entries(ADAPTERS)
+    .filter(([, a]) => a.control !== true)
+    .map(([name, a]) => [name, { label: a.label, control: CONTROL_OF[name] }]),
+)
 
 function parseArgs(argv) {
   const value = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback)

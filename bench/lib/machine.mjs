@@ -3,7 +3,16 @@
 
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -62,27 +71,44 @@ export function buildHash(dir = path.dirname(fileURLToPath(import.meta.resolve('
 /**
  * Copies the built package so that every case measures the same build, even if someone rebuilds
  * `packages/edgelimit/dist` while the benchmark runs: waits for the entries (`edgelimit` and the
- * given subpaths, e.g. `redis`) to exist, then copies dist/ to a new temporary directory that the
- * caller removes (added to `track`, when given, as soon as it exists). Returns
+ * given subpaths, e.g. `redis`) to exist, copies dist/ to a new temporary directory that the
+ * caller removes (added to `track`, when given, as soon as it exists), and checks that the copy's
+ * entries load (a build caught half-written is copied again, up to 5 times). `from`: another
+ * dist directory (a patched build), whose entries are `<subpath>.js`. Returns
  * `{ dir, url, urls: { [subpath]: url }, hash }`.
  */
-export async function snapshotEdgelimit(subpaths = [], track = undefined) {
-  const entry = fileURLToPath(import.meta.resolve('edgelimit'))
-  const entries = subpaths.map((s) => fileURLToPath(import.meta.resolve(`edgelimit/${s}`)))
-  for (let waited = 0; ![entry, ...entries].every((f) => existsSync(f)); waited += 500) {
-    if (waited > 60_000) throw new Error(`${entry} is missing: run npm run build`)
-    await new Promise((resolve) => setTimeout(resolve, 500))
-  }
-  await new Promise((resolve) => setTimeout(resolve, 1000)) // let a concurrent build finish
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'edgelimit-bench-'))
-  track?.add(dir)
-  cpSync(path.dirname(entry), dir, { recursive: true })
-  const at = (file) => pathToFileURL(path.join(dir, path.relative(path.dirname(entry), file))).href
-  return {
-    dir,
-    url: at(entry),
-    urls: Object.fromEntries(subpaths.map((s, i) => [s, at(entries[i])])),
-    hash: buildHash(dir),
+export async function snapshotEdgelimit(subpaths = [], track = undefined, { from } = {}) {
+  const dist =
+    from === undefined ? path.dirname(fileURLToPath(import.meta.resolve('edgelimit'))) : path.resolve(from)
+  const entry = path.join(dist, 'index.js')
+  const entries = subpaths.map((s) =>
+    from === undefined ? fileURLToPath(import.meta.resolve(`edgelimit/${s}`)) : path.join(dist, `${s}.js`),
+  )
+  for (let attempt = 1; ; attempt++) {
+    for (let waited = 0; ![entry, ...entries].every((f) => existsSync(f)); waited += 500) {
+      if (waited > 60_000) throw new Error(`${dist} is incomplete: run npm run build`)
+      await new Promise((resolve) => setTimeout(resolve, 500))
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000)) // let a concurrent build finish
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'edgelimit-bench-'))
+    track?.add(dir)
+    cpSync(dist, dir, { recursive: true })
+    const at = (file) => pathToFileURL(path.join(dir, path.relative(dist, file))).href
+    const urls = [entry, ...entries].map(at)
+    try {
+      const check = `await Promise.all(${JSON.stringify(urls)}.map((u) => import(u)))`
+      execFileSync(process.execPath, ['--input-type=module', '-e', check], { stdio: 'pipe' })
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true })
+      if (attempt === 5) throw new Error(`the build in ${dist} does not load: ${error.stderr}`)
+      continue
+    }
+    return {
+      dir,
+      url: urls[0],
+      urls: Object.fromEntries(subpaths.map((s, i) => [s, urls[i + 1]])),
+      hash: buildHash(dir),
+    }
   }
 }
 
