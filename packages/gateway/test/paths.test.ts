@@ -101,8 +101,8 @@ describe('canonicalTarget', () => {
   test.each([
     ['http://other/login', 'h', /names the host "other" but the Host header is "h"/],
     ['http://user@h/login', 'h', /names the host "user@h"/],
-    ['login', 'h', /not a path/],
-    ['example.com:443', 'h', /not a path/],
+    ['login', 'h', /neither a path/],
+    ['example.com:443', 'h', /neither a path/],
     ['/log%zzin', 'h', /two hex digits/],
     ['*', 'h', /server-wide OPTIONS/],
   ])('%j (Host %j) is refused', (raw, host, message) => {

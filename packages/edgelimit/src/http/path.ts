@@ -40,6 +40,6 @@ export function routePath(path: string): string {
 export function pathGlob(glob: string): RegExp {
   const body = routePath(glob)
     .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
-    .replace(/\/\*\*$|\*\*?/g, (glob) => (glob === '*' ? '[^/]*' : glob === '**' ? '.*' : '(/.*)?'))
+    .replace(/\/\*\*$|\*\*?/g, (star) => (star === '*' ? '[^/]*' : star === '**' ? '.*' : '(/.*)?'))
   return new RegExp(`^${body}$`)
 }

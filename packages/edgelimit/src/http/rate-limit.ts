@@ -144,7 +144,7 @@ const ADDRESS_LIKE =
   /^(?:\d+(?:\.\d+){3}(?::\d*)?|\[.*|[0-9a-f:.]*::[0-9a-f:.]*|(?:[0-9a-f]+:){6}[0-9a-f.:]+|[0-9a-f.:]*[.:][0-9a-f.:]*\/\d*)$/i
 
 interface CompiledRoute extends RouteRule {
-  /** A glob's matches the route form of the path (`routePath`); a RegExp, the path as it came. */
+  /** A glob tests the route form of the path (`routePath`); a RegExp, the path as it came. */
   readonly pattern: RegExp
   /** `r:<name>:`, with `%` and `:` escaped in the name so that route and client key split one way. */
   readonly prefix: string

@@ -113,7 +113,7 @@ export function canonicalTarget(raw: string, host: string | undefined): Target {
   }
   const c = target.charCodeAt(0)
   if (c !== 47 /* / */ && c !== 92 /* \ */) {
-    return { error: 'The request target is not a path (origin form), an absolute URL or "*".' }
+    return { error: 'The request target is neither a path (origin form) nor an absolute http(s) URL.' }
   }
   const q = target.indexOf('?')
   const path = canonicalPath(q === -1 ? target : target.slice(0, q))
