@@ -146,7 +146,10 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
     malformed.count++
     malformed.byReason[reason] = (malformed.byReason[reason] ?? 0) + 1
     if (malformed.examples.length < exampleLimit) {
-      const text = buf.toString('utf8', s, Math.min(e, s + 160))
+      // Quoted on a terminal: control characters (an ANSI escape in a forged line) are shown, not run.
+      const text = buf
+        .toString('utf8', s, Math.min(e, s + 160))
+        .replace(/[\x00-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
       malformed.examples.push({ input: inputName, line: lineNo, reason, text })
     }
   }

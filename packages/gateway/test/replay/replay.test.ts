@@ -141,6 +141,16 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
     expect(io.out()).toContain('Malformed lines (7, skipped):')
     expect(io.out()).toMatch(/bad2\.log:3: bad timestamp: 10\.0\.0\.1/)
   })
+
+  test('control characters in a quoted line are shown escaped, never sent to the terminal', async () => {
+    const io = captureIo(dir)
+    const forged = `\x1b[2J\x1b]0;pwned\x07 not a log line\n${line('10.0.0.1', t)}`
+    expect(await runReplay([file('bad3.log', forged), '--no-html'], io)).toBe(0)
+    expect(io.out()).toContain(
+      'bad3.log:1: not a Common/Combined Log Format line: \\x1b[2J\\x1b]0;pwned\\x07 not a log line',
+    )
+    expect(io.out()).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/)
+  })
 })
 
 describe('JSON lines', () => {
