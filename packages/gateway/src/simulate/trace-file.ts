@@ -67,7 +67,7 @@ export async function readTrace(
         return skip(line, 'expected an access log line, a JSON object, or time,key[,cost]')
       }
       const cost = parts[2] === undefined ? 1 : Number(parts[2])
-      if (!Number.isSafeInteger(cost) || cost < 1) return skip(line, `bad cost "${parts[2]}"`)
+      if (!Number.isSafeInteger(cost) || cost < 1) return skip(line, `bad cost ${JSON.stringify(parts[2])}`)
       rows.push({ t: ms, key: parts[1], cost, path: '/', method: 'GET' })
     },
     (line) => skip(line, 'line longer than 1 MiB'),

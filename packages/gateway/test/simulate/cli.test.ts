@@ -84,7 +84,10 @@ describe('edgelimit simulate', () => {
     expect(log.results[0]?.requests).toBe(10_000)
     expect(log.results[0]?.clients).toBe(1753)
     expect(log.results[0]?.algorithms[0]?.denied).toBe(87)
-    const csv = file('trace.csv', 'time,key,cost\n0,alice\n10,alice,2\n20,bob\nnot-a-time,x\n30,alice,3\n')
+    const csv = file(
+      'trace.csv',
+      'time,key,cost\n0,alice\n10,alice,2\n20,bob\nnot-a-time,x\n30,alice,3\n40,bob,\x1b[2J\n',
+    )
     const c = await simulateJson([
       '--trace',
       csv,
@@ -95,7 +98,9 @@ describe('edgelimit simulate', () => {
       '--algorithms',
       'sliding-log',
     ])
-    expect(c.err).toContain('1 malformed line(s) skipped: line 5')
+    // A bad value is quoted with its control characters escaped (nothing reaches the terminal raw).
+    expect(c.err).toContain('2 malformed line(s) skipped: line 5: expected an access log line')
+    expect(c.err).toContain('line 7: bad cost "\\u001b[2J"')
     expect(c.results[0]?.algorithms[0]).toMatchObject({ admitted: 3, denied: 1 })
     const jsonl = file(
       'trace.jsonl',
