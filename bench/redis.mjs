@@ -82,8 +82,6 @@ const PAIRED = {
   full: { pairs: 6, sliceMs: 100, warmMs: 50, oneInFlightSliceMs: 300 },
   quick: { pairs: 2, sliceMs: 60, warmMs: 30, oneInFlightSliceMs: 60 },
 }
-/** CPU pinning (see the header): set by the parent, passed to each child's spawn. */
-let pinned = false
 /** Before the levels: one call per key at 64 in flight (creates every key's state, loads scripts). */
 const WARMUP_CONCURRENCY = 64
 /** Target (1): decisions counted in steady state, and after SCRIPT FLUSH (cold), at 16 in flight. */
@@ -794,7 +792,8 @@ async function memoryChild(spec) {
 // PID through bench/lib/processes.mjs; redis-server is started by bench/lib/redis-server.mjs, and
 // the built package is copied once at start (snapshotEdgelimit in bench/lib/machine.mjs).
 
-function runChild(spec, { cpuProfDir } = {}) {
+/** Runs one measuring child; `pin`: on CPU 0 (redis-server is on CPU 1), `cpuProfDir`: profile throughput runs. */
+function runChild(spec, { cpuProfDir, pin } = {}) {
   const flags = ['--expose-gc']
   if (cpuProfDir !== undefined && spec.kind === 'throughput') {
     flags.push(
@@ -807,7 +806,7 @@ function runChild(spec, { cpuProfDir } = {}) {
   }
   return new Promise((resolve, reject) => {
     const argv = [...flags, SELF, '--child', JSON.stringify(spec)]
-    const [command, args] = nodeOn(pinned ? 0 : undefined, argv)
+    const [command, args] = nodeOn(pin ? 0 : undefined, argv)
     const child = spawn(command, args, {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -939,7 +938,6 @@ async function parent(argv) {
   if (opts.pin) {
     // taskset execs the child (same PID); redis-server is moved once it runs.
     execFileSync('taskset', ['-pc', '1', String(redis.pid)], { stdio: 'ignore' })
-    pinned = true
   }
   const { Redis } = await import('ioredis')
   const admin = new Redis({ host: HOST, port: redis.port, lazyConnect: true })
@@ -983,7 +981,7 @@ async function parent(argv) {
       const nonce = randomBytes(6).toString('hex')
       await admin.flushall()
       await admin.script('FLUSH')
-      const out = await runChild({ ...base, ...spec, nonce })
+      const out = await runChild({ ...base, ...spec, nonce }, opts)
       const [cold, steady] = [await monitor.tally(nonce, 'cold'), await monitor.tally(nonce, 'steady')]
       const scripts = (cs) => ({
         evalsha: cs.evalsha?.calls ?? 0,
@@ -1072,7 +1070,7 @@ async function parent(argv) {
       const t0 = Date.now()
       const load = os.loadavg()[0]
       await admin.flushall()
-      const out = await runChild({ ...base, ...spec })
+      const out = await runChild({ ...base, ...spec }, opts)
       paired.push({ ...spec, loadAverage: Number(load.toFixed(2)), levels: out.levels })
       log(
         i + 1,
@@ -1099,7 +1097,10 @@ async function parent(argv) {
       await admin.flushall()
       Object.assign(
         hot,
-        await runChild({ ...base, kind: 'hot', mode: 'default', libs: hotLibs, levels: LEVELS, id: 'hot' }),
+        await runChild(
+          { ...base, kind: 'hot', mode: 'default', libs: hotLibs, levels: LEVELS, id: 'hot' },
+          opts,
+        ),
         { loadAverage: Number(load.toFixed(2)) },
       )
       log(
@@ -1116,7 +1117,7 @@ async function parent(argv) {
     if (opts.only === undefined) {
       const t0 = Date.now()
       const load = os.loadavg()[0]
-      Object.assign(memory, await runChild({ ...base, kind: 'memory', mode: 'default', id: 'memory' }))
+      Object.assign(memory, await runChild({ ...base, kind: 'memory', mode: 'default', id: 'memory' }, opts))
       log(1, 1, 'memory', `${memory.rows.length} rows`, t0, load)
     }
   } finally {
