@@ -43,11 +43,9 @@ export class ConfigError extends EdgelimitError {
 
 /** Describes a value for error messages: `"60 sec" (string)`. */
 export function describe(value: unknown): string {
-  if (typeof value === 'string') return `${JSON.stringify(value)} (string)`
-  if (typeof value === 'number' || typeof value === 'boolean') return `${value} (${typeof value})`
-  if (value === null) return 'null'
-  if (value === undefined) return 'undefined'
-  if (Array.isArray(value)) return 'an array'
   const type = typeof value
-  return type === 'object' ? 'an object' : `a ${type}`
+  if (type === 'string') return `${JSON.stringify(value)} (string)`
+  if (type === 'number' || type === 'boolean') return `${value} (${type})`
+  if (value === null || value === undefined) return String(value)
+  return Array.isArray(value) ? 'an array' : type === 'object' ? 'an object' : `a ${type}`
 }

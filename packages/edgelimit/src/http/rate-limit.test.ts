@@ -97,6 +97,23 @@ describe('key namespaces', () => {
     expect(keys).toEqual(['r:a:k:k:z', 'r:a%3Ak:k:z', 'r:k:k:a', 'k:k:a'])
   })
 
+  it("a key function's key over 128 characters is stored hashed: 16 KB keys cannot fill the store", async () => {
+    const rl = createRateLimit({ limiter: perHour(), key: apiKey, identity: { secret: 's' } })
+    const short = 'a'.repeat(128)
+    expect((await rl.check(request('192.0.2.1', { 'x-api-key': short }))).key).toBe(`k:${short}`)
+    const long = 'b'.repeat(16 * 1024)
+    const first = await rl.check(request('192.0.2.1', { 'x-api-key': long }))
+    expect(first.key).toBe(`kh:${await hashKey(long, 's')}`)
+    expect([first.action, (first.key as string).length]).toEqual(['continue', 46])
+    // The same long key is the same bucket; another one is another bucket.
+    expect((await rl.check(request('192.0.2.9', { 'x-api-key': long }))).action).toBe('respond')
+    expect((await rl.check(request('192.0.2.1', { 'x-api-key': `${long}x` }))).action).toBe('continue')
+    // A short key shaped like a hashed one stays in its own namespace.
+    expect((await rl.check(request('192.0.2.1', { 'x-api-key': first.key as string }))).key).toBe(
+      `k:${first.key}`,
+    )
+  })
+
   it('a route holds for every spelling of its path that some server reads as that path', async () => {
     const login = perHour(2)
     const rl = createRateLimit({

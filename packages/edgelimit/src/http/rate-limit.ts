@@ -65,8 +65,8 @@ export interface HttpVerdict {
   readonly delayMs: number
   readonly decision?: Decision
   /**
-   * The store key the request was counted under: `k:<key>` for a key function's key,
-   * `ip:<hash>` for the client address (`ip:<fallback>` without one), prefixed with
+   * The store key the request was counted under: `k:<key>` for a key function's key
+   * (`kh:<hash>` when it is over 128 characters), `ip:<hash>` for the client address (`ip:<fallback>` without one), prefixed with
    * `r:<route name>:` on a route. The namespaces keep a client from choosing another's bucket.
    */
   readonly key?: string
@@ -135,6 +135,8 @@ const PASS: HttpVerdict = { action: 'continue', headers: [], delayMs: 0 }
 const FALLBACK = 'unknown-client'
 /** Client addresses whose key is kept (about 150 bytes each); beyond, the oldest is dropped. */
 const KNOWN_ADDRESSES = 10_000
+/** Longest key from a key function stored as it is (`k:<key>`); longer ones are stored hashed (`kh:<hash>`). */
+const MAX_RAW_KEY = 128
 const STANDARDS: readonly HeaderStandard[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
 // Upper-case HTTP method tokens (RFC 9110 §9.1): request methods are compared as sent.
 const METHOD = /^[!#$%&'*+.^_`|~0-9A-Z-]+$/
@@ -460,7 +462,9 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     }
     if (allow.keys.has(custom)) return undefined
     if (checkAddress && isAllowed(allow, resolveClientIp(request, identity).ip)) return undefined
-    return `k:${custom}`
+    // A client picks this key (an API key header): a long one is hashed, so that keys of
+    // 16 KB each cannot fill the store's memory (`maxKeys` bounds the count, not the size).
+    return custom.length > MAX_RAW_KEY ? hashKey(custom, secret).then((h) => `kh:${h}`) : `k:${custom}`
   }
 
   function keyOf(request: HttpRequest, route: CompiledRoute | undefined) {
