@@ -129,9 +129,14 @@ rules:
     await origin?.close()
   })
 
-  /** Sends one raw request line and returns the status and body. */
-  function raw(target: string, method = 'GET', host?: string): Promise<{ status: number; body: string }> {
-    const port = Number(new URL(gw.url).port)
+  /** Sends one raw request line (to `gw`, or `to`) and returns the status and body. */
+  function raw(
+    target: string,
+    method = 'GET',
+    host?: string,
+    to: InProcess = gw,
+  ): Promise<{ status: number; body: string }> {
+    const port = Number(new URL(to.url).port)
     return new Promise((resolve, reject) => {
       const socket = connect(port, '127.0.0.1', () =>
         socket.write(
@@ -203,6 +208,18 @@ rules:
     expect((await raw('/v', 'GET', 'API.Example.TEST.')).status).toBe(429)
     expect((await raw('http://api.example.test./v', 'GET', 'api.example.test')).status).toBe(429)
     expect((await raw('/v', 'GET', 'other.example.test')).status).toBe(200)
+  })
+
+  test("dot segments cannot climb out of the upstream URL's path prefix", async () => {
+    const based = await startInProcess(`upstream: { url: ${origin.url}/base }\nrules: []\n`)
+    try {
+      for (const target of ['/../admin', '/x/%2e%2e/%2e%2e/admin', '/..\\admin']) {
+        const { status, body } = await raw(target, 'GET', undefined, based)
+        expect([target, status, (JSON.parse(body) as Echo).url]).toEqual([target, 200, '/base/admin'])
+      }
+    } finally {
+      await based.close()
+    }
   })
 
   test('a bad escape, a foreign host in an absolute target, or a target that is not a path get a 400 problem', async () => {
