@@ -5,9 +5,13 @@
  */
 
 export {
+  type Cidr,
   type ClientKeyOptions,
   type HeaderStandard,
+  inCidr,
   PROBLEM_TYPES,
+  parseCidr,
+  parseIp,
   pathGlob,
   problemFor,
   type QuotaPolicy,

@@ -122,7 +122,7 @@ describe('streaming', () => {
 })
 
 describe('headers', () => {
-  test('hop-by-hop request headers are stripped, others kept, X-Forwarded-For appended', async () => {
+  test('hop-by-hop request headers are stripped, others kept, X-Forwarded-* set', async () => {
     const response = await rawRequest(`${gw.url}/echo`, {
       headers: [
         'Connection',
@@ -153,10 +153,57 @@ describe('headers', () => {
     expect(seen.headers['x-custom']).toBe('kept')
     expect(seen.headers.authorization).toBe('Bearer end-to-end')
     expect(seen.headers.cookie).toBe('session=abc')
-    expect(seen.headers['x-forwarded-for']).toBe('203.0.113.9, 127.0.0.1')
+    // The peer is no trusted proxy (no `identity`): its X-Forwarded-For is not passed on.
+    expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1')
     expect(seen.headers['x-forwarded-host']).toBe(`127.0.0.1:${gw.gateway.port}`)
     expect(seen.headers['x-forwarded-proto']).toBe('http')
     expect(seen.headers.host).toBe(`127.0.0.1:${origin.port}`)
+  })
+
+  const CLAIMS = [
+    'X-Forwarded-For',
+    '203.0.113.9',
+    'X-Forwarded-Host',
+    'evil.example',
+    'X-Forwarded-Proto',
+    'https',
+    'X-Forwarded-Port',
+    '443',
+    'Forwarded',
+    'for=203.0.113.9;host=evil.example',
+    'X-Real-IP',
+    '203.0.113.9',
+    'CF-Connecting-IP',
+    '203.0.113.9',
+    'True-Client-IP',
+    '203.0.113.9',
+  ]
+
+  test("forwarding headers from a client that is no trusted proxy are replaced by the gateway's own", async () => {
+    const response = await rawRequest(`${gw.url}/echo`, { headers: CLAIMS })
+    const seen = JSON.parse(response.body.toString()) as Echo
+    expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1')
+    expect(seen.headers['x-forwarded-host']).toBe(`127.0.0.1:${gw.gateway.port}`)
+    expect(seen.headers['x-forwarded-proto']).toBe('http')
+    for (const name of ['x-forwarded-port', 'forwarded', 'x-real-ip', 'cf-connecting-ip', 'true-client-ip'])
+      expect([name, seen.headers[name]]).toEqual([name, undefined])
+  })
+
+  test('from a trusted proxy (identity.trustedProxies) they are kept, and the peer is appended to X-Forwarded-For', async () => {
+    const trusting = await startInProcess(`identity: { trustedProxies: [127.0.0.1/32] }\nrules: []\n`, {
+      upstream: origin.url,
+    })
+    try {
+      const response = await rawRequest(`${trusting.url}/echo`, { headers: CLAIMS })
+      const seen = JSON.parse(response.body.toString()) as Echo
+      expect(seen.headers['x-forwarded-for']).toBe('203.0.113.9, 127.0.0.1')
+      expect(seen.headers['x-forwarded-host']).toBe('evil.example')
+      expect(seen.headers['x-forwarded-proto']).toBe('https')
+      expect(seen.headers.forwarded).toBe('for=203.0.113.9;host=evil.example')
+      expect(seen.headers['x-real-ip']).toBe('203.0.113.9')
+    } finally {
+      await trusting.close()
+    }
   })
 
   test('hop-by-hop response headers are stripped; repeated Set-Cookie lines survive; rate-limit fields added', async () => {

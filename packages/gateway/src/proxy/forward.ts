@@ -12,12 +12,16 @@ export interface Upstream {
   readonly config: UpstreamConfig
   /** Waits for the requests in flight, then closes the connections. */
   close(): Promise<void>
-  /** Sends a request on and streams the answer back; `sink.done` reports how it ended. */
+  /**
+   * Sends a request on and streams the answer back; `sink.done` reports how it ended. `trusted`:
+   * the peer is one of our proxies (`identity`), so the forwarding headers it sent are kept.
+   */
   forward(
     req: IncomingMessage,
     res: ServerResponse,
     extra: readonly (readonly [string, string])[],
     sink: ForwardSink,
+    trusted: boolean,
   ): void
 }
 
@@ -39,6 +43,21 @@ const HOP_BY_HOP = new Set([
   'proxy-authorization',
   'expect',
 ])
+/**
+ * What a client says about itself to the upstream, believed only from a trusted proxy: the
+ * `X-Forwarded-*` family (by prefix) and these. From anyone else they are dropped and the
+ * gateway sets its own, so that `X-Forwarded-Host: evil.example` cannot poison password-reset
+ * links and `X-Real-IP` cannot name another client.
+ */
+const CLIENT_CLAIMS = new Set([
+  'forwarded',
+  'x-real-ip',
+  'x-client-ip',
+  'x-cluster-client-ip',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'fastly-client-ip',
+])
 const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 
 /** Names listed in a Connection header, which are hop-by-hop too. */
@@ -59,7 +78,7 @@ function peerOf(req: IncomingMessage): string {
 }
 
 /** The request's header lines for the upstream: hop-by-hop removed, X-Forwarded-* added. */
-function requestHeaders(req: IncomingMessage, preserveHost: boolean): string[] {
+function requestHeaders(req: IncomingMessage, preserveHost: boolean, trusted: boolean): string[] {
   const raw = req.rawHeaders
   const listed = connectionTokens(req.headers.connection)
   const out: string[] = []
@@ -72,6 +91,7 @@ function requestHeaders(req: IncomingMessage, preserveHost: boolean): string[] {
     const lower = name.toLowerCase()
     if (HOP_BY_HOP.has(lower) || listed?.has(lower)) continue
     if (lower === 'host' && !preserveHost) continue
+    if (!trusted && (CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-'))) continue
     if (lower === 'x-forwarded-for') {
       forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
       continue
@@ -225,12 +245,12 @@ export function openUpstream(config: UpstreamConfig): Upstream {
     url,
     config,
     close: () => pool.close(),
-    forward(req, res, extra, sink) {
+    forward(req, res, extra, sink, trusted) {
       pool.dispatch(
         {
           path: base + (req.url ?? '/'),
           method: (req.method ?? 'GET') as Dispatcher.HttpMethod,
-          headers: requestHeaders(req, config.preserveHost),
+          headers: requestHeaders(req, config.preserveHost, trusted),
           body: hasBody(req) ? req : null,
         },
         new Exchange(req, res, extra, sink),

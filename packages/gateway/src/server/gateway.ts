@@ -242,6 +242,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       this.done(500, 'none')
     }
 
+    private forward(verdict: Verdict): void {
+      const { req, res, gen } = this
+      gen.upstream.forward(req, res, verdict.headers, this, gen.policy.trustsPeer(req.socket.remoteAddress))
+    }
+
     private proceed(request: RequestInfo, verdict: Verdict): void {
       const { req, res } = this
       if (verdict.parts.length > 0) observe(verdict, request)
@@ -261,10 +266,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         }
         if (!this.settled) this.watchAbort()
         setTimeout(() => {
-          if (!res.destroyed) this.gen.upstream.forward(req, res, verdict.headers, this)
+          if (!res.destroyed) this.forward(verdict)
         }, verdict.delayMs)
       } else if (res.destroyed) this.done(499, 'aborted')
-      else this.gen.upstream.forward(req, res, verdict.headers, this)
+      else this.forward(verdict)
     }
   }
 
