@@ -159,6 +159,50 @@ describe('key namespaces', () => {
   })
 })
 
+describe('hostile requests', () => {
+  it('any path, method, header or peer gets a verdict with printable fields, never an error (property)', async () => {
+    const rl = createRateLimit({
+      limiter: perHour(1_000),
+      key: (r) => r.header('x-api-key') ?? undefined,
+      cost: (r) => (r.method === 'POST' ? 2 : 1),
+      identity: { trustedProxies: ['10.0.0.0/8'], secret: 's' },
+      routes: [
+        { path: '/login', limiter: perHour(2) },
+        { path: '/api/**', methods: ['GET'], limiter: perHour(5) },
+        { path: /^\/Raw\//, limiter: perHour(5) },
+      ],
+    })
+    const text = fc.oneof(
+      fc.string(),
+      fc.string({ unit: 'binary' }),
+      fc.constantFrom('', '%', '%zz', '%C3', '\\', '..'),
+    )
+    const request = fc.record({
+      method: fc.constantFrom('GET', 'POST', 'get', '', 'M-SEARCH'),
+      path: fc.oneof(
+        text,
+        text.map((t) => `/${t}`),
+        fc.constantFrom('/login', '//LOGIN/', '/api/%2e%2e/login'),
+      ),
+      peer: fc.oneof(
+        fc.constant(undefined),
+        fc.constantFrom('10.1.2.3', '::ffff:10.0.0.1', '2001:db8::1', 'junk'),
+        text,
+      ),
+      headers: fc.dictionary(fc.constantFrom('x-api-key', 'x-forwarded-for', 'forwarded'), text),
+    })
+    await fc.assert(
+      fc.asyncProperty(request, async ({ headers, ...r }) => {
+        const verdict = await rl.check({ ...r, header: (name) => headers[name] })
+        expect(['continue', 'respond']).toContain(verdict.action)
+        for (const [name, value] of verdict.headers)
+          expect(`${name}: ${value}`).toMatch(/^[\x21-\x7e]+: [\x20-\x7e]*$/)
+      }),
+      { numRuns: 2000 },
+    )
+  })
+})
+
 describe('allowList', () => {
   const limited = async (options: Partial<RateLimitOptions>, req: HttpRequest) => {
     const v = await createRateLimit({ limiter: perHour(), ...options }).check(req)
