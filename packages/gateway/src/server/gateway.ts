@@ -248,7 +248,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
 
     private proceed(request: RequestInfo, verdict: Verdict): void {
-      const { req, res } = this
+      const { res } = this
       if (verdict.parts.length > 0) observe(verdict, request)
       if (verdict.denial !== undefined) {
         const headers: Record<string, string> = {}
