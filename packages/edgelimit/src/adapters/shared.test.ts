@@ -50,6 +50,19 @@ describe('pathOf', () => {
     ])
     expect(pathOf(undefined)).toBe('/')
   })
+
+  it('reads the path of an absolute-form target, as Express and WHATWG URL parsing route it', () => {
+    for (const [target, path] of [
+      ['http://example.com/login?next=/', '/login'],
+      ['HTTPS://example.com:8443/a/b#f', '/a/b'],
+      ['http://example.com', '/'],
+      ['http://example.com?x=1', '/'],
+      ['http://user@example.com/x', '/x'],
+    ] as const) {
+      expect([target, pathOf(target)]).toEqual([target, path])
+      expect(pathOf(target)).toBe(new URL(target).pathname)
+    }
+  })
 })
 
 describe('lowerName', () => {

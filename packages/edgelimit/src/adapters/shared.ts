@@ -21,14 +21,20 @@ export function lowerName(name: string): string {
   return lower
 }
 
-/** The path of a request target (`/a/b?x=1` → `/a/b`); `/` when there is none. */
+/**
+ * The path of a request target (`/a/b?x=1` → `/a/b`); `/` when there is none. An absolute-form
+ * target (`http://host/a?x=1`, which Node hands over as `req.url` and Express routes as `/a`)
+ * gives its path too, so that routes cannot be dodged by naming the host.
+ */
 export function pathOf(target: string | undefined): string {
   if (target === undefined || target === '') return '/'
-  for (let i = 0; i < target.length; i++) {
+  const start =
+    target.charCodeAt(0) === 47 /* / */ ? 0 : (/^[a-z][\w+.-]*:\/\/[^/?#]*/i.exec(target)?.[0].length ?? 0)
+  for (let i = start; i < target.length; i++) {
     const c = target.charCodeAt(i)
-    if (c === 63 /* ? */ || c === 35 /* # */) return target.slice(0, i)
+    if (c === 63 /* ? */ || c === 35 /* # */) return i === start ? '/' : target.slice(start, i)
   }
-  return target
+  return start === target.length ? '/' : target.slice(start)
 }
 
 /**

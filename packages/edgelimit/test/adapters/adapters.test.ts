@@ -1,5 +1,6 @@
 // What only one adapter can get wrong: its runtime's shapes (immutable Responses, extra handler
 // arguments, mount paths, plugin scopes, error paths). The shared behaviour is in matrix.test.ts.
+import { connect } from 'node:net'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
@@ -108,6 +109,45 @@ describe('node and express adapters', () => {
       expect((await denied.json()).instance).toBe('/api/x')
       const failed = await fetch(`${base}/other`)
       expect([failed.status, await failed.text()]).toEqual([500, 'handled: no key'])
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
+})
+
+describe('route spellings over real HTTP', () => {
+  /** One raw request line to a local port; resolves with the status code. */
+  function rawStatus(port: number, method: string, target: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () =>
+        socket.write(`${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`),
+      )
+      let data = ''
+      socket.setEncoding('latin1')
+      socket.on('data', (chunk: string) => {
+        data += chunk
+      })
+      socket.on('error', reject)
+      socket.on('end', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1])))
+    })
+  }
+
+  it('express: every spelling Express routes to /login counts against the /login route', async () => {
+    const app = express()
+    app.use(expressRateLimit({ routes: [{ path: '/login', methods: ['POST'], limiter: onePerHour() }] }))
+    app.post('/login', (_req, res) => {
+      res.send('ok')
+    })
+    const server = app.listen(0, '127.0.0.1')
+    await new Promise((resolve) => server.once('listening', resolve))
+    const port = (server.address() as { port: number }).port
+    try {
+      const statuses = []
+      for (const target of ['/login', '/LOGIN', '/login/', `http://127.0.0.1:${port}/login`, '/login?x=1'])
+        statuses.push(await rawStatus(port, 'POST', target))
+      // Express routes all five to the handler: the first is admitted, the rest are the same route.
+      expect(statuses).toEqual([200, 429, 429, 429, 429])
     } finally {
       server.closeAllConnections()
       await new Promise((resolve) => server.close(resolve))
