@@ -98,6 +98,38 @@ describe('canonicalTarget', () => {
     expect(canonicalTarget(raw, host)).toEqual(expected)
   })
 
+  test('property: any request line target gives a canonical origin-form target or an error, never a throw', () => {
+    const text = fc.oneof(
+      fc.string(),
+      fc.string({ unit: 'binary' }),
+      fc
+        .array(
+          fc.constantFrom('/', '\\', '.', '..', '%', '%2e', '%zz', '?', '#', ';', 'a', 'A', 'http://h', ':'),
+          {
+            maxLength: 12,
+          },
+        )
+        .map((p) => p.join('')),
+    )
+    fc.assert(
+      fc.property(text, fc.option(fc.constantFrom('h', 'H.', 'h:80', '')), (raw, host) => {
+        const answer = canonicalTarget(raw, host ?? undefined)
+        if ('error' in answer) {
+          expect(answer.error.length).toBeGreaterThan(0)
+          return
+        }
+        const q = answer.target.indexOf('?')
+        const path = q === -1 ? answer.target : answer.target.slice(0, q)
+        expect(path.startsWith('/')).toBe(true)
+        expect(answer.target).not.toContain('#')
+        expect(canonicalPath(path)).toBe(path)
+        expect(canonicalTarget(answer.target, host ?? undefined)).toEqual(answer)
+        expect(routeForm(path).startsWith('/')).toBe(true)
+      }),
+      { numRuns: 5000 },
+    )
+  })
+
   test.each([
     ['http://other/login', 'h', /names the host "other" but the Host header is "h"/],
     ['http://user@h/login', 'h', /names the host "user@h"/],
