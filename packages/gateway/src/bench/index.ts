@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import path from 'node:path'
-import { type Limiter, parseDuration } from 'edgelimit'
+import type { Limiter } from 'edgelimit'
 import { PolicyError } from '../config/issues.js'
 import { loadPolicy } from '../config/validate.js'
 import { compilePolicy } from '../policy/compile.js'
@@ -8,6 +8,7 @@ import { openStore } from '../policy/store.js'
 import { type Align, duration, int, table } from '../report/format.js'
 import {
   type CliIo,
+  durationFlag,
   parseCommandArgs,
   positiveInt,
   runCommand,
@@ -90,14 +91,6 @@ function isInputError(error: unknown): boolean {
   return error instanceof PolicyError || error instanceof StoreError
 }
 
-function durationFlag(flag: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback
-  const ms = parseDuration(value)
-  if (ms === undefined || ms <= 0)
-    throw new UsageError(`--${flag}: expected a duration like 2s, got "${value}"`)
-  return ms
-}
-
 function levels(value: string | undefined): number[] {
   if (value === undefined) return [1, 16, 256]
   const list = value.split(',').map((s) => s.trim())
@@ -117,8 +110,8 @@ async function bench(args: string[], io: CliIo): Promise<number> {
   }
   const at = (f: string) => path.resolve(workingDirectory(io), f)
   const inFlight = levels(values.concurrency)
-  const durationMs = durationFlag('duration', values.duration, 2000)
-  const timeoutMs = durationFlag('timeout', values.timeout, 5000)
+  const durationMs = durationFlag('duration', values.duration, 2000, '2s')
+  const timeoutMs = durationFlag('timeout', values.timeout, 5000, '2s')
   const keyCount = positiveInt('keys', values.keys, 100_000)
   if (keyCount > MAX_KEYS)
     throw new UsageError(

@@ -1,8 +1,8 @@
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
-import { parseDuration } from 'edgelimit'
 import {
   type CliIo,
+  durationFlag,
   parseCommandArgs,
   positiveInt,
   runCommand,
@@ -90,10 +90,7 @@ async function replay(args: string[], io: CliIo): Promise<number> {
       throw new UsageError(`--field: expected <${[...FIELDS].join('|')}>=<json field>, got "${f}"`)
     fields[name as keyof JsonFields] = [...(fields[name as keyof JsonFields] ?? []), source]
   }
-  const reorderMs =
-    values.reorder === undefined ? 120_000 : values.reorder === '0' ? 0 : parseDuration(values.reorder)
-  if (reorderMs === undefined)
-    throw new UsageError(`--reorder: expected a duration like 2m, or 0, got "${values.reorder}"`)
+  const reorderMs = values.reorder === '0' ? 0 : durationFlag('reorder', values.reorder, 120_000, '2m, or 0')
   const top = positiveInt('top', values.top, 10)
   const maxKeys = positiveInt('max-keys', values['max-keys'], 1_000_000)
   const inputs = positionals.map((p) => (p === '-' ? '-' : at(p)))

@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
+import { parseDuration } from 'edgelimit'
 
 /** A writable text stream: `process.stdout` or anything with `write`. */
 export interface TextOut {
@@ -78,6 +79,24 @@ export async function runCommand(
 export async function writeOutput(file: string, text: string): Promise<void> {
   await mkdir(path.dirname(file), { recursive: true })
   await writeFile(file, text)
+}
+
+/**
+ * Parses a duration flag (`500ms`, `2s`, `1m`…); `fallback` when it is absent. `example` names a
+ * good value in the usage error.
+ *
+ * @example durationFlag('window', values.window, 60_000, '60s')
+ */
+export function durationFlag<F extends number | undefined>(
+  flag: string,
+  value: string | undefined,
+  fallback: F,
+  example: string,
+): number | F {
+  if (value === undefined) return fallback
+  const ms = parseDuration(value)
+  if (ms === undefined) throw new UsageError(`--${flag}: expected a duration like ${example}, got "${value}"`)
+  return ms
 }
 
 /** Parses a whole, positive number flag. */

@@ -1,8 +1,8 @@
 import path from 'node:path'
-import { parseDuration } from 'edgelimit'
 import { loadPolicy, PolicyError } from '../replay/policy.js'
 import {
   type CliIo,
+  durationFlag,
   parseCommandArgs,
   positiveInt,
   runCommand,
@@ -74,9 +74,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
   const cwd = workingDirectory(io)
   const at = (f: string) => path.resolve(cwd, f)
   const limit = values.limit === undefined ? undefined : positiveInt('limit', values.limit, 100)
-  const windowMs = values.window === undefined ? undefined : parseDuration(values.window)
-  if (values.window !== undefined && windowMs === undefined)
-    throw new UsageError(`--window: expected a duration like 60s, got "${values.window}"`)
+  const windowMs = durationFlag('window', values.window, undefined, '60s')
   const seed = positiveInt('seed', values.seed, 1)
   const only = values.algorithms?.split(',').map((s) => s.trim())
   const unknown = only?.filter((a) => !(ALGORITHM_IDS as readonly string[]).includes(a)) ?? []
