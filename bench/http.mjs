@@ -24,7 +24,7 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { ADAPTERS } from './http/adapters.mjs'
 import { autocannon, wrk, wrkVersion } from './http/load.mjs'
-import { dirtyText, nodeOn, pinning, runMeta, snapshotEdgelimit, table } from './lib/machine.mjs'
+import { dirtyText, flagValue, nodeOn, pinning, runMeta, snapshotEdgelimit, table } from './lib/machine.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SELF), '..')
@@ -39,7 +39,7 @@ const SCENARIOS = {
 const TARGET = 0.9
 
 function parseArgs(argv) {
-  const value = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback)
+  const value = (name, fallback) => flagValue(argv, name, fallback)
   const quick = argv.includes('--quick')
   const tool = value('--tool', wrkVersion() === null ? 'autocannon' : 'wrk')
   return {

@@ -16,9 +16,10 @@ import { IncomingMessage, ServerResponse } from 'node:http'
 import { Socket } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { flagValue } from '../lib/machine.mjs'
 
 const argv = process.argv.slice(2)
-const value = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback)
+const value = (name, fallback) => flagValue(argv, name, fallback)
 const defaultDist = path.dirname(fileURLToPath(import.meta.resolve('edgelimit')))
 const builds = [['with', path.resolve(value('--dist', defaultDist))]]
 if (value('--compare') !== undefined) builds.push(['compare', path.resolve(value('--compare'))])

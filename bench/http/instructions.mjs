@@ -23,7 +23,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
-import { runMeta, snapshotEdgelimit, table, writeResults } from '../lib/machine.mjs'
+import { flagValue, runMeta, snapshotEdgelimit, table, writeResults } from '../lib/machine.mjs'
 import { ADAPTERS, CONTROL_OF } from './adapters.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
@@ -37,7 +37,7 @@ const FRAMEWORKS = Object.fromEntries(
 )
 
 function parseArgs(argv) {
-  const value = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback)
+  const value = (name, fallback) => flagValue(argv, name, fallback)
   const count = (name, fallback) => {
     const n = Number(value(name, fallback))
     if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${name}: expected a positive whole number`)

@@ -100,6 +100,7 @@ export async function snapshotEdgelimit(subpaths = [], track = undefined, { from
       execFileSync(process.execPath, ['--input-type=module', '-e', check], { stdio: 'pipe' })
     } catch (error) {
       rmSync(dir, { recursive: true, force: true })
+      track?.delete(dir)
       if (attempt === 5) throw new Error(`the build in ${dist} does not load: ${error.stderr}`)
       continue
     }
@@ -128,6 +129,11 @@ function hasTaskset() {
   } catch {
     return false
   }
+}
+
+/** The value after `name` in `argv` (`--only node` → `node`), or `fallback` when `name` is absent. */
+export function flagValue(argv, name, fallback) {
+  return argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback
 }
 
 /**
