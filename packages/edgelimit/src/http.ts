@@ -25,6 +25,7 @@ export {
   type ClientKeyOptions,
   clientKey,
   hashKey,
+  isTrustedPeer,
   partitionKeyBytes,
   resolveClientIp,
   validateClientKeyOptions,

@@ -5,13 +5,10 @@
  */
 
 export {
-  type Cidr,
   type ClientKeyOptions,
   type HeaderStandard,
-  inCidr,
+  isTrustedPeer,
   PROBLEM_TYPES,
-  parseCidr,
-  parseIp,
   pathGlob,
   problemFor,
   type QuotaPolicy,

@@ -8,6 +8,7 @@ import {
   type ClientIpOptions,
   clientKey,
   hashKey,
+  isTrustedPeer,
   partitionKeyBytes,
   resolveClientIp,
   validateClientKeyOptions,
@@ -610,6 +611,31 @@ describe('resolveClientIp', () => {
           ip: peer,
           source: 'peer',
         })
+      }),
+    )
+  })
+})
+
+describe('isTrustedPeer', () => {
+  it("agrees with resolveClientIp on whether a peer's headers are believed (property)", () => {
+    const options: ClientIpOptions[] = [
+      {},
+      { trustedProxies: ['10.0.0.0/8', '2001:db8:ffff::/48'] },
+      { trustedProxies: 0 },
+      { trustedProxies: 2 },
+      { header: 'cf-connecting-ip', trustPlatform: true },
+    ]
+    const peer = fc.oneof(
+      fc.ipV4(),
+      fc.ipV6(),
+      fc.constantFrom('10.1.2.3', ' 10.0.0.1 ', '::ffff:10.9.9.9', '2001:db8:ffff::1', '', 'junk'),
+      fc.constant(undefined),
+    )
+    fc.assert(
+      fc.property(peer, fc.constantFrom(...options), (p, o) => {
+        // A peer is trusted exactly when a header it sends can name the client.
+        const input = req(p, { 'x-forwarded-for': '203.0.113.77', 'cf-connecting-ip': '203.0.113.77' })
+        expect(isTrustedPeer(p, o)).toBe(resolveClientIp(input, o).ip === '203.0.113.77')
       }),
     )
   })

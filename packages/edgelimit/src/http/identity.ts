@@ -257,6 +257,21 @@ export function resolveClientIp(input: ClientIpInput, options: ClientIpOptions =
   return found(peer, 'peer')
 }
 
+/**
+ * Whether a direct peer is one of your proxies under `options` — what `resolveClientIp` checks
+ * before it believes a header: a hop count or `trustPlatform` trusts every peer, a CIDR list the
+ * peers inside it. A proxy built on edgelimit passes on a peer's own forwarding headers only then.
+ *
+ * @throws {ConfigError} when `options` are invalid (checked once per options object).
+ * @example isTrustedPeer('10.0.0.2', { trustedProxies: ['10.0.0.0/8'] }) // true
+ */
+export function isTrustedPeer(peer: string | undefined, options: ClientIpOptions = NO_OPTIONS): boolean {
+  const c = compile(options)
+  if (c.hops > 0 || c.platform) return true
+  const ip = typeof peer === 'string' ? parseIp(peer.trim()) : undefined
+  return ip !== undefined && c.trusted.some((cidr) => inCidr(ip, cidr))
+}
+
 const encoder = new TextEncoder()
 const hmacKeys = new Map<string, Promise<CryptoKey>>()
 // Secrets are few; the bound only stops a caller passing a fresh secret per request from leaking.

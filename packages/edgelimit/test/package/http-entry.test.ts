@@ -28,6 +28,7 @@ describe('edgelimit/http entry', () => {
         "createRateLimit",
         "hashKey",
         "inCidr",
+        "isTrustedPeer",
         "normalizeIp",
         "parseCidr",
         "parseIp",

@@ -1,14 +1,6 @@
 import { approximate, type Clock, createLimiter, type Limiter, type LimiterEvent } from 'edgelimit'
 import type { GatewayConfig, PlanConfig, RuleConfig } from '../config/types.js'
-import {
-  type Cidr,
-  type ClientKeyOptions,
-  inCidr,
-  parseCidr,
-  parseIp,
-  type QuotaPolicy,
-  quotaPolicy,
-} from '../library.js'
+import { type ClientKeyOptions, isTrustedPeer, type QuotaPolicy, quotaPolicy } from '../library.js'
 import { compileKey, createClientResolver, createHasher, type KeyContext, type RuleKey } from './key.js'
 import { compileMatch, type Matcher } from './match.js'
 import type { RequestInfo } from './request.js'
@@ -50,19 +42,6 @@ export interface CompiledPolicy {
    * `trustPlatform`): only then are the forwarding headers it sends passed on.
    */
   trustsPeer(peer: string | undefined): boolean
-}
-
-function peerTrust(identity: ClientKeyOptions): (peer: string | undefined) => boolean {
-  const { trustedProxies, trustPlatform } = identity
-  if (trustPlatform === true || (typeof trustedProxies === 'number' && trustedProxies > 0)) return () => true
-  const networks = Array.isArray(trustedProxies)
-    ? trustedProxies.map((c) => parseCidr(c)).filter((c): c is Cidr => c !== undefined)
-    : []
-  if (networks.length === 0) return () => false
-  return (peer) => {
-    const ip = peer === undefined ? undefined : parseIp(peer)
-    return ip !== undefined && networks.some((network) => inCidr(ip, network))
-  }
 }
 
 /** Where limiter events go (metrics); called once per limiter created. */
@@ -143,7 +122,7 @@ export function compilePolicy(
       planFor,
     }
   })
-  return { config, rules, store, identity, limiters, trustsPeer: peerTrust(identity) }
+  return { config, rules, store, identity, limiters, trustsPeer: (peer) => isTrustedPeer(peer, identity) }
 }
 
 function signatureOf(store: StoreHandle, name: string, rule: RuleConfig, plan: PlanConfig): string {
