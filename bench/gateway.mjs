@@ -35,6 +35,7 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { median } from './lib/machine.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SELF), '..')
@@ -312,13 +313,6 @@ function buildHash() {
       hash.update(readFileSync(path.join(full, file)))
   }
   return hash.digest('hex').slice(0, 16)
-}
-
-function median(values) {
-  const v = [...values].sort((a, b) => a - b)
-  if (v.length === 0) return Number.NaN
-  const mid = Math.floor(v.length / 2)
-  return v.length % 2 === 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2
 }
 
 const fmt = {

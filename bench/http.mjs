@@ -24,7 +24,16 @@ import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { ADAPTERS } from './http/adapters.mjs'
 import { autocannon, wrk, wrkVersion } from './http/load.mjs'
-import { dirtyText, flagValue, nodeOn, pinning, runMeta, snapshotEdgelimit, table } from './lib/machine.mjs'
+import {
+  dirtyText,
+  flagValue,
+  median,
+  nodeOn,
+  pinning,
+  runMeta,
+  snapshotEdgelimit,
+  table,
+} from './lib/machine.mjs'
 
 const SELF = fileURLToPath(import.meta.url)
 const ROOT = path.resolve(path.dirname(SELF), '..')
@@ -162,13 +171,6 @@ function pool(slices) {
     served,
     statuses,
   }
-}
-
-/** The median of a non-empty list of numbers. */
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = sorted.length >> 1
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
 }
 
 /** How the rows were measured, in words. */

@@ -131,6 +131,14 @@ function hasTaskset() {
   }
 }
 
+/** The median of a list of numbers; NaN for an empty one. */
+export function median(values) {
+  const sorted = [...values].sort((a, b) => a - b)
+  if (sorted.length === 0) return Number.NaN
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
 /** The value after `name` in `argv` (`--only node` → `node`), or `fallback` when `name` is absent. */
 export function flagValue(argv, name, fallback) {
   return argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback
