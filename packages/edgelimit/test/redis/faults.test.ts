@@ -115,6 +115,50 @@ describe('script loading', () => {
     await client.quit()
   })
 
+  it('a failed reload (EVAL rejected after SCRIPT FLUSH) fails its decisions per onStoreError; nothing rejects unhandled', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    const client = new Redis({ port: redis.port, host: redis.host })
+    const admin = new Redis({ port: redis.port, host: redis.host })
+    try {
+      const make = (onStoreError: 'open' | 'closed') =>
+        createLimiter({
+          rules: [{ name: 'tb', algorithm: tokenBucket({ capacity: 10, refillRate: 1 }), onStoreError }],
+          store: redisStore({ client, prefix: `reload-${onStoreError}` }),
+          timeout: '5s',
+          breaker: false,
+          denyCache: false,
+        })
+      const open = make('open')
+      const closed = make('closed')
+      await Promise.all([open.limit('k'), closed.limit('k')])
+      // A restart or failover without the script, on a server out of memory: the reload's EVAL fails.
+      await admin.script('FLUSH')
+      await admin.config('SET', 'maxmemory', '1')
+      const ds = await Promise.all([open.limit('k'), closed.limit('k'), open.limit('j'), closed.limit('j')])
+      expect(ds.map((d) => [d.allowed, d.reason])).toEqual([
+        [true, undefined],
+        [false, 'store-unavailable'],
+        [true, undefined],
+        [false, 'store-unavailable'],
+      ])
+      // A script error in the reload (a client clock that is not a number) fails that call only.
+      await admin.config('SET', 'maxmemory', '0')
+      await admin.script('FLUSH')
+      const bound = redisStore({ client, prefix: 'reload-nan', clock: 'client' }).bind(open.rules)
+      await expect(bound.evaluate('k', 1, Number.NaN)).rejects.toThrow(/ERR/)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(unhandled).toEqual([])
+      // The process goes on, and so does the store once Redis can run the script again.
+      expect((await open.limit('k')).rules[0]?.remaining).toBe(8)
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+      await admin.config('SET', 'maxmemory', '0')
+      await Promise.all([client.quit(), admin.quit()])
+    }
+  })
+
   it('any error other than NOSCRIPT is an error, not a retry', async () => {
     const client = new Redis({ port: redis.port, host: redis.host })
     await client.lpush('wrongtype:log:{k}', 'not a sorted set')

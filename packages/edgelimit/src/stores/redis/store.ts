@@ -137,7 +137,8 @@ function bindRules(
   let sha: string | undefined
   let hashing: Promise<string> | undefined
   // After a flush or failover every call in flight meets NOSCRIPT: one of them reloads the script.
-  let reloading: Promise<unknown> | undefined
+  // Settles when that reload has (never rejects: nobody may be left to handle it).
+  let reloading: Promise<void> | undefined
   // Decisions of this tick not sent yet: one batch, or one per Cluster slot.
   let open: Batch | undefined
   const openBySlot = new Map<number, Batch>()
@@ -168,7 +169,7 @@ function bindRules(
   /** After NOSCRIPT: the script did not run, so sending it again cannot charge anything twice. */
   async function recover(keys: string[], args: string[]): Promise<unknown> {
     if (reloading !== undefined) {
-      await reloading.catch(() => {})
+      await reloading
       try {
         return await client.evalsha(sha as string, keys, args)
       } catch (again) {
@@ -177,9 +178,12 @@ function bindRules(
       }
     }
     const loaded = client.eval(script.text, keys, args)
-    const gate = loaded.finally(() => {
+    // The gate never rejects: a failed EVAL fails its own decisions (through `loaded`), and the
+    // calls waiting on the gate then try EVALSHA themselves (and fail or reload in turn).
+    const done = () => {
       if (reloading === gate) reloading = undefined
-    })
+    }
+    const gate: Promise<void> = loaded.then(done, done)
     reloading = gate
     return loaded
   }
