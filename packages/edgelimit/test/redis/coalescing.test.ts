@@ -263,6 +263,62 @@ describe('failures stay per decision', () => {
     await c.quit()
   })
 
+  // A rule that changed algorithm across a deploy finds the old algorithm's state: it decides as a
+  // fresh key, and the batch it travels in is decided as usual. `k` is the current hour's window
+  // index, which a window's state must hold for its count to be read at all.
+  const now = 1_700_000_000_000
+  const k = Math.floor(now / 3_600_000)
+  it.each([
+    {
+      name: 'fixed window',
+      algorithm: fixedWindow({ limit: 3, window: '1h' }),
+      bad: ['1:2:3', `${k}:1:0`, `${k}:x`],
+    },
+    {
+      name: 'sliding window',
+      algorithm: slidingWindow({ limit: 3, window: '1h' }),
+      bad: ['1:2', '5', `${k}:1`, `${k}:x:0`],
+    },
+    {
+      name: 'token bucket',
+      algorithm: tokenBucket({ capacity: 3, refillRate: 1, refillInterval: '1h' }),
+      bad: ['1:2:3', `${k}:x`],
+    },
+    { name: 'gcra', algorithm: gcra({ limit: 1, period: '1h', burst: 3 }), bad: ['1:2:3', `${now}:x`] },
+  ])(
+    'a $name state that does not parse decides as a fresh key; its batch-mates are decided',
+    async ({ name, algorithm, bad }) => {
+      const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+      const prefix = `unparsed-${name.replace(' ', '-')}`
+      const values = [...bad, 'garbage', '', 'inf:nan', '0x10:1e3', ':', '1:']
+      await Promise.all(values.map((v, i) => c.set(`${prefix}:r:{bad${i}}`, v)))
+      const rules = createLimiter({ rules: [{ name: 'r', algorithm }] }).rules
+      const bound = redisStore({ client: c, clock: 'client', prefix }).bind(rules)
+      const reference = memoryStore().bind(rules)
+      const keys = values.flatMap((_, i) => ['good', `bad${i}`])
+      const results = await Promise.allSettled(keys.map((k) => bound.evaluate(k, 1, now)))
+      expect(results.filter((r) => r.status === 'rejected')).toEqual([])
+      for (const [i, k] of keys.entries()) {
+        const want = await reference.evaluate(k, 1, now)
+        const got = (results[i] as PromiseFulfilledResult<readonly RuleVerdict[]>).value
+        expect([k, got.map(fields)]).toEqual([k, want.map(fields)])
+      }
+      await c.quit()
+    },
+  )
+
+  it('a sliding log entry that does not parse counts nothing', async () => {
+    const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+    await c.zadd('unparsed-log:r:{k}', now - 1, 'garbage', now - 1, `${now - 1}:1`)
+    const rules = createLimiter({
+      rules: [{ name: 'r', algorithm: slidingLog({ limit: 3, window: '1h' }) }],
+    }).rules
+    const bound = redisStore({ client: c, clock: 'client', prefix: 'unparsed-log' }).bind(rules)
+    const [good, k] = await Promise.all([bound.evaluate('good', 1, now), bound.evaluate('k', 1, now)])
+    expect([good?.[0]?.remaining, k?.[0]?.remaining]).toEqual([2, 1])
+    await c.quit()
+  })
+
   it('decisions abandoned at their deadline are charged once, when Redis comes back', async () => {
     // No offline queue and no resend of unanswered commands: the batch is written once.
     const c = new Redis({

@@ -11,8 +11,9 @@ if s then
   if type(s) == 'table' then
     err = s.err
   else
-    local k, c = string.match(s, '^([^:]*):(.*)$')
-    $sk, $sc = tonumber(k), tonumber(c)
+    -- A value that does not parse (another algorithm's state after a change, say) is a fresh key.
+    local k, c = string.match(s, '^(%-?%d+):(%-?%d+)$')
+    if k then $sk, $sc = tonumber(k), tonumber(c) end
   end
 end
 --@decide

@@ -13,8 +13,9 @@ if s then
   if type(s) == 'table' then
     err = s.err
   else
-    local l, t = string.match(s, '^([^:]*):(.*)$')
-    $stored, $last = tonumber(l), tonumber(t)
+    -- A value that does not parse (another algorithm's state after a change, say) is a fresh key.
+    local l, t = string.match(s, '^(%-?%d+):(%-?%d+)$')
+    if l then $stored, $last = tonumber(l), tonumber(t) end
   end
 end
 --@decide

@@ -13,13 +13,17 @@ $times, $ecosts, $n = {}, {}, 0
 if members.err then
   err = members.err
 else
-  local times, costs = $times, $ecosts
+  local times, costs, n = $times, $ecosts, 0
   for i = 1, #members do
+    -- A member that does not parse counts nothing.
     local ts, c = string.match(members[i], '^(%d+):(%d+)$')
-    times[i] = tonumber(ts)
-    costs[i] = tonumber(c)
+    if ts then
+      n = n + 1
+      times[n] = tonumber(ts)
+      costs[n] = tonumber(c)
+    end
   end
-  $n = #members
+  $n = n
 end
 --@decide
 local limit, w = $limit, $w

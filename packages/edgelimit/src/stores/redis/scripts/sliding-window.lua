@@ -11,8 +11,9 @@ if s then
   if type(s) == 'table' then
     err = s.err
   else
-    local k, c, p = string.match(s, '^([^:]*):([^:]*):(.*)$')
-    $sk, $sc, $sp = tonumber(k), tonumber(c), tonumber(p)
+    -- A value that does not parse (another algorithm's state after a change, say) is a fresh key.
+    local k, c, p = string.match(s, '^(%-?%d+):(%-?%d+):(%-?%d+)$')
+    if k then $sk, $sc, $sp = tonumber(k), tonumber(c), tonumber(p) end
   end
 end
 --@decide

@@ -13,8 +13,9 @@ if s then
   if type(s) == 'table' then
     err = s.err
   else
-    local ms, steps = string.match(s, '^([^:]*):(.*)$')
-    $tatms, $tatsteps = tonumber(ms), tonumber(steps)
+    -- A value that does not parse (another algorithm's state after a change, say) is a fresh key.
+    local ms, steps = string.match(s, '^(%-?%d+):(%-?%d+)$')
+    if ms then $tatms, $tatsteps = tonumber(ms), tonumber(steps) end
   end
 end
 --@decide
