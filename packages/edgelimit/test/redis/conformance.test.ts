@@ -82,6 +82,50 @@ describe('coalescing on the 6-node cluster', () => {
     }
   })
 
+  it("the empty key '' has a tag of its own: decided and reset on one slot, and its batch-mates with it", async () => {
+    const client = new Cluster(cluster.nodes)
+    closers.push(() => client.quit())
+    const limiter = createLimiter({
+      rules: [
+        { name: 'a', algorithm: fixedWindow({ limit: 1, window: '1h' }) },
+        { name: 'b', algorithm: tokenBucket({ capacity: 6, refillRate: 1, refillInterval: '1h' }) },
+      ],
+      store: redisStore({ client, prefix: 'ek' }),
+      timeout: false,
+      breaker: false,
+      denyCache: false,
+    })
+    // Keys on the slot '' is batched on now (its tag `%`), and on the one an empty tag hashed to.
+    const mates = (slot: number) => {
+      const found: string[] = []
+      for (let i = 0; found.length < 3; i++) if (keySlot(`user${i}`) === slot) found.push(`user${i}`)
+      return found
+    }
+    const others = [...mates(keySlot('%')), ...mates(keySlot('ek:a:{}'))]
+    expect(others.length).toBe(6)
+    await limiter.limit('warm')
+    // `warm` is in flight, so the rest of the tick coalesces per slot, '' among its batch-mates.
+    const ds = await Promise.all([
+      limiter.limit('warm'),
+      limiter.limit(''),
+      ...others.map((k) => limiter.limit(k)),
+    ])
+    // The second `warm` meets its own first call's window (limit 1); everything else is admitted.
+    expect(ds.map((d) => d.reason ?? 'admitted')).toEqual([
+      'limit-exceeded',
+      ...others.map(() => 'admitted'),
+      'admitted',
+    ])
+    expect(await client.exists('ek:a:{%}', 'ek:b:{%}')).toBe(2)
+    // '' and '%' are two keys.
+    expect((await limiter.limit('%')).allowed).toBe(true)
+    expect((await limiter.limit('')).allowed).toBe(false)
+    await limiter.reset('')
+    expect(await client.exists('ek:a:{%}', 'ek:b:{%}')).toBe(0)
+    expect((await limiter.limit('')).allowed).toBe(true)
+    expect((await limiter.limit('%')).allowed).toBe(false)
+  })
+
   it('batches per slot: 300 decisions over 40 keys in one tick, one EVALSHA per slot (and the lone first)', async () => {
     const client = new Cluster(cluster.nodes)
     closers.push(() => client.quit())

@@ -267,8 +267,7 @@ function bindRules(
       open ??= newBatch(-1)
       return open
     }
-    // Redis hashes the tag, or the whole key when the tag is empty.
-    const slot = keySlot(tag === '' ? `${heads[0]}}` : tag)
+    const slot = keySlot(tag)
     let batch = openBySlot.get(slot)
     if (batch === undefined) {
       batch = newBatch(slot)
@@ -326,8 +325,14 @@ function costSpec(cost: number, options: EvaluateOptions | undefined, count: num
   return `${cost},${force ? 1 : 0},${flags}`
 }
 
-/** A client key inside `{…}`: `}` and `%` escaped so the tag is always the whole key. */
+/**
+ * A client key inside `{…}`: `}` and `%` escaped so the tag is always the whole key, and never
+ * empty. An empty tag would make Redis hash each whole key, putting a key's rules on different
+ * Cluster slots (CROSSSLOT), so '' is a bare `%`, which no other key escapes to (a real `%` is
+ * always `%25`).
+ */
 function escapeTag(key: string): string {
+  if (key === '') return '%'
   return key.includes('}') || key.includes('%') ? key.replace(/%/g, '%25').replace(/}/g, '%7D') : key
 }
 
