@@ -44,6 +44,8 @@ export interface Approximate {
   ): Promise<{ readonly verdicts: readonly RuleVerdict[]; readonly source: DecisionSource }>
   /** Sends every pending count now (for shutdown and tests). */
   flush(now: number): Promise<void>
+  /** Forgets a key's counts, pending ones too (`limiter.reset`: the store's state goes with them). */
+  reset(key: string): void
   /** Store calls made for syncs. */
   readonly syncs: number
 }
@@ -144,6 +146,9 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
         if (entry.pending > 0) work.push(sync(key, entry, now))
       }
       await Promise.all(work)
+    },
+    reset(key) {
+      entries.delete(key)
     },
     get syncs() {
       return syncs

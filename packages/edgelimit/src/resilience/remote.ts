@@ -304,6 +304,7 @@ export const remoteDecider: Decider = (context) => {
     decide,
     reset(key) {
       cache?.delete(key)
+      approx?.reset(key)
       return Promise.all([
         strict?.bound.reset(key),
         approxGroup?.bound.reset(key),
