@@ -119,9 +119,26 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     })
   }
 
+  /**
+   * Makes room for a key: drops the oldest entries that hold nothing the store lacks. An entry
+   * with admissions not synced yet is not dropped but synced and moved to the back (it is dropped
+   * on a later pass, once they are in the store). A few entries per call; while none of them can
+   * go, the map stays over `maxKeys` and shrinks back on the next calls.
+   */
+  function evict(now: number): void {
+    for (let i = 0; i < 8 && entries.size >= maxKeys; i++) {
+      const [key, entry] = entries.entries().next().value as [string, Entry]
+      entries.delete(key)
+      if (entry.pending > 0 || entry.syncing !== undefined) {
+        if (entry.syncing === undefined) void sync(key, entry, now)
+        entries.set(key, entry)
+      }
+    }
+  }
+
   /** Records the strict verdicts of a first call, which also charged the store. */
   function seed(key: string, verdicts: readonly RuleVerdict[], now: number): void {
-    if (entries.size >= maxKeys) entries.delete(entries.keys().next().value as string)
+    evict(now)
     entries.set(key, {
       remaining: verdicts.map((v) => v.remaining),
       resetAt: verdicts.map((v) => now + v.resetAfterMs),

@@ -1,10 +1,12 @@
 /**
  * Approximate consistency on a real redis-server (test/support/redis-client.ts), driven by a
- * manual clock: `limiter.reset` and the counter's eviction of keys.
+ * manual clock: `limiter.reset` and the counter's eviction of keys (with room for 10 keys instead
+ * of 100,000, through the same `create` that `approximate` holds).
  */
 import { describe, expect, it } from 'vitest'
 import { approximate, createLimiter, fixedWindow } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
+import { type ApproximateConsistency, createApproximate } from '../../src/resilience/approximate.js'
 import { manualClock } from '../../src/testing/index.js'
 import { redisFixture } from '../support/redis-client.js'
 
@@ -47,5 +49,40 @@ describe('approximate consistency on Redis', () => {
     expect(await four()).toEqual([true, true, true, false])
     await limiter.flush()
     expect(await stored('ar:api:{k}')).toBe(3)
+  })
+
+  it('a key evicted with admissions not synced yet has them charged to the store, not dropped', async () => {
+    const clock = manualClock(T0)
+    const small: ApproximateConsistency = {
+      mode: 'approximate',
+      create: (context) => createApproximate(context, 10),
+    }
+    const limiter = createLimiter({
+      rules: [
+        {
+          name: 'api',
+          algorithm: fixedWindow({ limit: 100, window: '1h' }),
+          consistency: small,
+          syncInterval: '10s',
+        },
+      ],
+      store: redisStore({ client: fixture.client, prefix: 'ae', clock: 'client' }),
+      clock,
+      timeout: false,
+      breaker: false,
+    })
+    const admitted = async (key: string, calls: number) => {
+      let n = 0
+      for (let i = 0; i < calls; i++) if ((await limiter.limit(key)).allowed) n++
+      return n
+    }
+    // One call to the store, then 99 admitted here: all pending until the next sync, 10 s away.
+    expect(await admitted('victim', 100)).toBe(100)
+    expect(await stored('ae:api:{victim}')).toBe(1)
+    // 50 other keys push the victim out of the 10 entries, more than once.
+    for (let i = 0; i < 50; i++) await limiter.limit(`other${i}`)
+    await limiter.flush()
+    expect(await stored('ae:api:{victim}')).toBe(100)
+    expect(await admitted('victim', 100)).toBe(0)
   })
 })
