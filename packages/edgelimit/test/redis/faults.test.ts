@@ -174,3 +174,42 @@ describe('script loading', () => {
     await client.quit()
   })
 })
+
+describe('keys', () => {
+  it('keys with lone UTF-16 surrogates stay distinct in Redis; other keys keep their bytes', async () => {
+    const client = new Redis({ port: redis.port, host: redis.host })
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1h' }) }],
+      store: redisStore({ client, prefix: 'sur' }),
+      ...PURE,
+    })
+    // UTF-8 has no lone surrogates: sent as they are, the first three would all be `user\uFFFD`.
+    const keys = [
+      'user\uD800',
+      'user\uDBFF',
+      'user\uFFFD',
+      'user\uDC00',
+      '\uDC00\uD800',
+      'a\uD83D\uDE00',
+      'user',
+      '%D800',
+    ]
+    const first = await Promise.all(keys.map((k) => limiter.limit(k)))
+    const second = await Promise.all(keys.map((k) => limiter.limit(k)))
+    expect(first.map((d) => d.allowed)).toEqual(keys.map(() => true))
+    expect(second.map((d) => d.allowed)).toEqual(keys.map(() => false))
+    expect((await client.keys('sur:*')).sort()).toEqual(
+      [
+        'sur:r:{user%D800}',
+        'sur:r:{user%DBFF}',
+        'sur:r:{user\uFFFD}',
+        'sur:r:{user%DC00}',
+        'sur:r:{%DC00%D800}',
+        'sur:r:{a\uD83D\uDE00}',
+        'sur:r:{user}',
+        'sur:r:{%25D800}',
+      ].sort(),
+    )
+    await client.quit()
+  })
+})

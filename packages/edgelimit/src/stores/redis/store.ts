@@ -325,15 +325,22 @@ function costSpec(cost: number, options: EvaluateOptions | undefined, count: num
   return `${cost},${force ? 1 : 0},${flags}`
 }
 
+const SURROGATE = /[\uD800-\uDFFF]/
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g
+
 /**
  * A client key inside `{…}`: `}` and `%` escaped so the tag is always the whole key, and never
  * empty. An empty tag would make Redis hash each whole key, putting a key's rules on different
  * Cluster slots (CROSSSLOT), so '' is a bare `%`, which no other key escapes to (a real `%` is
- * always `%25`).
+ * always `%25`). A lone UTF-16 surrogate, which UTF-8 would turn into U+FFFD (making several keys
+ * one), becomes `%` and its code unit in hex (`%D800`; never `%25` or `%7D`).
  */
 function escapeTag(key: string): string {
   if (key === '') return '%'
-  return key.includes('}') || key.includes('%') ? key.replace(/%/g, '%25').replace(/}/g, '%7D') : key
+  const tag = key.includes('}') || key.includes('%') ? key.replace(/%/g, '%25').replace(/}/g, '%7D') : key
+  return SURROGATE.test(tag)
+    ? tag.replace(LONE_SURROGATE, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+    : tag
 }
 
 function isNoScript(error: unknown): boolean {
