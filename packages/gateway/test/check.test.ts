@@ -8,6 +8,7 @@ import { parse } from 'yaml'
 import { checkFiles } from '../src/check.js'
 import { parsePolicyText } from '../src/config/source.js'
 import { checkSource, ISSUE_CODES, loadPolicy } from '../src/config/validate.js'
+import { openStore } from '../src/policy/store.js'
 import { GATEWAY_ROOT, REPO_ROOT, runCli } from './support/gateway.js'
 
 const FIXTURES = join(GATEWAY_ROOT, 'test/fixtures')
@@ -116,6 +117,30 @@ rules:
       mode: 'enforce',
       key: [{ kind: 'ip' }],
     })
+  })
+})
+
+describe('check and serve agree', () => {
+  test.each([
+    'https://example.upstash.io',
+    'https://example.upstash.io/',
+    'http://127.0.0.1:8079',
+    'HTTPS://example.upstash.io',
+    'Https://example.upstash.io',
+    ' https://example.upstash.io',
+    'https://example.upstash.io ',
+    'https://example.upstash.io/a b',
+    'https://example.upstash.io\n',
+  ])('an Upstash URL %j passes check exactly when the Upstash client takes it', async (url) => {
+    const text = `store: { type: upstash, url: ${JSON.stringify(url)}, token: t }\nrules: []\n`
+    const { config, issues } = checkSource(parsePolicyText(text, 'upstash.yaml', {}))
+    const opened = await openStore({ type: 'upstash', url, token: 't', prefix: 'edgelimit' }).then(
+      () => true,
+      () => false,
+    )
+    expect(config !== undefined, JSON.stringify(issues)).toBe(opened)
+    if (!opened)
+      expect(issues).toEqual([expect.objectContaining({ path: ['store', 'url'], code: 'ERR_URL' })])
   })
 })
 

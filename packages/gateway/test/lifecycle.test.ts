@@ -2,7 +2,7 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { REPO_ROOT, spawnGateway, tempDir, writePolicy } from './support/gateway.js'
+import { REPO_ROOT, runCli, spawnGateway, tempDir, writePolicy } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
@@ -102,6 +102,48 @@ describe('signals', () => {
     }
   })
 
+  test('a reload that throws (a store client refusing its URL) is rejected; the gateway keeps serving and reloads again', async () => {
+    const dir = tempDir()
+    const rule = 'rules: [{ name: r, match: { path: /x }, algorithm: fixed-window, limit: 1, window: 1h }]\n'
+    const file = writePolicy(dir, rule)
+    const gateway = await spawnGateway(['--config', file, '--upstream', origin.url, '--no-watch'])
+    try {
+      expect([(await fetch(`${gateway.url}/x`)).status, (await fetch(`${gateway.url}/x`)).status]).toEqual([
+        200, 429,
+      ])
+      const rejections = () => gateway.logs.filter((l) => l.msg.startsWith('policy rejected'))
+      // Valid to `check`, but ioredis throws on the password's bad percent escape.
+      writeFileSync(file, `store: "redis://:%zz@127.0.0.1:1"\n${rule}`)
+      gateway.child.kill('SIGHUP')
+      const thrown = await gateway.waitForLog((l) => l.msg.startsWith('policy rejected'))
+      expect(thrown).toMatchObject({
+        level: 50,
+        generation: 1,
+        err: 'cannot open the redis store: URI malformed',
+      })
+      // What the Upstash client refuses, `check` refuses too.
+      writeFileSync(file, `store: { type: upstash, url: "HTTPS://example.upstash.io", token: t }\n${rule}`)
+      gateway.child.kill('SIGHUP')
+      for (let i = 0; i < 250 && rejections().length < 2; i++) await new Promise((r) => setTimeout(r, 20))
+      expect(rejections()[1]?.issues).toEqual([
+        expect.stringContaining('store.url: expected a URL as the Upstash client takes it'),
+      ])
+      // Generation 1 is still in force, with its counter, and a later reload works.
+      expect((await fetch(`${gateway.url}/x`)).status).toBe(429)
+      writeFileSync(file, rule.replace('/x', '/y'))
+      gateway.child.kill('SIGHUP')
+      await gateway.waitForLog((l) => l.msg === 'policy reloaded')
+      expect((await fetch(`${gateway.url}/y`)).status).toBe(429)
+      expect((await fetch(`${gateway.url}/x`)).status).toBe(200)
+      const metrics = await (await fetch(`${gateway.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_config_reloads_total{result="failure"} 2')
+      expect(metrics).toContain('edgelimit_config_generation 2')
+      expect(await gateway.stop()).toBe(0)
+    } finally {
+      await gateway.stop('SIGKILL')
+    }
+  })
+
   test('SIGTERM drains: a request in flight completes, new connections are refused, exit 0', async () => {
     const file = writePolicy(tempDir(), 'rules: []\n')
     const gateway = await spawnGateway(['--config', file, '--upstream', origin.url])
@@ -123,6 +165,35 @@ describe('signals', () => {
       expect(gateway.logs.at(-1)?.msg).toBe('stopped')
     } finally {
       await gateway.stop('SIGKILL')
+    }
+  })
+})
+
+describe('start-up failures', () => {
+  test('a store whose client refuses its URL: one clear line, exit 1, no stack trace', async () => {
+    const dir = tempDir()
+    for (const [store, message] of [
+      [
+        '{ type: upstash, url: "HTTPS://example.upstash.io", token: t }',
+        'store.url: expected a URL as the Upstash client takes it',
+      ],
+      ['"redis://:%zz@127.0.0.1:1"', 'edgelimit: cannot open the redis store: URI malformed'],
+    ]) {
+      const file = writePolicy(dir, `store: ${store}\nrules: []\n`)
+      const result = await runCli([
+        'serve',
+        '--config',
+        file,
+        '--upstream',
+        origin.url,
+        '--port',
+        '0',
+        '--admin-port',
+        '0',
+      ])
+      expect(result.code).toBe(1)
+      expect(result.stderr).toContain(message)
+      expect(result.stderr).not.toMatch(/^\s+at /m)
     }
   })
 })

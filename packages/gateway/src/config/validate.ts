@@ -219,7 +219,7 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
     }
     case 'upstash': {
       c.fields(['store'], value, ['type', 'url', 'token', 'prefix'])
-      const url = required('url') ? c.url(['store', 'url'], value.url, ['https:', 'http:']) : undefined
+      const url = required('url') ? upstashUrl(c, value.url) : undefined
       const token = required('token') ? c.string(['store', 'token'], value.token) : undefined
       const p = prefix()
       return url === undefined || token === undefined || p === undefined
@@ -234,6 +234,21 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
       )
       return undefined
   }
+}
+
+// What the Upstash client accepts (@upstash/redis HttpClient, after it drops one trailing "/"):
+// a lower-case scheme, and no white space anywhere. It throws on anything else.
+const UPSTASH_URL = /^https?:\/\/[^\s#$./?].\S*$/
+
+function upstashUrl(c: Checker, value: unknown): string | undefined {
+  const url = c.url(['store', 'url'], value, ['https:', 'http:'])
+  if (url === undefined || UPSTASH_URL.test(url.replace(/\/$/, ''))) return url
+  c.add(
+    ['store', 'url'],
+    'ERR_URL',
+    `expected a URL as the Upstash client takes it (https:// in lower case, no white space), got ${describe(value)}`,
+  )
+  return undefined
 }
 
 function readIdentity(c: Checker, value: unknown): ClientKeyOptions | undefined {

@@ -33,6 +33,15 @@ const FAIL_FAST: RedisOptions = {
  * @example const handle = openStore({ type: 'redis', url: 'redis://127.0.0.1:6379', prefix: 'edgelimit' })
  */
 export async function openStore(config: StoreConfig): Promise<StoreHandle> {
+  try {
+    return await connect(config)
+  } catch (error) {
+    // A client refusing its options (a URL it parses differently) says which store it was.
+    throw new Error(`cannot open the ${config.type} store: ${(error as Error).message}`, { cause: error })
+  }
+}
+
+async function connect(config: StoreConfig): Promise<StoreHandle> {
   const signature = JSON.stringify(config)
   switch (config.type) {
     case 'memory':

@@ -61,10 +61,20 @@ export interface Gateway {
   readonly config: GatewayConfig
   readonly generation: number
   readonly metrics: Metrics
-  /** Loads the file again; an invalid file is rejected (and logged) and the current policy stays. */
-  reload(reason?: string): Promise<{ ok: boolean; issues: readonly Issue[] }>
+  /**
+   * Loads the file again; an invalid file, or one whose store or upstream cannot be opened, is
+   * rejected (and logged) and the current policy stays. Never rejects.
+   */
+  reload(reason?: string): Promise<ReloadResult>
   /** Stops accepting, drains requests in flight (up to the drain timeout), then closes everything. */
   close(): Promise<void>
+}
+
+/** How a reload ended: `issues` of an invalid file, `error` when a valid one could not be put in force. */
+export interface ReloadResult {
+  readonly ok: boolean
+  readonly issues: readonly Issue[]
+  readonly error?: string
 }
 
 /** One policy in force: the compiled rules, the upstream, and the requests that use them. */
@@ -279,22 +289,27 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   server.headersTimeout = 66_000
   await listen(server, options.port ?? 8080, options.host ?? '127.0.0.1')
 
-  let reloading: Promise<{ ok: boolean; issues: readonly Issue[] }> = Promise.resolve({
+  let reloading: Promise<ReloadResult> = Promise.resolve({
     ok: true,
     issues: [],
   })
-  function reload(
-    reason = 'manual',
-    onlyIfChanged = false,
-  ): Promise<{ ok: boolean; issues: readonly Issue[] }> {
-    reloading = reloading.then(() => doReload(reason, onlyIfChanged))
+  function reload(reason = 'manual', onlyIfChanged = false): Promise<ReloadResult> {
+    // A reload never rejects: one that throws is a failed reload, and the next one still runs.
+    reloading = reloading.then(() => doReload(reason, onlyIfChanged)).catch((error) => failed(reason, error))
     return reloading
   }
 
-  async function doReload(
-    reason: string,
-    onlyIfChanged: boolean,
-  ): Promise<{ ok: boolean; issues: readonly Issue[] }> {
+  function failed(reason: string, error: unknown): ReloadResult {
+    metrics.reload('failure')
+    const message = error instanceof Error ? error.message : String(error)
+    log.error(
+      { reason, generation: current.id, err: message },
+      `policy rejected (${message}); generation ${current.id} stays in force`,
+    )
+    return { ok: false, issues: [], error: message }
+  }
+
+  async function doReload(reason: string, onlyIfChanged: boolean): Promise<ReloadResult> {
     if (draining) return { ok: false, issues: [] }
     if (onlyIfChanged) {
       let text: string
@@ -319,26 +334,28 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
     const old = current
     const config = loaded.config
+    // Whatever the new policy opens is closed again if it cannot be put in force.
     let store = old.policy.store
-    if (JSON.stringify(config.store) !== store.signature) {
-      store = await openStore(config.store)
-      try {
-        await store.ready(storeTimeoutMs)
-      } catch (error) {
-        await store.close()
-        metrics.reload('failure')
-        log.error(
-          { reason, err: (error as Error).message },
-          `new store unreachable; generation ${old.id} stays in force`,
-        )
-        return { ok: false, issues: [] }
+    let upstream = old.upstream
+    let policy: CompiledPolicy
+    try {
+      if (JSON.stringify(config.store) !== store.signature) {
+        store = await openStore(config.store)
+        try {
+          await store.ready(storeTimeoutMs)
+        } catch (error) {
+          throw new Error(`new store unreachable: ${(error as Error).message}`)
+        }
       }
+      const upstreamConfig = await upstreamFor(config)
+      if (JSON.stringify(upstreamConfig) !== old.upstream.signature) upstream = openUpstream(upstreamConfig)
+      policy = compilePolicy(config, store, old.policy, sink, clock)
+    } catch (error) {
+      if (store !== old.policy.store) await store.close().catch(() => {})
+      if (upstream !== old.upstream) await upstream.close().catch(() => {})
+      return failed(reason, error)
     }
-    const upstreamConfig = await upstreamFor(config)
-    const upstream =
-      JSON.stringify(upstreamConfig) === old.upstream.signature ? old.upstream : openUpstream(upstreamConfig)
     warnAbout(config, log)
-    const policy = compilePolicy(config, store, old.policy, sink, clock)
     const next: Generation = {
       id: old.id + 1,
       policy,
