@@ -218,6 +218,28 @@ describe('headers', () => {
   })
 })
 
+describe('informational responses', () => {
+  test('a 103 Early Hints from the upstream is not relayed: the client gets the final 200, counted once', async () => {
+    const hinted = await startInProcess(
+      'rules: [{ name: all, algorithm: fixed-window, limit: 10, window: 1m }]\n',
+      { upstream: origin.url },
+    )
+    try {
+      const response = await rawRequest(`${hinted.url}/early`)
+      expect(response.status).toBe(200)
+      expect(response.body.toString()).toBe('after hints')
+      expect(response.headers.ratelimit).toMatch(/^"all";r=9;t=\d+$/)
+      expect(response.headers.link).toBeUndefined()
+      const metrics = await (await fetch(`${hinted.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_upstream_responses_total{code="200"} 1')
+      expect(metrics).toContain('edgelimit_responses_total{code="200"} 1')
+      expect(metrics).not.toContain('code="103"')
+    } finally {
+      await hinted.close()
+    }
+  })
+})
+
 describe('upstream failures', () => {
   test('an unreachable upstream answers 502 problem+json, with the rate-limit fields', async () => {
     const closed = await new Promise<number>((resolve) => {

@@ -179,6 +179,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     headers: IncomingHttpHeaders,
     statusMessage?: string,
   ): void {
+    // undici reports 1xx (103 Early Hints) here too; only the final status starts the answer.
+    if (statusCode < 200) return
     const out = responseHeaders(headers, this.extra)
     if (statusMessage) this.res.writeHead(statusCode, statusMessage, out)
     else this.res.writeHead(statusCode, out)

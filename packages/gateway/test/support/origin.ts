@@ -6,6 +6,7 @@
  * - `/status/<code>`: that status, with a body;
  * - `/cookies`: two Set-Cookie lines and hop-by-hop headers that must not reach the client;
  * - `/big?bytes=N`: N bytes of a repeating pattern;
+ * - `/early`: a 103 Early Hints, then 200 `after hints`;
  * - anything else: JSON describing the request (method, url, headers, body length and sha256).
  */
 import { createHash } from 'node:crypto'
@@ -93,6 +94,12 @@ export async function startOrigin(): Promise<Origin> {
         '2',
       ])
       res.end('ok')
+      req.resume()
+      return
+    }
+    if (route === '/early') {
+      res.writeEarlyHints({ link: '</a.css>; rel=preload; as=style' })
+      setTimeout(() => res.end('after hints'), 20)
       req.resume()
       return
     }
