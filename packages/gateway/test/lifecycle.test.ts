@@ -1,8 +1,9 @@
 // The `edgelimit serve` process: what `npm start` runs, SIGHUP reloads, graceful shutdown.
 import { readFileSync, writeFileSync } from 'node:fs'
+import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { REPO_ROOT, runCli, spawnGateway, tempDir, writePolicy } from './support/gateway.js'
+import { REPO_ROOT, runCli, spawnGateway, startInProcess, tempDir, writePolicy } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
@@ -196,4 +197,40 @@ describe('start-up failures', () => {
       expect(result.stderr).not.toMatch(/^\s+at /m)
     }
   })
+
+  test('a port in use: exit 1 naming it, and nothing left open (the proxy port is free again)', async () => {
+    const taken = createServer()
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r))
+    const busy = (taken.address() as AddressInfo).port
+    const proxyPort = await freePort()
+    const file = writePolicy(tempDir(), 'rules: []\n')
+    try {
+      // In process: startGateway rejects, having closed the proxy listener it had opened.
+      await expect(startInProcess('rules: []\n', { port: proxyPort, adminPort: busy })).rejects.toThrow(
+        /EADDRINUSE/,
+      )
+      await expect(fetch(`http://127.0.0.1:${proxyPort}/`)).rejects.toThrow()
+      // As a process, with the demo origin started: it exits instead of serving without admin.
+      for (const ports of [
+        ['--port', String(proxyPort), '--admin-port', String(busy)],
+        ['--port', String(busy), '--admin-port', '0'],
+      ]) {
+        const result = await runCli(['serve', '--config', file, ...ports], { timeoutMs: 10_000 })
+        expect(result.code).toBe(1)
+        expect(result.stderr).toContain(`EADDRINUSE: address already in use 127.0.0.1:${busy}`)
+      }
+    } finally {
+      taken.close()
+    }
+  })
 })
+
+function freePort(): Promise<number> {
+  const server = createServer()
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolve(port))
+    }),
+  )
+}

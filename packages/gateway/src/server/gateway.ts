@@ -120,20 +120,31 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     return { ...DEFAULT_UPSTREAM, ...config.upstream, url: demo.url }
   }
   const firstStore = await openStore(first.config.store)
+  // A start that fails from here on (a port in use) closes what it opened, newest first.
+  const opened: (() => unknown)[] = [() => firstStore.close(), () => demo?.close()]
+  async function starting<T>(step: () => T | Promise<T>): Promise<T> {
+    try {
+      return await step()
+    } catch (error) {
+      for (const close of opened.reverse()) await Promise.resolve(close()).catch(() => {})
+      throw error
+    }
+  }
   await firstStore.ready(storeTimeoutMs).catch((error: Error) => {
     log.warn(
       { store: first.config.store.type, err: error.message },
       'store not ready; rules answer by onStoreError',
     )
   })
-  let current: Generation = {
+  let current: Generation = await starting(async () => ({
     id: 1,
     policy: compilePolicy(first.config, firstStore, undefined, sink, clock),
     upstream: openUpstream(await upstreamFor(first.config)),
     text: first.source.text,
     inFlight: 0,
     retired: false,
-  }
+  }))
+  opened.push(() => current.upstream.close())
   metrics.generation.set(1)
   // Resources shared by generations are closed when the last generation using them is drained.
   const users = new Map<StoreHandle | Upstream, number>([
@@ -287,7 +298,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     new Handling(req, res).run(),
   )
   server.headersTimeout = 66_000
-  await listen(server, options.port ?? 8080, options.host ?? '127.0.0.1')
+  opened.push(() => new Promise((r) => server.close(r)))
+  await starting(() => listen(server, options.port ?? 8080, options.host ?? '127.0.0.1'))
 
   let reloading: Promise<ReloadResult> = Promise.resolve({
     ok: true,
@@ -392,30 +404,38 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   if (options.watch !== false) {
     let timer: NodeJS.Timeout | undefined
     // The directory, not the file: editors and deploy tools replace files by renaming.
-    watcher = watch(dirname(file), { persistent: false }, (_event, name) => {
-      if (name !== null && name !== basename(file)) return
+    watcher = await starting(() =>
+      watch(dirname(file), { persistent: false }, (_event, name) => {
+        if (name !== null && name !== basename(file)) return
+        clearTimeout(timer)
+        timer = setTimeout(() => void reload('file changed', true), 100)
+      }),
+    )
+    opened.push(() => {
       clearTimeout(timer)
-      timer = setTimeout(() => void reload('file changed', true), 100)
+      watcher?.close()
     })
     watcher.on('error', (error) => log.warn({ err: error.message }, 'watching the policy file failed'))
   }
 
-  const admin: AdminServer = await startAdmin({
-    port: options.adminPort ?? 9090,
-    host: options.adminHost ?? '127.0.0.1',
-    metrics,
-    log,
-    token: () => options.adminToken ?? current.policy.config.admin.token,
-    policy: () => current.policy,
-    ready: () => ({
-      ready: !draining,
-      draining,
-      generation: current.id,
-      store: { type: current.policy.store.type, status: current.policy.store.status() },
-      upstream: current.upstream.url.origin,
+  const admin: AdminServer = await starting(() =>
+    startAdmin({
+      port: options.adminPort ?? 9090,
+      host: options.adminHost ?? '127.0.0.1',
+      metrics,
+      log,
+      token: () => options.adminToken ?? current.policy.config.admin.token,
+      policy: () => current.policy,
+      ready: () => ({
+        ready: !draining,
+        draining,
+        generation: current.id,
+        store: { type: current.policy.store.type, status: current.policy.store.status() },
+        upstream: current.upstream.url.origin,
+      }),
+      reload: () => reload('admin API'),
     }),
-    reload: () => reload('admin API'),
-  })
+  )
 
   let closing: Promise<void> | undefined
   async function close(): Promise<void> {

@@ -228,9 +228,10 @@ export async function spawnGateway(
   }
 }
 
-/** Runs `edgelimit <args>` to completion. */
+/** Runs `edgelimit <args>` to completion; after `timeoutMs` it is killed and the code is `null`. */
 export async function runCli(
   args: readonly string[],
+  options: { timeoutMs?: number } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const cli = await cliPath()
   return new Promise((resolve) => {
@@ -238,6 +239,8 @@ export async function runCli(
       cwd: REPO_ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
     })
+    children.add(child)
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30_000)
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (c) => {
@@ -246,7 +249,11 @@ export async function runCli(
     child.stderr.on('data', (c) => {
       stderr += c
     })
-    child.on('exit', (code) => resolve({ code, stdout, stderr }))
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      children.delete(child)
+      resolve({ code, stdout, stderr })
+    })
   })
 }
 
