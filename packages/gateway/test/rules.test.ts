@@ -108,6 +108,31 @@ describe('every algorithm admits its quota, then answers 429 problem+json', () =
   })
 })
 
+test('headers: false drops the rate-limit fields, but every 429 keeps Retry-After (one rule and several)', async () => {
+  const quiet = await startInProcess(
+    `headers: false
+rules:
+  - { name: one, match: { path: /one }, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: inner, match: { path: /two }, algorithm: fixed-window, limit: 5, window: 1h }
+  - { name: outer, match: { path: /two }, algorithm: gcra, limit: 1, period: 1m }
+`,
+    { upstream: origin.url },
+  )
+  try {
+    for (const path of ['/one', '/two']) {
+      const admitted = await rawRequest(`${quiet.url}${path}`)
+      expect(admitted.status).toBe(200)
+      expect(admitted.rawHeaders.filter((h) => /^(ratelimit|retry-after)/i.test(h))).toEqual([])
+      const denied = await rawRequest(`${quiet.url}${path}`)
+      expect(denied.status).toBe(429)
+      expect(Number(denied.headers['retry-after'])).toBeGreaterThan(0)
+      expect(denied.rawHeaders.filter((h) => /^ratelimit/i.test(h))).toEqual([])
+    }
+  } finally {
+    await quiet.close()
+  }
+})
+
 test('shaping holds requests: measured delays 0, 100, 200, 300 ms; the fifth overflows the queue (429)', async () => {
   const started = performance.now()
   const timings = await Promise.all(

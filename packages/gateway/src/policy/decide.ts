@@ -113,7 +113,11 @@ function answer(parts: Part[], standards: readonly HeaderStandard[], path: strin
   }
   const decision = only?.decision ?? combine(parts)
   const policies: readonly QuotaPolicy[] = only?.plan.policies ?? parts.flatMap((p) => p.plan.policies)
-  const headers = standards.length === 0 ? [] : rateLimitHeaders(decision, policies, { standards, nowMs })
+  // With no standards (`headers: false`) a denial still gets its Retry-After (RFC 6585, REFERENCE §4).
+  const headers =
+    standards.length === 0 && decision.allowed
+      ? []
+      : rateLimitHeaders(decision, policies, { standards, nowMs })
   if (decision.allowed) return { allowed: true, headers, delayMs: decision.delayMs ?? 0, parts }
   const problem = problemFor(decision, path)
   return {
