@@ -1,5 +1,5 @@
 // The `edgelimit serve` process: what `npm start` runs, SIGHUP reloads, graceful shutdown.
-import { readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -164,6 +164,44 @@ describe('signals', () => {
       expect(await response.text()).toBe('slow done')
       expect(await gateway.exited).toBe(0)
       expect(gateway.logs.at(-1)?.msg).toBe('stopped')
+    } finally {
+      await gateway.stop('SIGKILL')
+    }
+  })
+})
+
+describe('file watching', () => {
+  test('a Kubernetes-style symlink swap (..data renamed over) reloads; events that change nothing do not', async () => {
+    const dir = tempDir()
+    const rule = (path: string) =>
+      `rules: [{ name: r, match: { path: ${path} }, algorithm: fixed-window, limit: 1, window: 1h }]\n`
+    const version = (name: string, text: string) => {
+      mkdirSync(join(dir, name))
+      writeFileSync(join(dir, name, 'p.yaml'), text)
+      symlinkSync(name, join(dir, '..data_tmp'))
+      renameSync(join(dir, '..data_tmp'), join(dir, '..data'))
+    }
+    mkdirSync(join(dir, '..v1'))
+    writeFileSync(join(dir, '..v1', 'p.yaml'), rule('/x'))
+    symlinkSync('..v1', join(dir, '..data'))
+    symlinkSync(join('..data', 'p.yaml'), join(dir, 'p.yaml'))
+    const gateway = await spawnGateway(['--config', join(dir, 'p.yaml'), '--upstream', origin.url])
+    const reloads = () => gateway.logs.filter((l) => l.msg === 'policy reloaded').length
+    const settle = () => new Promise((r) => setTimeout(r, 500))
+    try {
+      writeFileSync(join(dir, 'unrelated.txt'), 'x')
+      await settle()
+      expect(reloads()).toBe(0)
+      version('..v2', rule('/y'))
+      await gateway.waitForLog((l) => l.msg === 'policy reloaded')
+      expect([(await fetch(`${gateway.url}/y`)).status, (await fetch(`${gateway.url}/y`)).status]).toEqual([
+        200, 429,
+      ])
+      // The same content under a new version: nothing to reload.
+      version('..v3', rule('/y'))
+      await settle()
+      expect(reloads()).toBe(1)
+      expect(await gateway.stop()).toBe(0)
     } finally {
       await gateway.stop('SIGKILL')
     }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { type FSWatcher, readFileSync, watch } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { basename, dirname, resolve } from 'node:path'
+import { dirname, resolve } from 'node:path'
 import { type Clock, systemClock } from 'edgelimit'
 import type { Logger } from 'pino'
 import { formatIssue, type Issue, PolicyError } from '../config/issues.js'
@@ -403,10 +403,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   let watcher: FSWatcher | undefined
   if (options.watch !== false) {
     let timer: NodeJS.Timeout | undefined
-    // The directory, not the file: editors and deploy tools replace files by renaming.
+    // The directory, not the file: editors and deploy tools replace files by renaming, and a
+    // Kubernetes ConfigMap swaps a symlink (p.yaml -> ..data/p.yaml) that has another name. So
+    // any event in it counts; the reload reads the file and goes on only if its content changed.
     watcher = await starting(() =>
-      watch(dirname(file), { persistent: false }, (_event, name) => {
-        if (name !== null && name !== basename(file)) return
+      watch(dirname(file), { persistent: false }, () => {
         clearTimeout(timer)
         timer = setTimeout(() => void reload('file changed', true), 100)
       }),
