@@ -1,7 +1,7 @@
 // Operations: health, metrics, the admin API and its token, hot reload under load.
 import { writeFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { type InProcess, startInProcess } from './support/gateway.js'
+import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
@@ -173,6 +173,29 @@ describe('admin API with a bearer token', () => {
       const response = await fetch(`${gw.admin}/admin/peek`, { method: 'POST', headers: auth, body })
       expect(response.status).toBe(400)
       expect(((await response.json()) as { detail: string }).detail).toMatch(detail)
+    }
+  })
+
+  test('a body over 64 KiB: 413 problem+json, then the connection closes', async () => {
+    for (const [bytes, headers] of [
+      [70_000, {}],
+      [4_000_000, {}],
+      [70_000, { 'transfer-encoding': 'chunked' }],
+      [4_000_000, { 'transfer-encoding': 'chunked' }],
+    ] as const) {
+      const response = await rawRequest(`${gw.admin}/admin/peek`, {
+        method: 'POST',
+        headers: { ...auth, ...headers },
+        body: Buffer.alloc(bytes, 'a'),
+      })
+      expect(response.status).toBe(413)
+      expect(response.headers['content-type']).toBe('application/problem+json')
+      expect(response.headers.connection).toBe('close')
+      expect(JSON.parse(response.body.toString())).toMatchObject({
+        status: 413,
+        detail: 'the body is larger than 64 KiB',
+        instance: '/admin/peek',
+      })
     }
   })
 

@@ -57,16 +57,27 @@ function authorized(req: IncomingMessage, token: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected)
 }
 
+// Marks an error the admin API answers with its own status (not 400), then closes the connection.
+const REFUSAL = Symbol('edgelimit.refusal')
+type Refusal = Error & { [REFUSAL]: number }
+
+const tooLarge = (): Refusal =>
+  Object.assign(new Error(`the body is larger than ${MAX_BODY / 1024} KiB`), { [REFUSAL]: 413 })
+
 /** A JSON object body (an empty body is `{}`); anything else rejects with a clear message. */
 function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
+    if (Number(req.headers['content-length'] ?? 0) > MAX_BODY) return reject(tooLarge())
     let text = ''
     req.setEncoding('utf8')
-    req.on('data', (chunk: string) => {
+    const onData = (chunk: string) => {
       text += chunk
-      if (text.length > MAX_BODY) req.destroy(new Error('body too large'))
-    })
-    req.on('end', () => {
+      if (text.length <= MAX_BODY) return
+      req.off('data', onData)
+      req.off('end', onEnd)
+      reject(tooLarge())
+    }
+    const onEnd = () => {
       let value: unknown
       try {
         value = text.trim() === '' ? {} : JSON.parse(text)
@@ -77,9 +88,24 @@ function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
       if (typeof value === 'object' && value !== null && !Array.isArray(value))
         resolve(value as Record<string, unknown>)
       else reject(new Error(`the body is JSON but not an object: expected {"rule": …, "key" or a request}`))
-    })
+    }
+    req.on('data', onData)
+    req.on('end', onEnd)
     req.on('error', reject)
   })
+}
+
+/**
+ * Answers a refused body, then closes the connection once the client has sent the rest (or after
+ * a second): closing with unread bytes would reset the connection and lose the answer.
+ */
+function refuse(req: IncomingMessage, res: ServerResponse, error: Refusal): void {
+  res.setHeader('connection', 'close')
+  sendProblem(res, error[REFUSAL], req.url ?? '/', error.message)
+  req.resume()
+  const timer = setTimeout(() => req.socket.destroy(), 1000)
+  req.once('end', () => clearTimeout(timer))
+  req.socket.once('close', () => clearTimeout(timer))
 }
 
 function strings(value: unknown): Record<string, string> {
@@ -158,7 +184,9 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
   })
   const server = createServer((req, res) => {
     handle(req, res).catch((error: Error) => {
-      if (!res.headersSent) sendProblem(res, 400, req.url ?? '/', error.message)
+      if (res.headersSent) return
+      if (REFUSAL in error) refuse(req, res, error as Refusal)
+      else sendProblem(res, 400, req.url ?? '/', error.message)
     })
   })
 
