@@ -128,6 +128,16 @@ describe('edgelimit bench', () => {
     expect(missing.err).toMatch(/cannot read the file/)
   })
 
+  test('an output it cannot write (--json under a file): exit 2 before running, not after', async () => {
+    const file = policy('out.yaml', 'memory')
+    writeFileSync(path.join(dir, 'a-file'), 'x')
+    const io = captureIo(dir)
+    const code = await runBench(['-c', file, '--duration', '2s', '--json', 'a-file/report.json'], io)
+    expect(code).toBe(2)
+    expect(io.err()).toMatch(/^edgelimit bench: E(EXIST|NOTDIR): .*a-file/)
+    expect(io.out()).toBe('')
+  })
+
   test('a store that never becomes ready: exit 2 within --timeout, no hang', async () => {
     const [port] = await freePorts(1)
     const file = policy('down.yaml', `redis://127.0.0.1:${port}`)

@@ -8,6 +8,7 @@ import { openStore } from '../policy/store.js'
 import { type Align, duration, int, table } from '../report/format.js'
 import {
   type CliIo,
+  checkOutput,
   durationFlag,
   parseCommandArgs,
   positiveInt,
@@ -125,6 +126,9 @@ async function bench(args: string[], io: CliIo): Promise<number> {
     throw new UsageError(
       `--rule: no rule ${unknown.map((n) => `"${n}"`).join(', ')} in ${configFile} (rules: ${config.rules.map((r) => r.name).join(', ')})`,
     )
+
+  // A bench runs for a while: an output it could not write should stop it before, not after.
+  if (values.json !== undefined) await checkOutput(at(values.json))
 
   const store = await openStore(config.store)
   try {

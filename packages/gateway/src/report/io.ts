@@ -1,4 +1,5 @@
-import { mkdir, writeFile } from 'node:fs/promises'
+import { constants } from 'node:fs'
+import { access, mkdir, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import { parseDuration } from 'edgelimit'
@@ -66,13 +67,31 @@ export async function runCommand(
       isInputError(error) ||
       code === 'ENOENT' ||
       code === 'EACCES' ||
-      code === 'EISDIR'
+      code === 'EISDIR' ||
+      code === 'ENOTDIR' ||
+      code === 'EEXIST'
     ) {
       io.stderr.write(`edgelimit ${command}: ${(error as Error).message}\n`)
       return 2
     }
     throw error
   }
+}
+
+/**
+ * Fails now, with the error `writeOutput` would give at the end, if `file` cannot be written:
+ * for a command that runs a while before it writes. Creates the directory, not the file.
+ *
+ * @example await checkOutput(path.resolve('bench/results/run.json'))
+ */
+export async function checkOutput(file: string): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true })
+  const existing = await stat(file).catch(() => undefined)
+  if (existing?.isDirectory())
+    throw Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${file}'`), {
+      code: 'EISDIR',
+    })
+  await access(existing === undefined ? path.dirname(file) : file, constants.W_OK)
 }
 
 /** Writes a file, creating its directory. */
