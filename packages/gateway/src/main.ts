@@ -1,5 +1,5 @@
-import { parseArgs } from 'node:util'
 import { checkFiles } from './check.js'
+import { parseCommandArgs, UsageError } from './report/io.js'
 
 const USAGE = `edgelimit — a rate-limiting reverse proxy driven by one YAML policy
 
@@ -21,6 +21,16 @@ Signals: SIGHUP reloads the policy; SIGTERM and SIGINT drain requests in flight,
 /** The `edgelimit` command line. Resolves the process exit code. */
 export async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv
+  try {
+    return await run(command, rest)
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error
+    process.stderr.write(`edgelimit ${command}: ${error.message}\n`)
+    return 2
+  }
+}
+
+async function run(command: string | undefined, rest: string[]): Promise<number> {
   switch (command) {
     case 'serve': {
       // `check` stays light: the proxy, metrics and logging load only to serve.
@@ -28,7 +38,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       return serve(rest)
     }
     case 'check': {
-      const { positionals } = parseArgs({ args: [...rest], allowPositionals: true, options: {} })
+      const { positionals } = parseCommandArgs({ args: [...rest], allowPositionals: true, options: {} })
       if (positionals.length === 0) {
         process.stderr.write('edgelimit check: name at least one policy file\n')
         return 2

@@ -1,8 +1,8 @@
 import { relative } from 'node:path'
-import { parseArgs } from 'node:util'
 import { parseDuration } from 'edgelimit'
 import { pino } from 'pino'
 import { formatIssue, PolicyError } from './config/issues.js'
+import { parseCommandArgs, UsageError } from './report/io.js'
 import { type Gateway, startGateway } from './server/gateway.js'
 import { tryLines } from './server/try.js'
 
@@ -10,7 +10,7 @@ function port(name: string, value: string | undefined, fallback: number): number
   if (value === undefined) return fallback
   const n = Number(value)
   if (!Number.isInteger(n) || n < 0 || n > 65_535)
-    throw new Error(`--${name}: expected a port from 0 to 65535, got "${value}"`)
+    throw new UsageError(`--${name}: expected a port from 0 to 65535, got "${value}"`)
   return n
 }
 
@@ -19,7 +19,7 @@ function port(name: string, value: string | undefined, fallback: number): number
  * reloads the policy. Resolves the exit code.
  */
 export async function serve(args: readonly string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args: [...args],
     options: {
       config: { type: 'string', short: 'c', default: 'edgelimit.yaml' },
@@ -36,7 +36,7 @@ export async function serve(args: readonly string[]): Promise<number> {
   })
   const drainTimeoutMs = parseDuration(values['drain-timeout'])
   if (drainTimeoutMs === undefined)
-    throw new Error(`--drain-timeout: expected a duration like "30s", got "${values['drain-timeout']}"`)
+    throw new UsageError(`--drain-timeout: expected a duration like "30s", got "${values['drain-timeout']}"`)
   const log = pino(
     { level: values['log-level'], base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime },
     pino.destination({ dest: 1, sync: true }),

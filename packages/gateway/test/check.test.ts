@@ -183,6 +183,22 @@ describe('the CLI', () => {
     expect(failed.stderr).toContain('✖ packages/gateway/test/fixtures/bad/err-duration.yaml: 1 problem')
   })
 
+  test('an unknown flag or a bad flag value is a usage error: exit 2 with a message', async () => {
+    for (const [args, message] of [
+      [['check', '--bogus', 'examples/edgelimit.yaml'], "edgelimit check: Unknown option '--bogus'"],
+      [['serve', '--bogus'], "edgelimit serve: Unknown option '--bogus'"],
+      [
+        ['serve', '--port', 'eighty'],
+        'edgelimit serve: --port: expected a port from 0 to 65535, got "eighty"',
+      ],
+      [['serve', '--drain-timeout', 'soon'], 'edgelimit serve: --drain-timeout: expected a duration'],
+    ]) {
+      const result = await runCli(args as string[], { timeoutMs: 10_000 })
+      expect(result.code, result.stderr).toBe(2)
+      expect(result.stderr).toContain(message)
+    }
+  })
+
   test('serve refuses an invalid policy with the same report, exit 1', async () => {
     const result = await runCli([
       'serve',
