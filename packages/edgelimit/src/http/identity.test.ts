@@ -557,6 +557,12 @@ describe('resolveClientIp', () => {
     ['for=203.0.113.7"', undefined],
     ['for="203.0.113.7', undefined],
     ['for=10.9.9.9, for=10.0.0.3', '10.9.9.9'],
+    // A client's unclosed quote must not swallow the element its proxy appended.
+    ['for=198.18.0.1;x=", for=203.0.113.7', '203.0.113.7'],
+    ['for="198.18.0.1, for=203.0.113.7', '203.0.113.7'],
+    ['for=198.18.0.1;x="\\, for=203.0.113.7', '203.0.113.7'],
+    ['for=198.18.0.1;x=", for="[2001:db8:1::5]"', '2001:db8:1::5'],
+    ['for=203.0.113.7, for=10.9.9.9;x="', undefined],
   ])('Forwarded: %s → %j', (value, ip) => {
     const result = resolveClientIp(req('10.0.0.2', { forwarded: value }), fwd)
     expect(result.ip).toBe(ip)
@@ -598,6 +604,30 @@ describe('resolveClientIp', () => {
         else expect(result.reason).toBeDefined()
       }),
       { numRuns: 500 },
+    )
+  })
+
+  it('whatever a client prepends to the chain, the address its trusted proxy appends wins (property)', () => {
+    const piece = fc.oneof(
+      fc.constantFrom(...'"\\,;=[]: '.split(''), 'for', 'For=', 'x=', 'unknown', '10.0.0.5'),
+      fc.constantFrom('198.18.0.1', '[2001:db8::66]', '2001:db8::66', '_hidden'),
+      fc.string({ maxLength: 3 }),
+    )
+    const prefix = fc.array(piece, { maxLength: 12 }).map((p) => p.join(''))
+    const real = fc.oneof(fc.constantFrom('203.0.113.7', '2001:db8:1::5'), fc.ipV4(), fc.ipV6())
+    const options = fc.constantFrom<ClientIpOptions>(cidrs, { trustedProxies: 1 })
+    fc.assert(
+      fc.property(prefix, real, options, fc.boolean(), (sent, client, opts, forwarded) => {
+        const ip = parseIp(client)
+        fc.pre(ip !== undefined && !inCidr(ip, '10.0.0.0/8') && !inCidr(ip, '2001:db8:ffff::/48'))
+        // What the proxy appends: Forwarded quotes an IPv6 node (RFC 7239 §6), X-Forwarded-For does not.
+        const element = forwarded ? `for=${client.includes(':') ? `"[${client}]"` : client}` : client
+        const value = sent === '' ? element : `${sent}, ${element}`
+        const header = forwarded ? 'forwarded' : 'x-forwarded-for'
+        const result = resolveClientIp(req('10.0.0.2', { [header]: value }), { ...opts, header })
+        expect(result.ip).toBe(formatIp(ip as NonNullable<typeof ip>))
+      }),
+      { numRuns: 3000 },
     )
   })
 

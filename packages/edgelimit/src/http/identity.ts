@@ -153,8 +153,10 @@ function compile(options: ClientKeyOptions): Compiled {
   return compiled
 }
 
-// Splits on `separator` outside quoted strings (which may contain escaped quotes).
-function splitOutsideQuotes(text: string, separator: string): string[] {
+// Splits on `separator` outside quoted strings (which may contain escaped quotes); undefined when
+// the text ends inside a quote: that quote, opened by whoever wrote the left part, must not swallow
+// the separators a trusted proxy appended after it.
+function splitOutsideQuotes(text: string, separator: string): string[] | undefined {
   const parts: string[] = []
   let quoted = false
   let start = 0
@@ -168,19 +170,21 @@ function splitOutsideQuotes(text: string, separator: string): string[] {
     }
   }
   parts.push(text.slice(start))
-  return parts
+  return quoted ? undefined : parts
 }
 
 const QUOTED = /^"((?:[^"\\]|\\.)*)"$/
 
 // The `for=` value of each RFC 7239 element, undefined where it is absent, repeated or unparsable.
+// With an unclosed quote the elements are split at every comma (no `for=` value holds one), so
+// the ones proxies appended on the right stay whole; an element with an unclosed quote has none.
 function forwardedFor(value: string): (string | undefined)[] {
   const out: (string | undefined)[] = []
-  for (const element of splitOutsideQuotes(value, ',')) {
+  for (const element of splitOutsideQuotes(value, ',') ?? value.split(',')) {
     if (element.trim() === '') continue
     let found: string | undefined
     let valid = true
-    for (const pair of splitOutsideQuotes(element, ';')) {
+    for (const pair of splitOutsideQuotes(element, ';') ?? []) {
       const eq = pair.indexOf('=')
       if (eq === -1 || pair.slice(0, eq).trim().toLowerCase() !== 'for') continue
       const raw = pair.slice(eq + 1).trim()
