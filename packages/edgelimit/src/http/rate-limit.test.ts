@@ -144,6 +144,25 @@ describe('key namespaces', () => {
     expect((await rl.check(request('192.0.2.3', {}, '/x/../Admin'))).key).toBeUndefined()
   })
 
+  it('a route for GET also limits HEAD, which frameworks route to the GET handler', async () => {
+    const rl = createRateLimit({
+      routes: [
+        { path: '/login', methods: ['GET'], name: 'login', limiter: perHour(2) },
+        { path: '/head', methods: ['HEAD'], name: 'head', limiter: perHour(1) },
+        { path: '/post', methods: ['POST'], name: 'post', limiter: perHour(1) },
+      ],
+    })
+    const check = (method: string, path: string) => rl.check({ ...request('192.0.2.1', {}, path), method })
+    // GET and HEAD share the route's budget.
+    expect((await check('HEAD', '/login')).key).toMatch(/^r:login:/)
+    expect((await check('GET', '/login')).action).toBe('continue')
+    expect((await check('HEAD', '/login')).action).toBe('respond')
+    expect((await check('GET', '/login')).action).toBe('respond')
+    expect((await check('HEAD', '/head')).key).toMatch(/^r:head:/)
+    expect((await check('GET', '/head')).key).toBeUndefined()
+    expect((await check('HEAD', '/post')).key).toBeUndefined()
+  })
+
   it('a key function returning null or undefined falls back to the address; other non-strings reject', async () => {
     const rl = createRateLimit({
       limiter: perHour(2),

@@ -39,7 +39,7 @@ export interface RouteRule {
    * path as it came.
    */
   path: string | RegExp
-  /** Upper-case methods; all when omitted. */
+  /** Upper-case methods; all when omitted. `GET` covers `HEAD` too, as frameworks route it. */
   methods?: readonly string[]
   limiter: Limiter
   /** Shards keys by route (`r:<name>:<client key>`). @default the path pattern */
@@ -392,6 +392,8 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     const shard = r.name ?? String(r.path)
     const route: CompiledRoute = {
       ...r,
+      // Express, Fastify and Hono answer HEAD with the GET handler.
+      methods: r.methods?.includes('GET') ? [...r.methods, 'HEAD'] : r.methods,
       pattern: typeof r.path === 'string' ? pathGlob(r.path) : r.path,
       prefix: `r:${shard.replace(/[%:]/g, encodeURIComponent)}:`,
     }
