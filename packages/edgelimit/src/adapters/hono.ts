@@ -48,9 +48,9 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
   const peer = options.peer ?? nodeServerPeer
 
   async function after(c: Context, headers: HttpVerdict['headers']): Promise<undefined> {
-    const first = headers[0]
-    if (first === undefined || c.res.headers.get(first[0]) === first[1]) return undefined
     // A response the handler built itself (or an error response) did not take them: add them now.
+    // Every field is checked: a proxied upstream's response may share some of their values.
+    if (headers.every(([name, value]) => c.res.headers.get(name) === value)) return undefined
     try {
       for (const [name, value] of headers) c.res.headers.set(name, value)
     } catch {

@@ -215,4 +215,17 @@ describe('hono adapter', () => {
     const boom = await as('192.0.2.2', '/boom')
     expect([boom.status, boom.headers.get('ratelimit')]).toEqual([500, '"hourly";r=0;t=3600'])
   })
+
+  it('replaces every field of a response that carries its own, even one whose first field is the same as ours', async () => {
+    const app = new Hono()
+    app.use(honoRateLimit({ limiter: onePerHour(), headers: 'legacy', peer: () => '192.0.2.1' }))
+    // A proxied upstream's response: the same limit as ours, its own remaining and reset.
+    const upstream = { 'X-RateLimit-Limit': '1', 'X-RateLimit-Remaining': '7', 'X-RateLimit-Reset': '1' }
+    app.get('/', () => new Response('upstream', { headers: upstream }))
+    const res = await app.request('/')
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-ratelimit-limit')).toBe('1')
+    expect(res.headers.get('x-ratelimit-remaining')).toBe('0')
+    expect(Number(res.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000 + 3000)
+  })
 })
