@@ -6,7 +6,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { sleep } from './shared.js'
+import { sleep, urlPath } from './shared.js'
 
 /** Options of `honoRateLimit`. */
 export interface HonoRateLimitOptions extends RateLimitOptions {
@@ -99,6 +99,7 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
 class HonoRequest implements HttpRequest {
   readonly #c: Context
   readonly peer: string | undefined
+  #path: string | undefined
   constructor(c: Context, peer: string | undefined) {
     this.#c = c
     this.peer = peer
@@ -106,8 +107,10 @@ class HonoRequest implements HttpRequest {
   get method(): string {
     return this.#c.req.method
   }
+  /** The path as sent, `%` escapes and all, as every other adapter reads it (`c.req.path` is decoded). */
   get path(): string {
-    return this.#c.req.path
+    if (this.#path === undefined) this.#path = urlPath(this.#c.req.url)
+    return this.#path
   }
   header(name: string): string | undefined {
     return this.#c.req.header(name)

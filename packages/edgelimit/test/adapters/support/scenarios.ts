@@ -106,6 +106,8 @@ export const scenarios: readonly Scenario[] = [
         },
         problem: quotaExceeded('/orders/7', ['hourly'], 3600),
       },
+      // The path as sent: every adapter keeps its escapes.
+      { path: '/orders/a%20b?x=1', status: 429, problem: quotaExceeded('/orders/a%20b', ['hourly'], 3600) },
     ],
   },
   {
