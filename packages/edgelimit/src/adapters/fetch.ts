@@ -46,9 +46,9 @@ export function bunPeer(
 
 /** A Response for an answer from the HTTP layer. */
 function toResponse(answer: HttpAnswer): Response {
-  const headers = new Headers()
-  setAll(headers, answer.headers)
-  return new Response(answer.body, { status: answer.status, headers })
+  const response = new Response(answer.body, { status: answer.status })
+  setAll(response.headers, answer.headers)
+  return response
 }
 
 /** Sets each field on `target` (an indexed loop: no iterator or destructuring per field). */

@@ -29,27 +29,27 @@ export function problemFor(decision: Decision, instance: string): ProblemDetails
   const retryAfter = Number.isFinite(decision.retryAfterMs)
     ? Math.max(1, ceilSeconds(decision.retryAfterMs))
     : undefined
-  if ((decision.reason as string | undefined) === 'store-unavailable') {
-    return {
-      type: PROBLEM_TYPES.reducedCapacity,
-      title: 'Service Unavailable',
-      status: 503,
-      detail: 'The rate-limit store is unavailable; try again shortly.',
-      instance,
-      ...(retryAfter !== undefined ? { retryAfter } : {}),
-    }
-  }
   const violated = decision.rules.filter((r) => !r.allowed).map((r) => r.name)
-  return {
-    type: PROBLEM_TYPES.quotaExceeded,
-    title: 'Too Many Requests',
-    status: 429,
-    detail:
-      retryAfter === undefined
-        ? `This request costs more than ${violated.join(', ')} can ever admit.`
-        : `Rate limit exceeded (${violated.join(', ')}); retry in ${retryAfter} s.`,
-    instance,
-    'violated-policies': violated,
-    ...(retryAfter !== undefined ? { retryAfter } : {}),
-  }
+  const problem: { -readonly [K in keyof ProblemDetails]: ProblemDetails[K] } =
+    (decision.reason as string | undefined) === 'store-unavailable'
+      ? {
+          type: PROBLEM_TYPES.reducedCapacity,
+          title: 'Service Unavailable',
+          status: 503,
+          detail: 'The rate-limit store is unavailable; try again shortly.',
+          instance,
+        }
+      : {
+          type: PROBLEM_TYPES.quotaExceeded,
+          title: 'Too Many Requests',
+          status: 429,
+          detail:
+            retryAfter === undefined
+              ? `This request costs more than ${violated.join(', ')} can ever admit.`
+              : `Rate limit exceeded (${violated.join(', ')}); retry in ${retryAfter} s.`,
+          instance,
+          'violated-policies': violated,
+        }
+  if (retryAfter !== undefined) problem.retryAfter = retryAfter
+  return problem
 }

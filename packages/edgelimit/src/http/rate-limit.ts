@@ -310,11 +310,8 @@ function checkedCost(cost: unknown, request: HttpRequest, where: string): number
 
 /** A value that `await` would wait for. */
 function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    value !== null &&
-    (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as { then?: unknown }).then === 'function'
-  )
+  // `?.then` on a primitive reads its prototype, which has no `then`.
+  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function'
 }
 
 /** What a request is charged to: a route, or the default limiter. Built once per route. */
@@ -418,9 +415,10 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     (tp === undefined || tp === 0 || (Array.isArray(tp) && tp.length === 0))
   const fallbackKey = `ip:${identity?.fallback ?? FALLBACK}`
   const known = new Map<string, string>()
-  const remember = (text: string, key: string) => {
-    if (known.size >= KNOWN_ADDRESSES) known.delete(known.keys().next().value as string)
-    known.set(text, key)
+  // Keeps at most KNOWN_ADDRESSES entries, the oldest dropped first.
+  const put = (map: Map<string, string>, text: string, key: string) => {
+    if (map.size >= KNOWN_ADDRESSES) map.delete(map.keys().next().value as string)
+    map.set(text, key)
   }
   // `;pk=:…:` per store key, when `partitionKey` is on: hashed once per key, like addresses.
   const partitionKeys = new Map<string, string>()
@@ -439,14 +437,14 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     const key = known.get(ip)
     if (key !== undefined || isAllowed(allow, ip)) {
       const found = key ?? ''
-      if (key === undefined) remember(ip, found)
-      if (peer !== undefined && peer !== ip) remember(peer, found)
+      if (key === undefined) put(known, ip, found)
+      if (peer !== undefined && peer !== ip) put(known, peer, found)
       return found === '' ? undefined : found
     }
     return hashKey(subnetKey(ip, identity) as string, secret).then((hash) => {
       const hashed = `ip:${hash}`
-      remember(ip, hashed)
-      if (peer !== undefined && peer !== ip) remember(peer, hashed)
+      put(known, ip, hashed)
+      if (peer !== undefined && peer !== ip) put(known, peer, hashed)
       return hashed
     })
   }
@@ -558,9 +556,7 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     if (pk !== undefined) return verdict(request, t, key, decision, pk)
     return partitionKeyBytes(key, secret).then((bytes) => {
       const rendered = `;pk=${sfBinary(bytes)}`
-      if (partitionKeys.size >= KNOWN_ADDRESSES)
-        partitionKeys.delete(partitionKeys.keys().next().value as string)
-      partitionKeys.set(key, rendered)
+      put(partitionKeys, key, rendered)
       return verdict(request, t, key, decision, rendered)
     })
   }
