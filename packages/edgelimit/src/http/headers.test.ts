@@ -299,4 +299,18 @@ describe('problem+json', () => {
     expect(never.retryAfter).toBeUndefined()
     expect(never.detail).toMatch(/can ever admit/)
   })
+
+  it('a rule in shadow is not a violated policy: it does not block', async () => {
+    const { limiter } = setup([
+      { name: 'enforced', algorithm: gcra({ limit: 1, period: '1h', burst: 2 }) },
+      { name: 'observe', algorithm: gcra({ limit: 1, period: '1h', burst: 1 }), mode: 'shadow' },
+    ])
+    await limiter.limit('k')
+    await limiter.limit('k')
+    const denied = await limiter.limit('k')
+    expect([denied.allowed, denied.rules.map((r) => r.allowed)]).toEqual([false, [false, false]])
+    const problem = problemFor(denied, '/x')
+    expect(problem['violated-policies']).toEqual(['enforced'])
+    expect(problem.detail).toBe('Rate limit exceeded (enforced); retry in 3600 s.')
+  })
 })

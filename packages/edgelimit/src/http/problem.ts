@@ -29,7 +29,8 @@ export function problemFor(decision: Decision, instance: string): ProblemDetails
   const retryAfter = Number.isFinite(decision.retryAfterMs)
     ? Math.max(1, ceilSeconds(decision.retryAfterMs))
     : undefined
-  const violated = decision.rules.filter((r) => !r.allowed).map((r) => r.name)
+  // A rule in shadow denies without blocking: it is not why this request was refused.
+  const violated = decision.rules.filter((r) => !r.allowed && !r.shadow).map((r) => r.name)
   const problem: { -readonly [K in keyof ProblemDetails]: ProblemDetails[K] } =
     (decision.reason as string | undefined) === 'store-unavailable'
       ? {
