@@ -12,7 +12,7 @@ export const ADAPTERS = {
   // Not an adapter: what Node itself charges for the fields any adapter must send (scenario admit).
   fields: {
     label: 'control: Node http, the two draft-10 fields set by hand (no edgelimit)',
-    api: `res.setHeader('RateLimit-Policy', …); res.setHeader('RateLimit', '"api";r=<remaining>;t=<seconds>')`,
+    api: `res.setHeader('ratelimit-policy', …); res.setHeader('ratelimit', '"api";r=<remaining>;t=<seconds>')`,
     control: true,
   },
   'express-fields': {

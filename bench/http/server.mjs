@@ -39,7 +39,7 @@ async function options() {
 
 /**
  * The control rows' fields, by hand: what the adapter sends on an admitted response (scenario
- * admit's limiter), `RateLimit-Policy` constant and `RateLimit` with a falling remaining count.
+ * admit's limiter), `ratelimit-policy` constant and `ratelimit` with a falling remaining count, named in lower case as the adapter names them.
  */
 function byHand() {
   const policy = '"api";q=500000000;w=3600'
@@ -47,8 +47,8 @@ function byHand() {
   let remaining = 500_000_000
   return (set) => {
     const seconds = Math.ceil((windowEnd - Date.now()) / 1000)
-    set('RateLimit-Policy', policy)
-    set('RateLimit', `"api";r=${--remaining};t=${seconds}`)
+    set('ratelimit-policy', policy)
+    set('ratelimit', `"api";r=${--remaining};t=${seconds}`)
   }
 }
 

@@ -32,34 +32,34 @@ function referenceHeaders(
       case 'draft-10': {
         const pk = options.partitionKey ? `;pk=${sfBinary(options.partitionKey)}` : ''
         out.push([
-          'RateLimit-Policy',
+          'ratelimit-policy',
           policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', '),
         ])
         out.push([
-          'RateLimit',
+          'ratelimit',
           decision.rules.map((r) => `${sfString(r.name)};r=${r.remaining};t=${until(r)}${pk}`).join(', '),
         ])
         break
       }
       case 'draft-7':
-        out.push(['RateLimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${until(top)}`])
-        out.push(['RateLimit-Policy', policies.map((p) => `${p.quota};w=${p.windowSeconds}`).join(', ')])
+        out.push(['ratelimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${until(top)}`])
+        out.push(['ratelimit-policy', policies.map((p) => `${p.quota};w=${p.windowSeconds}`).join(', ')])
         break
       case 'draft-6':
-        out.push(['RateLimit-Limit', String(top.limit)])
-        out.push(['RateLimit-Remaining', String(top.remaining)])
-        out.push(['RateLimit-Reset', String(until(top))])
-        out.push(['RateLimit-Policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
+        out.push(['ratelimit-limit', String(top.limit)])
+        out.push(['ratelimit-remaining', String(top.remaining)])
+        out.push(['ratelimit-reset', String(until(top))])
+        out.push(['ratelimit-policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
         break
       case 'legacy':
-        out.push(['X-RateLimit-Limit', String(top.limit)])
-        out.push(['X-RateLimit-Remaining', String(top.remaining)])
-        out.push(['X-RateLimit-Reset', String(Math.ceil((options.nowMs + until(top) * 1000) / 1000))])
+        out.push(['x-ratelimit-limit', String(top.limit)])
+        out.push(['x-ratelimit-remaining', String(top.remaining)])
+        out.push(['x-ratelimit-reset', String(Math.ceil((options.nowMs + until(top) * 1000) / 1000))])
         break
     }
   }
   if (!decision.allowed && Number.isFinite(decision.retryAfterMs)) {
-    out.push(['Retry-After', String(Math.max(1, ceil(decision.retryAfterMs)))])
+    out.push(['retry-after', String(Math.max(1, ceil(decision.retryAfterMs)))])
   }
   return out
 }
@@ -88,14 +88,14 @@ describe('rate-limit headers', () => {
     ])
     const ok = headers(await limiter.limit('k'))
     expect(ok).toEqual({
-      'RateLimit-Policy': '"burst";q=2;w=2, "daily";q=1000;w=86400',
-      RateLimit: '"burst";r=1;t=1, "daily";r=999;t=85400',
+      'ratelimit-policy': '"burst";q=2;w=2, "daily";q=1000;w=86400',
+      ratelimit: '"burst";r=1;t=1, "daily";r=999;t=85400',
     })
     await limiter.limit('k')
     const denied = headers(await limiter.limit('k'))
-    expect(denied.RateLimit).toBe('"burst";r=0;t=1, "daily";r=998;t=85400')
-    expect(denied['Retry-After']).toBe('1')
-    const list = parseList(denied.RateLimit as string)
+    expect(denied.ratelimit).toBe('"burst";r=0;t=1, "daily";r=998;t=85400')
+    expect(denied['retry-after']).toBe('1')
+    const list = parseList(denied.ratelimit as string)
     expect(list.map(([name, params]) => [name, Object.fromEntries(params)])).toEqual([
       ['burst', { r: 0, t: 1 }],
       ['daily', { r: 998, t: 85400 }],
@@ -109,21 +109,21 @@ describe('rate-limit headers', () => {
     ])
     const d = await limiter.limit('k')
     expect(headers(d, ['draft-7', 'draft-6', 'legacy'])).toEqual({
-      RateLimit: 'limit=2, remaining=1, reset=1',
-      'RateLimit-Policy': '2;w=1',
-      'RateLimit-Limit': '2',
-      'RateLimit-Remaining': '1',
-      'RateLimit-Reset': '1',
-      'X-RateLimit-Limit': '2',
-      'X-RateLimit-Remaining': '1',
-      'X-RateLimit-Reset': String(Math.ceil((1_000_000 + 1000) / 1000)),
+      ratelimit: 'limit=2, remaining=1, reset=1',
+      'ratelimit-policy': '2;w=1',
+      'ratelimit-limit': '2',
+      'ratelimit-remaining': '1',
+      'ratelimit-reset': '1',
+      'x-ratelimit-limit': '2',
+      'x-ratelimit-remaining': '1',
+      'x-ratelimit-reset': String(Math.ceil((1_000_000 + 1000) / 1000)),
     })
     const draft7 = headers(d, ['draft-7'])
-    expect(Object.fromEntries(parseDictionary(draft7.RateLimit as string).entries()).remaining).toEqual([
+    expect(Object.fromEntries(parseDictionary(draft7.ratelimit as string).entries()).remaining).toEqual([
       1,
       new Map(),
     ])
-    expect(parseList(draft7['RateLimit-Policy'] as string).map(([q, p]) => [q, p.get('w')])).toEqual([
+    expect(parseList(draft7['ratelimit-policy'] as string).map(([q, p]) => [q, p.get('w')])).toEqual([
       [10, 60],
       [2, 1],
     ])
@@ -134,9 +134,9 @@ describe('rate-limit headers', () => {
       { name: 'g', algorithm: gcra({ limit: 1, period: '2500ms' }) },
     ])
     await limiter.limit('k')
-    expect(headers(await limiter.limit('k'))['Retry-After']).toBe('3')
+    expect(headers(await limiter.limit('k'))['retry-after']).toBe('3')
     clock.advance(2499)
-    expect(headers(await limiter.limit('k'))['Retry-After']).toBe('1')
+    expect(headers(await limiter.limit('k'))['retry-after']).toBe('1')
   })
 
   it('advertises buckets by the time a drained key takes to be whole again', () => {
@@ -194,13 +194,13 @@ describe('rate-limit headers', () => {
           for (const [, params] of current ?? [])
             expect(new Uint8Array(params.get('pk') as ArrayBuffer)).toEqual(pk)
           const byName = new Map(all.slice(2))
-          parseDictionary(byName.get('RateLimit') as string)
-          parseList(byName.get('RateLimit-Policy') as string)
+          parseDictionary(byName.get('ratelimit') as string)
+          parseList(byName.get('ratelimit-policy') as string)
           for (const n of [
-            'RateLimit-Limit',
-            'RateLimit-Remaining',
-            'RateLimit-Reset',
-            'X-RateLimit-Reset',
+            'ratelimit-limit',
+            'ratelimit-remaining',
+            'ratelimit-reset',
+            'x-ratelimit-reset',
           ]) {
             expect(Number.isInteger(parseItem(byName.get(n) as string)[0])).toBe(true)
           }

@@ -71,7 +71,7 @@ export interface HeaderOptions {
  *
  * @example
  * rateLimitHeaders(decision, limiter.rules.map(quotaPolicy), { nowMs: systemClock.now() })
- * // [['RateLimit-Policy', '"burst";q=20;w=2'], ['RateLimit', '"burst";r=19;t=1']]
+ * // [['ratelimit-policy', '"burst";q=20;w=2'], ['ratelimit', '"burst";r=19;t=1']]
  */
 export function rateLimitHeaders(
   decision: Decision,
@@ -92,7 +92,7 @@ export type HeaderRenderer = (decision: Decision, nowMs: number, pk: string) => 
  *
  * @example
  * const render = headerRenderer(limiter.rules.map(quotaPolicy), ['draft-10'])
- * render(decision, 0, '') // [['RateLimit-Policy', '"api";q=100;w=60'], ['RateLimit', '"api";r=99;t=60']]
+ * render(decision, 0, '') // [['ratelimit-policy', '"api";q=100;w=60'], ['ratelimit', '"api";r=99;t=60']]
  */
 export function headerRenderer(
   policies: readonly QuotaPolicy[],
@@ -104,9 +104,9 @@ export function headerRenderer(
   const policyField = (pk: string) =>
     policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', ')
   // Shared by every answer, so frozen.
-  const draft10Policy = Object.freeze(['RateLimit-Policy', policyField('')] as const)
+  const draft10Policy = Object.freeze(['ratelimit-policy', policyField('')] as const)
   const draft7Policy = Object.freeze([
-    'RateLimit-Policy',
+    'ratelimit-policy',
     policies.map((p) => `${p.quota};w=${p.windowSeconds}`).join(', '),
   ] as const)
   const only = standards.length === 1 ? standards[0] : undefined
@@ -131,25 +131,25 @@ export function headerRenderer(
     const topPolicy = policies[bind] as QuotaPolicy
     for (const standard of standards) {
       if (standard === 'draft-10') {
-        out.push(pk === '' ? (draft10Policy as [string, string]) : ['RateLimit-Policy', policyField(pk)])
-        out.push(['RateLimit', draft10(decision, pk)])
+        out.push(pk === '' ? (draft10Policy as [string, string]) : ['ratelimit-policy', policyField(pk)])
+        out.push(['ratelimit', draft10(decision, pk)])
       } else if (standard === 'draft-7') {
-        out.push(['RateLimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${secondsUntil(top)}`])
+        out.push(['ratelimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${secondsUntil(top)}`])
         out.push(draft7Policy as [string, string])
       } else {
         const legacy = standard === 'legacy'
-        const prefix = legacy ? 'X-RateLimit-' : 'RateLimit-'
-        out.push([`${prefix}Limit`, String(top.limit)])
-        out.push([`${prefix}Remaining`, String(top.remaining)])
+        const prefix = legacy ? 'x-ratelimit-' : 'ratelimit-'
+        out.push([`${prefix}limit`, String(top.limit)])
+        out.push([`${prefix}remaining`, String(top.remaining)])
         out.push([
-          `${prefix}Reset`,
+          `${prefix}reset`,
           String(legacy ? Math.ceil((nowMs + secondsUntil(top) * 1000) / 1000) : secondsUntil(top)),
         ])
-        if (!legacy) out.push(['RateLimit-Policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
+        if (!legacy) out.push(['ratelimit-policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
       }
     }
     if (!decision.allowed && Number.isFinite(decision.retryAfterMs)) {
-      out.push(['Retry-After', String(Math.max(1, ceilSeconds(decision.retryAfterMs)))])
+      out.push(['retry-after', String(Math.max(1, ceilSeconds(decision.retryAfterMs)))])
     }
     return out
   }

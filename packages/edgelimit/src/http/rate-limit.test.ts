@@ -345,7 +345,7 @@ describe('clock', () => {
     const clock = manualClock(START)
     const rl = createRateLimit({ limiter: perHour(1, clock), headers: 'legacy', clock })
     const reset = (v: { headers: readonly (readonly [string, string])[] }) =>
-      Object.fromEntries(v.headers)['X-RateLimit-Reset']
+      Object.fromEntries(v.headers)['x-ratelimit-reset']
     expect(reset(await rl.check(request('192.0.2.1')))).toBe(String(START / 1000 + 3600))
     clock.advance(1000)
     expect(reset(await rl.check(request('192.0.2.1')))).toBe(String(START / 1000 + 1 + 3599))
@@ -356,7 +356,7 @@ describe('clock', () => {
     const before = Math.ceil(Date.now() / 1000)
     const v = await rl.check(request('192.0.2.1'))
     const after = Math.ceil(Date.now() / 1000)
-    const reset = Number(Object.fromEntries(v.headers)['X-RateLimit-Reset'])
+    const reset = Number(Object.fromEntries(v.headers)['x-ratelimit-reset'])
     expect(reset).toBeGreaterThanOrEqual(before + 3600)
     expect(reset).toBeLessThanOrEqual(after + 3600)
   })
@@ -654,8 +654,8 @@ describe('the synchronous path (createRateLimitCore().run)', () => {
       action: 'continue',
       key: `ip:${await hashKey('192.0.2.1')}`,
       headers: [
-        ['RateLimit-Policy', '"hourly";q=5;w=18000'],
-        ['RateLimit', '"hourly";r=3;t=7200'],
+        ['ratelimit-policy', '"hourly";q=5;w=18000'],
+        ['ratelimit', '"hourly";r=3;t=7200'],
       ],
     })
   })

@@ -574,7 +574,7 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     const problem = problemFor(decision, request.path)
     const response: HttpAnswer = {
       status: problem.status,
-      headers: [...headers, ['Content-Type', 'application/problem+json'], ['Cache-Control', 'no-store']],
+      headers: [...headers, ['content-type', 'application/problem+json'], ['cache-control', 'no-store']],
       body: JSON.stringify(problem),
     }
     const limited = (custom: HttpAnswer | undefined): HttpVerdict => ({
