@@ -43,6 +43,22 @@ describe('fixed window', () => {
       ],
     ],
     [
+      // ADR 0002: a lagging clock is conservative. Window 0 does not reopen with a zero count.
+      'a clock stepping back across a boundary stays in the newer window',
+      [
+        [1000, 2],
+        [999, 1],
+        [999, 1],
+        [1000, 1],
+      ],
+      [
+        { allowed: true, remaining: 1, retry: 0, reset: 1000 },
+        { allowed: true, remaining: 0, retry: 0, reset: 1001 },
+        { allowed: false, remaining: 0, retry: 1001, reset: 1001 },
+        { allowed: false, remaining: 0, retry: 1000, reset: 1000 },
+      ],
+    ],
+    [
       'a cost above the limit never passes',
       [
         [0, 4],
@@ -81,6 +97,28 @@ describe('sliding-window counter', () => {
     ])
     // Reset: 8·(1000−e) < 1000 from e = 876 of the next window.
     expect(r[1]).toEqual({ allowed: false, remaining: 2, retry: 401, reset: 1276 })
+  })
+  it('a clock stepping back into the previous window is evaluated at the newer window start', () => {
+    // ADR 0002: a lagging clock is conservative; the newer window is neither wiped nor reweighted.
+    const r = run(p, [
+      [1000, 5],
+      [999, 5], // as at 1000: estimate 5
+      [1000, 1], // estimate 10 → denied until the next window, where 10 weighs ≤ 9 from e = 1
+      [0, 10],
+    ])
+    expect(r).toEqual([
+      { allowed: true, remaining: 5, retry: 0, reset: 1801 },
+      { allowed: true, remaining: 0, retry: 0, reset: 1902 },
+      { allowed: false, remaining: 0, retry: 1001, reset: 1901 },
+      { allowed: false, remaining: 0, retry: 2901, reset: 2901 },
+    ])
+    expect(
+      run(p, [
+        [0, 10],
+        [1500, 1], // estimate floor(10·500/1000) = 5 → allowed
+        [999, 1], // at e = 0 the previous window weighs 10: 1 + 10 > 10 → denied
+      ])[2],
+    ).toEqual({ allowed: false, remaining: 0, retry: 102, reset: 1002 })
   })
 })
 

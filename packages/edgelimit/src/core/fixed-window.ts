@@ -14,7 +14,8 @@ export function compileFixedWindow(policy: FixedWindowPolicy): NumericRule {
     periodMs: w,
     width: 2,
     decide(row: Row, o: number, now: number, cost: number, out: Verdict) {
-      const k = Math.floor(now / w)
+      // A clock stepping back stays in the newest window charged: a lagging clock admits no more.
+      const k = Math.max(Math.floor(now / w), row[o] as number)
       const count = row[o] === k ? (row[o + 1] as number) : 0
       const toEnd = (k + 1) * w - now
       const after = count + cost

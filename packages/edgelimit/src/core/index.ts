@@ -36,7 +36,7 @@ export type PlainState = number[] | { times: number[]; costs: number[] }
 /** The outcome of one pure step. */
 export interface Step {
   readonly verdict: Omit<Verdict, 'next'>
-  /** The state after the step (unchanged on denial). */
+  /** The state after the step (unchanged on denial and for a peek, cost 0). */
   readonly state: PlainState
 }
 
@@ -56,12 +56,12 @@ export function step(policy: Policy, state: PlainState | undefined, now: number,
     const row = Array.isArray(state) ? state.slice() : new Array<number>(rule.width).fill(0)
     rule.decide(row, 0, now, cost, out)
     const { next, ...verdict } = out
-    return { verdict, state: out.allowed ? next.slice(0, rule.width) : row }
+    return { verdict, state: out.allowed && cost > 0 ? next.slice(0, rule.width) : row }
   }
   const log = toLog(state)
   rule.decide(log, now, cost, out)
   const { next: _next, ...verdict } = out
-  return { verdict, state: fromLog(out.allowed ? rule.commit(log, now, cost) : log) }
+  return { verdict, state: fromLog(out.allowed && cost > 0 ? rule.commit(log, now, cost) : log) }
 }
 
 function toLog(state: PlainState | undefined): LogState {

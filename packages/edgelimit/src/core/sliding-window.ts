@@ -15,10 +15,12 @@ export function compileSlidingWindow(policy: SlidingWindowPolicy): NumericRule {
     periodMs: w,
     width: 3,
     decide(row: Row, o: number, now: number, cost: number, out: Verdict) {
-      const k = Math.floor(now / w)
-      const start = k * w
-      const e = now - start
       const sk = row[o] as number
+      // A clock stepping back is evaluated at the start of the newest window charged (e = 0):
+      // a lagging clock admits no more.
+      const k = Math.max(Math.floor(now / w), sk)
+      const start = k * w
+      const e = Math.max(0, now - start)
       let cur = 0
       let prev = 0
       if (sk === k) {

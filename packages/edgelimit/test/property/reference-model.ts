@@ -55,7 +55,10 @@ export interface ModelVerdict {
   readonly delayMs: number
 }
 
-/** A reference limiter for one key. Times passed to `decide` must not decrease. */
+/**
+ * A reference limiter for one key. Times passed to `decide` must not decrease, except for the
+ * window counters, which define a clock stepping back (ADR 0002).
+ */
 export interface Model {
   decide(nowMs: number, cost: number): ModelVerdict
 }
@@ -119,6 +122,8 @@ interface Machine<S> {
   isFresh(s: S, t: bigint): boolean
   /** Shaping only: the hold time, in whole ms, of a request admitted at `t`. */
   delay?(s: S, t: bigint): bigint
+  /** Whether the machine defines times that step back (else they must not decrease). */
+  readonly stepsBack?: true
 }
 
 interface Entry {
@@ -136,16 +141,31 @@ const append = (s: Entries, t: bigint, c: bigint, w: bigint): Entries => [
   { ts: t, cost: c },
 ]
 
+/**
+ * The instant a window counter decides at: `t`, or the start of the newest window charged when the
+ * clock has stepped back before it (ADR 0002: a lagging clock admits no more). Entries are appended
+ * at this instant, so the last one is in the newest window.
+ */
+function held(s: Entries, t: bigint, w: bigint): bigint {
+  const last = s.at(-1)
+  const start = last === undefined ? 0n : (last.ts / w) * w
+  return t > start ? t : start
+}
+
 function fixedWindow(limit: bigint, w: bigint): Machine<Entries> {
   // Windows [kW, (k+1)W): the count at t is the cost admitted in t's window.
-  const count = (s: Entries, t: bigint) => total(s, (e) => e.ts / w === t / w)
+  const count = (s: Entries, t: bigint) => {
+    const k = held(s, t, w) / w
+    return total(s, (e) => e.ts / w === k)
+  }
   return {
     maxCost: limit,
     horizon: w,
     fresh: [],
     admits: (s, t, c) => count(s, t) + c <= limit,
-    charge: (s, t, c) => append(s, t, c, w),
+    charge: (s, t, c) => append(s, held(s, t, w), c, w),
     isFresh: (s, t) => count(s, t) === 0n,
+    stepsBack: true,
   }
 }
 
@@ -164,7 +184,8 @@ function slidingLog(limit: bigint, w: bigint): Machine<Entries> {
 
 function slidingCounter(limit: bigint, w: bigint): Machine<Entries> {
   // estimate = cur + floor(prev · (W − e) / W), e = t − kW (all non-negative: `/` is floor).
-  const estimate = (s: Entries, t: bigint) => {
+  const estimate = (s: Entries, at: bigint) => {
+    const t = held(s, at, w)
     const k = t / w
     const e = t - k * w
     const cur = total(s, (x) => x.ts / w === k)
@@ -176,8 +197,9 @@ function slidingCounter(limit: bigint, w: bigint): Machine<Entries> {
     horizon: 2n * w,
     fresh: [],
     admits: (s, t, c) => estimate(s, t) + c <= limit,
-    charge: (s, t, c) => append(s, t, c, w),
+    charge: (s, t, c) => append(s, held(s, t, w), c, w),
     isFresh: (s, t) => estimate(s, t) === 0n,
+    stepsBack: true,
   }
 }
 
@@ -273,9 +295,13 @@ function drive<S>(m: Machine<S>): Model {
   let last = Number.NEGATIVE_INFINITY
   return {
     decide(nowMs, cost) {
-      if (!Number.isSafeInteger(nowMs) || nowMs < last) throw new Error(`model: time ${nowMs} after ${last}`)
-      last = nowMs
+      if (!Number.isSafeInteger(nowMs) || (nowMs < last && m.stepsBack !== true)) {
+        throw new Error(`model: time ${nowMs} after ${last}`)
+      }
+      last = Math.max(last, nowMs)
       const now = BigInt(nowMs)
+      // After a step back, the state can take the lag longer to pass.
+      const horizon = m.horizon + BigInt(last - nowMs)
       const c = BigInt(cost)
       const never = c > m.maxCost
       // Self-check: "can never pass" is exactly "a fresh key would not admit it".
@@ -285,7 +311,7 @@ function drive<S>(m: Machine<S>): Model {
       let retry: number
       if (allowed) retry = 0
       else if (never) retry = Number.POSITIVE_INFINITY
-      else retry = Number(firstWhen((d) => m.admits(s, now + d, c), m.horizon, 'admission'))
+      else retry = Number(firstWhen((d) => m.admits(s, now + d, c), horizon, 'admission'))
       const delay = allowed && m.delay !== undefined ? m.delay(s, now) : 0n
       // A denied request changes nothing; cost 0 decides without charging.
       if (allowed && c > 0n) state = m.charge(s, now, c)
@@ -294,7 +320,7 @@ function drive<S>(m: Machine<S>): Model {
         if (++remaining > 10_000) throw new Error('model: remaining does not terminate')
       }
       const after = state
-      const reset = firstWhen((d) => m.isFresh(after, now + d), m.horizon, 'freshness')
+      const reset = firstWhen((d) => m.isFresh(after, now + d), horizon, 'freshness')
       return {
         allowed,
         reason: allowed ? undefined : never ? 'cost-exceeds-limit' : 'limit-exceeded',

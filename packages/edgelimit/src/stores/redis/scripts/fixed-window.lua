@@ -18,7 +18,9 @@ if s then
 end
 --@decide
 local w, limit = $w, $limit
+-- A clock stepping back stays in the newest window charged: a lagging clock admits no more.
 local k = math.floor(now / w)
+if $sk > k then k = $sk end
 local count = 0
 if $sk == k then count = $sc end
 local toend = (k + 1) * w - now

@@ -18,8 +18,13 @@ if s then
 end
 --@decide
 local w, limit = $w, $limit
+-- A clock stepping back is evaluated at the start of the newest window charged (e = 0): a lagging
+-- clock admits no more.
 local k = math.floor(now / w)
+if $sk > k then k = $sk end
 local start = k * w
+local e = now - start
+if e < 0 then e = 0 end
 local cur, prev = 0, 0
 if $sk == k then
   cur, prev = $sc, $sp
@@ -27,7 +32,7 @@ elseif $sk == k - 1 then
   prev = $sc
 end
 local estimate = cur
-if prev > 0 then estimate = cur + floordiv(prev * (w - (now - start)), w) end
+if prev > 0 then estimate = cur + floordiv(prev * (w - e), w) end
 local after = cur + COST
 $k, $after, $prev = k, after, prev
 $ttl = sw_reset(w, start, now, after, prev)
