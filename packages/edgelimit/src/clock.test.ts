@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { fixedWindow, tokenBucket } from './algorithms.js'
-import { coarseClock } from './clock.js'
+import { type CoarseClockOptions, coarseClock } from './clock.js'
 import { ConfigError } from './errors.js'
 import { createLimiter } from './limiter.js'
 
@@ -130,5 +130,17 @@ describe('coarseClock', () => {
       expect.objectContaining({ code: 'ERR_EDGELIMIT_CONFIG' }),
     )
     expect(() => coarseClock({ source: 5 as unknown as () => number })).toThrow(ConfigError)
+    expect(() => coarseClock(null as unknown as CoarseClockOptions)).toThrow(
+      expect.objectContaining({
+        code: 'ERR_EDGELIMIT_CONFIG',
+        issues: [expect.objectContaining({ path: 'options', code: 'ERR_OBJECT' })],
+      }),
+    )
+    // Every problem at once.
+    expect(() => coarseClock({ source: 5 as unknown as () => number, reads: 0 })).toThrow(
+      expect.objectContaining({
+        issues: [expect.objectContaining({ path: 'source' }), expect.objectContaining({ path: 'reads' })],
+      }),
+    )
   })
 })

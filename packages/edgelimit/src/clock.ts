@@ -1,4 +1,5 @@
 import { ConfigError } from './errors.js'
+import { createIssues } from './validate.js'
 
 /** A source of integer milliseconds since the epoch. */
 export interface Clock {
@@ -46,16 +47,14 @@ export interface CoarseClockOptions {
  * for (const key of batch) limiter.limitSync(key) // one Date.now() per burst of decisions
  */
 export function coarseClock(options: CoarseClockOptions = {}): Clock {
+  const issues = createIssues()
+  if (issues.object('options', options)) {
+    issues.function('source', options.source)
+    issues.integer('reads', options.reads ?? 32, 1, Number.MAX_SAFE_INTEGER)
+  }
+  if (issues.list.length > 0) throw new ConfigError(issues.list)
   const source = options.source ?? Date.now
   const reads = options.reads ?? 32
-  if (typeof source !== 'function') {
-    throw new ConfigError([{ path: 'source', code: 'ERR_FUNCTION', message: 'expected a function' }])
-  }
-  if (!Number.isSafeInteger(reads) || reads < 1) {
-    throw new ConfigError([
-      { path: 'reads', code: 'ERR_INTEGER', message: `expected a positive integer, got ${String(reads)}` },
-    ])
-  }
   /** The current reading, and how many more reads it serves. */
   let time = Number.NaN
   let left = 0

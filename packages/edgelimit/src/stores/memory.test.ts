@@ -1,14 +1,29 @@
 import { describe, expect, it } from 'vitest'
 import { fixedWindow, gcra, slidingLog, tokenBucket } from '../algorithms.js'
+import { ConfigError } from '../errors.js'
 import { createLimiter } from '../limiter.js'
 import { manualClock, storeConformance } from '../testing/index.js'
-import { memoryStore } from './memory.js'
+import { type MemoryStoreOptions, memoryStore } from './memory.js'
 
 describe('memory store conformance', () => {
   for (const c of storeConformance({ store: () => memoryStore() })) it(c.name, c.run)
 })
 
 describe('memory store', () => {
+  it('rejects bad options with a ConfigError and a code, like createLimiter', () => {
+    for (const bad of [{ maxKeys: 0 }, { maxKeys: 1.5 }, { maxKeys: 2 ** 31 }, null, 5]) {
+      expect(() => memoryStore(bad as MemoryStoreOptions), JSON.stringify(bad)).toThrow(ConfigError)
+    }
+    expect(() => memoryStore({ maxKeys: 0 })).toThrow(
+      expect.objectContaining({
+        code: 'ERR_EDGELIMIT_CONFIG',
+        issues: [expect.objectContaining({ path: 'maxKeys', code: 'ERR_INTEGER' })],
+      }),
+    )
+    expect(() => memoryStore(null as unknown as MemoryStoreOptions)).toThrow(
+      expect.objectContaining({ issues: [expect.objectContaining({ path: 'options', code: 'ERR_OBJECT' })] }),
+    )
+  })
   it('evicts the least recently used key beyond maxKeys', () => {
     const clock = manualClock(0)
     const store = memoryStore({ maxKeys: 3 })

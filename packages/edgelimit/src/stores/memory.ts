@@ -1,4 +1,6 @@
 import { type CompiledRule, type LogState, newVerdict, plainVerdict, type Verdict } from '../core/index.js'
+import { ConfigError } from '../errors.js'
+import { createIssues } from '../validate.js'
 import type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from './types.js'
 
 /** Options of the in-memory store. */
@@ -41,10 +43,11 @@ const FIRST_CAPACITY = 1024
  * const limiter = createLimiter({ rules, store: memoryStore({ maxKeys: 1_000_000 }) })
  */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
-  const maxKeys = options.maxKeys ?? 100_000
-  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-    throw new RangeError(`Expected \`maxKeys\` to be a positive integer, got \`${String(maxKeys)}\``)
-  }
+  const issues = createIssues()
+  const maxKeys = issues.object('options', options)
+    ? issues.integer('maxKeys', options.maxKeys ?? 100_000, 1)
+    : undefined
+  if (maxKeys === undefined) throw new ConfigError(issues.list)
   const tables: MemoryRules[] = []
   return {
     name: 'memory',
