@@ -1,7 +1,10 @@
 import { ConfigError } from './errors.js'
 import { createIssues } from './validate.js'
 
-/** A source of integer milliseconds since the epoch. */
+/**
+ * A source of integer milliseconds since the epoch. A reading that is not a non-negative safe
+ * integer fails the decision with `ERR_EDGELIMIT_CLOCK` (never a silent admission).
+ */
 export interface Clock {
   now(): number
 }

@@ -1,5 +1,6 @@
 /** Codes carried by every edgelimit error. */
 export type ErrorCode =
+  | 'ERR_EDGELIMIT_CLOCK'
   | 'ERR_EDGELIMIT_CONFIG'
   | 'ERR_EDGELIMIT_COST'
   | 'ERR_EDGELIMIT_KEY'

@@ -128,6 +128,28 @@ describe('calls', () => {
     }
     await expect(limiter.limit(42 as unknown as string)).rejects.toMatchObject({ code: 'ERR_EDGELIMIT_KEY' })
   })
+  it('rejects a clock reading that is not integer ms ≥ 0 with a code, on every decision path', async () => {
+    const rules = [{ name: 'r', algorithm: gcra({ limit: 2, period: '1s' }) }]
+    const remote: Store = {
+      name: 'remote',
+      bind: () => ({ evaluate: async () => [], reset: async () => {} }),
+      decider: remoteDecider,
+    }
+    for (const reading of [Number.NaN, undefined, -5000, 1000.5, Number.POSITIVE_INFINITY, 2 ** 53, '1000']) {
+      const clock = { now: () => reading as number }
+      const code = { code: 'ERR_EDGELIMIT_CLOCK' }
+      const local = createLimiter({ rules, clock })
+      expect(() => local.limitSync('k'), String(reading)).toThrow(expect.objectContaining(code))
+      await expect(local.limit('k')).rejects.toBeInstanceOf(EdgelimitError)
+      await expect(local.peek('k')).rejects.toMatchObject(code)
+      // The general in-process path (observers) and a remote store's path read the same checked clock.
+      const observed = createLimiter({ rules, clock, onEvent: () => {} })
+      expect(() => observed.limitSync('k')).toThrow(expect.objectContaining(code))
+      await expect(createLimiter({ rules, clock, store: remote }).limit('k')).rejects.toMatchObject(code)
+    }
+    const fine = createLimiter({ rules, clock: { now: () => 0 } })
+    expect(fine.limitSync('k').allowed).toBe(true)
+  })
   it('limitSync needs a synchronous store', () => {
     const asyncOnly: Store = {
       name: 'remote',

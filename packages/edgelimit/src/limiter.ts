@@ -1,6 +1,6 @@
 import { systemClock } from './clock.js'
 import { type Decision, decisionBuilder } from './decision.js'
-import { describe, EdgelimitError } from './errors.js'
+import { describe, EdgelimitError, type ErrorCode } from './errors.js'
 import type { DecisionSource, LimiterEvent } from './events.js'
 import { type LimiterOptions, type RuleConfig, validateOptions } from './options.js'
 import { enforcedFor } from './resilience/rollout.js'
@@ -61,6 +61,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const config = validateOptions(options)
   const rules = config.rules
   const clock = options.clock ?? systemClock
+  // Every decision reads the time here: a reading that is not integer ms ≥ 0 throws (or rejects).
+  const now = (): number => whole(clock.now(), 'clock.now()', 'ERR_EDGELIMIT_CLOCK')
   const store = options.store ?? memoryStore()
   const build = decisionBuilder(rules)
   const sinks = options.onEvent === undefined ? [] : [options.onEvent].flat()
@@ -103,7 +105,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         `The ${store.name} store has neither evaluateSync nor a decider (remote stores set \`decider: remoteDecider\`)`,
       )
     }
-    const path = decider({ rules, config, store, bound, clock, build, shadowOf, emit, report })
+    const path = decider({ rules, config, store, bound, clock: { now }, build, shadowOf, emit, report })
     // Not an async function: the store path's own promise, without a second one around it.
     const limit = (key: string, opts?: LimitOptions): Promise<Decision> => {
       try {
@@ -135,16 +137,10 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const decide =
     one !== undefined && !rollout && emit === undefined
       ? // The common case, specialised: one rule, no rollout, no observers.
-        (key: string, cost: number): Decision => one(evaluateSync.call(bound, key, cost, clock.now()))
+        (key: string, cost: number): Decision => one(evaluateSync.call(bound, key, cost, now()))
       : (key: string, cost: number): Decision => {
           const shadow = shadowOf(key)
-          const verdicts = evaluateSync.call(
-            bound,
-            key,
-            cost,
-            clock.now(),
-            shadow === 0 ? undefined : { shadow },
-          )
+          const verdicts = evaluateSync.call(bound, key, cost, now(), shadow === 0 ? undefined : { shadow })
           const decision = build(verdicts, shadow)
           return emit === undefined ? decision : report(key, decision, 'store')
         }
@@ -174,12 +170,11 @@ function checkCall(key: unknown, opts: LimitOptions | undefined): number {
   if (typeof key !== 'string') {
     throw new EdgelimitError('ERR_EDGELIMIT_KEY', `Expected \`key\` to be a string, got ${describe(key)}`)
   }
-  const cost = opts?.cost ?? 1
-  if (!Number.isSafeInteger(cost) || cost < 0) {
-    throw new EdgelimitError(
-      'ERR_EDGELIMIT_COST',
-      `Expected \`cost\` to be a non-negative integer, got ${describe(cost)}`,
-    )
-  }
-  return cost
+  return whole(opts?.cost ?? 1, 'cost', 'ERR_EDGELIMIT_COST')
+}
+
+/** `value` when it is a non-negative integer; otherwise throws `code`. */
+function whole(value: number, name: string, code: ErrorCode): number {
+  if (Number.isSafeInteger(value) && value >= 0) return value
+  throw new EdgelimitError(code, `Expected \`${name}\` to be a non-negative integer, got ${describe(value)}`)
 }
