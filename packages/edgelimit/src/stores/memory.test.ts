@@ -41,6 +41,25 @@ describe('memory store', () => {
     expect(limiter.limitSync('b').allowed).toBe(true) // evicted, so fresh again
   })
 
+  it('checks expiry only at the least recently used end: a live LRU key is evicted before a newer expired one (as documented)', () => {
+    const clock = manualClock(0)
+    const store = memoryStore({ maxKeys: 2 })
+    const limiter = createLimiter({
+      rules: [{ name: 'tb', algorithm: tokenBucket({ capacity: 10, refillRate: 1 }) }],
+      store,
+      clock,
+    })
+    limiter.limitSync('a', { cost: 10 }) // full again (run out) at t = 10 s
+    clock.set(1000)
+    limiter.limitSync('b') // run out at t = 2 s
+    clock.set(3000)
+    limiter.limitSync('c') // a is the least recently used and live: evicted, though b has run out
+    expect(limiter.limitSync('a', { cost: 0 }).remaining).toBe(10)
+    limiter.limitSync('d') // b is now the least recently used and has run out: d takes its slot
+    expect(limiter.limitSync('c', { cost: 0 }).remaining).toBe(9)
+    expect(store.size).toBe(2)
+  })
+
   it('reclaims expired keys before growing, with no timers', () => {
     const clock = manualClock(0)
     const store = memoryStore({ maxKeys: 100_000 })

@@ -7,7 +7,9 @@ import type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from 
 export interface MemoryStoreOptions {
   /**
    * Most keys kept per limiter; the least recently used key is evicted beyond it (an evicted key
-   * starts fresh). Expired keys are reclaimed first.
+   * starts fresh). Before that, a new key takes the slot of the least recently used key, then of
+   * the next one, if their state has run out (at most two per new key, O(1)); an expired key
+   * further from the least recently used end stays until it gets there.
    * @default 100_000
    */
   maxKeys?: number
