@@ -95,6 +95,19 @@ describe('option validation', () => {
       'approximate',
     )
   })
+  it('reports a bad breaker with the problems after it, and a denyCache that is not an object', () => {
+    const rules = [{ name: 'a', algorithm: fixedWindow({ limit: 5, window: '1m' }) }]
+    expect(issuesOf({ rules, breaker: 5, denyCache: { maxKeys: -1 }, onEvent: 3 })).toEqual([
+      'breaker ERR_OBJECT',
+      'denyCache.maxKeys ERR_INTEGER',
+      'onEvent ERR_FUNCTION',
+    ])
+    for (const denyCache of ['yes', true, 5, []]) {
+      expect(issuesOf({ rules, denyCache }), String(denyCache)).toEqual(['denyCache ERR_OBJECT'])
+    }
+    expect(createLimiter({ rules, denyCache: false }).rules).toHaveLength(1)
+    expect(createLimiter({ rules, denyCache: {} }).rules).toHaveLength(1)
+  })
   it('rejects empty or missing rules and a bad store', () => {
     expect(issuesOf({ rules: [] })).toEqual(['rules ERR_EMPTY_RULES'])
     expect(issuesOf({})).toEqual(['rules ERR_EMPTY_RULES'])

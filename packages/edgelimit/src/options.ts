@@ -181,21 +181,19 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
   )
   const timeoutMs = options.timeout === false ? undefined : issues.duration('timeout', options.timeout ?? 45)
   const breaker = options.breaker === false ? undefined : (options.breaker ?? {})
-  if (breaker !== undefined && !issues.object('breaker', breaker)) return fail()
+  if (breaker !== undefined) issues.object('breaker', breaker)
   const denyCache = options.denyCache === false ? { maxKeys: 0 } : (options.denyCache ?? {})
-  const denyCacheKeys = issues.integer('denyCache.maxKeys', denyCache.maxKeys ?? 10_000, 0, 10_000_000)
+  const denyCacheKeys =
+    issues.object('denyCache', denyCache) &&
+    issues.integer('denyCache.maxKeys', denyCache.maxKeys ?? 10_000, 0, 10_000_000)
   const sinks: unknown = options.onEvent
   if (!Array.isArray(sinks)) issues.function('onEvent', sinks)
   else
     sinks.forEach((sink, i) => {
       issues.expect(`onEvent[${i}]`, sink, typeof sink === 'function', 'ERR_FUNCTION', 'a function')
     })
-  if (issues.list.length > 0) return fail()
+  if (issues.list.length > 0) throw new ConfigError(issues.list)
   return { rules, timeoutMs, breaker, denyCacheKeys: denyCacheKeys as number }
-
-  function fail(): never {
-    throw new ConfigError(issues.list)
-  }
 }
 
 function isApproximate(value: unknown): value is ApproximateConsistency {
