@@ -45,8 +45,8 @@ export class ConfigError extends EdgelimitError {
 /** Describes a value for error messages: `"60 sec" (string)`. */
 export function describe(value: unknown): string {
   const type = typeof value
-  if (type === 'string') return `${JSON.stringify(value)} (string)`
-  if (type === 'number' || type === 'boolean') return `${value} (${type})`
+  if (type === 'string' || type === 'number' || type === 'boolean')
+    return `${type === 'string' ? JSON.stringify(value) : value} (${type})`
   if (value === null || value === undefined) return String(value)
   return Array.isArray(value) ? 'an array' : type === 'object' ? 'an object' : `a ${type}`
 }

@@ -164,18 +164,17 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       }
     })
   }
-  const { clock, store } = options
   issues.expect(
     'clock',
-    clock,
-    clock === undefined || (typeof clock === 'object' && clock !== null && typeof clock.now === 'function'),
+    options.clock,
+    optional(options.clock, 'now'),
     'ERR_CLOCK',
     'an object with a now() method',
   )
   issues.expect(
     'store',
-    store,
-    store === undefined || (typeof store === 'object' && store !== null && typeof store.bind === 'function'),
+    options.store,
+    optional(options.store, 'bind'),
     'ERR_STORE',
     'a store such as memoryStore()',
   )
@@ -194,6 +193,16 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
     })
   if (issues.list.length > 0) throw new ConfigError(issues.list)
   return { rules, timeoutMs, breaker, denyCacheKeys: denyCacheKeys as number }
+}
+
+/** Whether `value` is absent or an object with the method `name`. */
+function optional(value: unknown, name: string): boolean {
+  return (
+    value === undefined ||
+    (typeof value === 'object' &&
+      value !== null &&
+      typeof (value as Record<string, unknown>)[name] === 'function')
+  )
 }
 
 function isApproximate(value: unknown): value is ApproximateConsistency {
