@@ -260,7 +260,8 @@ function gcraPolicy(
 ): Policy | undefined {
   const limit = issues.integer(`${path}.limit`, o.limit, 1)
   const periodMs = issues.duration(`${path}.period`, o.period)
-  const burst = issues.integer(`${path}.burst`, o.burst ?? limit, 1)
+  // An omitted burst is the limit: its problem, if any, is reported once, under limit.
+  const burst = o.burst === undefined ? limit : issues.integer(`${path}.burst`, o.burst, 1)
   if (limit === undefined || periodMs === undefined || burst === undefined) return undefined
   if (!safe(burst * periodMs, `${path}.burst`, 'burst × period', issues)) return undefined
   return { algorithm, limit, periodMs, burst }

@@ -37,15 +37,40 @@ describe('durations', () => {
     ['1d', 86_400_000],
     ['1.5s', 1500],
     [' 2s ', 2000],
+    ['1.1s', 1100],
+    ['0.001s', 1],
+    ['1.50s', 1500],
+    ['2.5m', 150_000],
+    ['0.00001d', 864],
   ])('%j is %i ms', (input, ms) => {
     expect(parseDuration(input)).toBe(ms)
   })
-  it.each([0, -1, 1.5, '60 sec', '1w', '', 's', '0s', '0.5ms', Number.NaN, null, {}, '1e3s'])(
-    '%j is invalid',
-    (input) => {
-      expect(parseDuration(input)).toBeUndefined()
-    },
-  )
+  it.each([
+    0,
+    -1,
+    1.5,
+    1.0004,
+    '60 sec',
+    '1w',
+    '',
+    's',
+    '0s',
+    '0.5ms',
+    // Not a whole number of ms exactly, however close.
+    '1.0004ms',
+    '1.9999999ms',
+    '0.0005s',
+    '0.0000001d',
+    '1.0000000000000001ms',
+    '1.s',
+    '.5s',
+    Number.NaN,
+    null,
+    {},
+    '1e3s',
+  ])('%j is invalid', (input) => {
+    expect(parseDuration(input)).toBeUndefined()
+  })
 })
 
 describe('option validation', () => {
@@ -107,6 +132,17 @@ describe('option validation', () => {
     }
     expect(createLimiter({ rules, denyCache: false }).rules).toHaveLength(1)
     expect(createLimiter({ rules, denyCache: {} }).rules).toHaveLength(1)
+  })
+  it('reports an omitted GCRA burst under limit only (burst defaults to the limit)', () => {
+    expect(issuesOf({ rules: [{ name: 'g', algorithm: gcra({ limit: 0, period: '1s' }) }] })).toEqual([
+      'rules[0].algorithm.limit ERR_INTEGER',
+    ])
+    expect(
+      issuesOf({ rules: [{ name: 'g', algorithm: gcra({ limit: 0, period: '1s', burst: 0 }) }] }),
+    ).toEqual(['rules[0].algorithm.limit ERR_INTEGER', 'rules[0].algorithm.burst ERR_INTEGER'])
+    expect(
+      createLimiter({ rules: [{ name: 'g', algorithm: gcra({ limit: 3, period: '1s' }) }] }).rules[0]?.policy,
+    ).toEqual({ algorithm: 'gcra', limit: 3, periodMs: 1000, burst: 3 })
   })
   it('rejects empty or missing rules and a bad store', () => {
     expect(issuesOf({ rules: [] })).toEqual(['rules ERR_EMPTY_RULES'])
