@@ -265,4 +265,20 @@ rules:
       expect(JSON.parse(body)).toMatchObject({ status: 400, detail: expect.stringMatching(detail) })
     }
   })
+
+  test('two Host lines get a 400 problem (RFC 9112 §3.2), whichever one the upstream would have read', async () => {
+    const port = Number(new URL(gw.url).port)
+    for (const hosts of [
+      `127.0.0.1:${port}\r\nHost: evil.example`,
+      `evil.example\r\nhost: 127.0.0.1:${port}`,
+    ]) {
+      const { status, body } = await raw('/login', 'POST', hosts)
+      expect(status).toBe(400)
+      expect(JSON.parse(body)).toMatchObject({
+        status: 400,
+        detail: expect.stringMatching(/more than one Host/),
+      })
+    }
+    expect((await raw('/x', 'GET')).status).toBe(200)
+  })
 })

@@ -49,3 +49,16 @@ class NodeRequestInfo implements RequestInfo {
 export function fromIncoming(req: IncomingMessage): RequestInfo {
   return new NodeRequestInfo(req.headers, req)
 }
+
+/**
+ * How many Host field lines a request has. RFC 9112 §3.2 answers more than one with 400: Node
+ * keeps the first for `req.headers.host`, an upstream may read the other.
+ */
+export function hostLines(raw: readonly string[]): number {
+  let n = 0
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string
+    if (name.length === 4 && name.toLowerCase() === 'host') n++
+  }
+  return n
+}

@@ -11,7 +11,7 @@ import { loadPolicy } from '../config/validate.js'
 import { type CompiledPolicy, compilePolicy } from '../policy/compile.js'
 import { decide, decideSync, type Verdict } from '../policy/decide.js'
 import { canonicalTarget } from '../policy/path.js'
-import { fromIncoming, type RequestInfo } from '../policy/request.js'
+import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
 import { openStore, type StoreHandle } from '../policy/store.js'
 import { type ForwardSink, openUpstream, type Upstream } from '../proxy/forward.js'
 import { sendProblem } from '../proxy/problem.js'
@@ -212,7 +212,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     run(): void {
       try {
         // Rules see, and the upstream gets, one canonical path (ADR 0009).
-        const canonical = canonicalTarget(this.req.url ?? '/', this.req.headers.host)
+        const canonical =
+          hostLines(this.req.rawHeaders) > 1
+            ? { error: 'The request has more than one Host header.' }
+            : canonicalTarget(this.req.url ?? '/', this.req.headers.host)
         if ('error' in canonical) {
           sendProblem(this.res, 400, this.req.url ?? '/', canonical.error)
           this.done(400, 'none')
