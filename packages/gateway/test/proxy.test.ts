@@ -285,6 +285,43 @@ describe('upstream failures', () => {
   })
 })
 
+describe('client aborts', () => {
+  test('a client that leaves in the middle of its body is counted as 499 aborted, not as an upstream error', async () => {
+    const mine = await startInProcess('rules: []\n', { upstream: origin.url })
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const req = httpRequest(`${mine.url}/upload`, {
+          method: 'POST',
+          headers: { 'content-length': '1000' },
+          agent: false,
+        })
+        req.on('error', () => {})
+        const onChunk = () => {
+          origin.events.off('chunk', onChunk)
+          // The origin has the first part: the exchange is under way when the client goes.
+          setTimeout(() => {
+            req.destroy()
+            resolve()
+          }, 300)
+        }
+        origin.events.on('chunk', onChunk)
+        req.write('part-0|', (error) => error && reject(error))
+      })
+      let metrics = ''
+      for (let i = 0; i < 100 && !/edgelimit_in_flight_requests 0\b/.test(metrics); i++) {
+        await new Promise((r) => setTimeout(r, 20))
+        metrics = await (await fetch(`${mine.admin}/metrics`)).text()
+      }
+      expect(metrics).toContain('edgelimit_responses_total{code="499"} 1')
+      expect(metrics).toContain('edgelimit_upstream_responses_total{code="aborted"} 1')
+      expect(metrics).not.toContain('code="502"')
+      expect(metrics).not.toContain('code="error"')
+    } finally {
+      await mine.close()
+    }
+  })
+})
+
 test('every request above was accounted for: none left in flight', async () => {
   await new Promise((r) => setTimeout(r, 50))
   expect(gw.gateway.metrics.inFlight).toBe(0)
