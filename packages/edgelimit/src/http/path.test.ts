@@ -126,3 +126,73 @@ describe('pathGlob', () => {
     expect(matches('/a+b(c)', '/a+b(c)')).toBe(true)
   })
 })
+
+describe('pathGlob against hostile paths', () => {
+  const matches = (glob: string, path: string) => pathGlob(glob).test(routePath(path))
+  // The RegExp pathGlob compiled before: the reference for what a glob matches. `**` was `.*`,
+  // which left out line terminators (`/api/%0A` escaped `/api/**`); `[^]` includes them.
+  const reference = (glob: string) =>
+    new RegExp(
+      `^${routePath(glob)
+        .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+        .replace(/\/\*\*$|\*\*?/g, (star) =>
+          star === '*' ? '[^/]*' : star === '**' ? '[^]*' : '(/[^]*)?',
+        )}$`,
+    )
+
+  test('property: matches exactly what the RegExp form of the glob matches', () => {
+    const glob = fc
+      .array(fc.constantFrom('/', 'a', 'b', '.', '*', '**', '/**', '/*/', '\n', '%41'), { maxLength: 10 })
+      .map((p) => p.join(''))
+    const path = fc
+      .array(fc.constantFrom('/', 'a', 'b', '.', '\n', 'ab'), { maxLength: 12 })
+      .map((p) => p.join(''))
+    fc.assert(
+      fc.property(glob, path, (g, p) => {
+        expect(pathGlob(g).test(p)).toBe(reference(g).test(p))
+        expect(pathGlob(g).test(routePath(p))).toBe(reference(g).test(routePath(p)))
+      }),
+      { numRuns: 20_000 },
+    )
+  })
+
+  test('a line terminator in a path does not escape `**`', () => {
+    for (const path of ['/api/%0A', '/api/x%0d/y', '/api/%E2%80%A8'])
+      expect(matches('/api/**', path)).toBe(true)
+  })
+
+  test('globs whose stars cannot compete stay RegExps, and a hostile 16 KB path does not make them backtrack', () => {
+    const hostile = `/api${'/users/posts'.repeat(1400)}/x${'a'.repeat(2000)}`
+    for (const glob of ['/api/**', '/**/edit', '/users/*/posts/*', '/*/**/x', '/a*b/*/**']) {
+      const pattern = pathGlob(glob)
+      expect(pattern).toBeInstanceOf(RegExp)
+      const started = performance.now()
+      for (let i = 0; i < 10; i++) pattern.test(hostile)
+      // Linear: well under a millisecond a test here; the old RegExp of several `.*` took seconds.
+      expect([glob, performance.now() - started < 1000]).toEqual([glob, true])
+    }
+    for (const glob of ['/api/**/users/**/edit', '/*a*b', '/**/x/*', '/**/*.json', '/a***']) {
+      expect(pathGlob(glob)).not.toBeInstanceOf(RegExp)
+    }
+  })
+
+  test('a 16 KB path against a glob of several `**` is read once: no backtracking', () => {
+    const hostile = `/api${'/users/posts'.repeat(1400)}/x`
+    expect(hostile.length).toBeGreaterThan(16 * 1024)
+    let reads = 0
+    // The path as a String object that counts the characters read by index.
+    const counted = new Proxy(new String(hostile), {
+      get(target, key) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) reads++
+        const value = Reflect.get(target, key)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    }) as unknown as string
+    for (const glob of ['/api/**/users/**/posts/**/edit', '/**/a/**/b/**/c', '/*/**/*s/**/*s*/**/*e*t']) {
+      reads = 0
+      expect(pathGlob(glob).test(counted)).toBe(false)
+      // Each character once, and the end (`path[length]`) once.
+      expect([glob, reads]).toEqual([glob, hostile.length + 1])
+    }
+  })
+})

@@ -147,7 +147,7 @@ const ADDRESS_LIKE =
 
 interface CompiledRoute extends RouteRule {
   /** A glob tests the route form of the path (`routePath`); a RegExp, the path as it came. */
-  readonly pattern: RegExp
+  readonly pattern: { test(path: string): boolean }
   /** `r:<name>:`, with `%` and `:` escaped in the name so that route and client key split one way. */
   readonly prefix: string
 }
