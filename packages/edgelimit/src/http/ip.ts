@@ -71,14 +71,6 @@ function parseV4(text: string): Uint8Array | undefined {
   return bytes
 }
 
-function parseGroups(groups: string[], words: number[]): boolean {
-  for (const group of groups) {
-    if (!HEX_GROUP.test(group)) return false
-    words.push(Number.parseInt(group, 16))
-  }
-  return true
-}
-
 function parseV6(text: string): Uint8Array | undefined {
   if (text.length > 45 || !V6_CHARS.test(text)) return undefined
   const gap = text.indexOf('::')
@@ -94,22 +86,18 @@ function parseV6(text: string): Uint8Array | undefined {
     v4 = parseV4(last.pop() as string)
     if (v4 === undefined) return undefined
   }
-  const before: number[] = []
-  const after: number[] = []
-  if (!parseGroups(head, before) || !parseGroups(tail, after)) return undefined
-  const count = before.length + after.length + (v4 === undefined ? 0 : 2)
+  const count = head.length + tail.length + (v4 === undefined ? 0 : 2)
   if (gap === -1 ? count !== 8 : count > 7) return undefined
+  // The groups in order, the gap filled with zero groups; any embedded IPv4 goes after them.
+  const groups = [...head, ...new Array<string>(8 - count).fill('0'), ...tail]
   const bytes = new Uint8Array(16)
-  before.forEach((word, i) => {
+  for (let i = 0; i < groups.length; i++) {
+    const group = groups[i] as string
+    if (!HEX_GROUP.test(group)) return undefined
+    const word = Number.parseInt(group, 16)
     bytes[2 * i] = word >> 8
     bytes[2 * i + 1] = word & 0xff
-  })
-  const end = v4 === undefined ? 16 : 12
-  after.forEach((word, i) => {
-    const at = end - 2 * (after.length - i)
-    bytes[at] = word >> 8
-    bytes[at + 1] = word & 0xff
-  })
+  }
   if (v4 !== undefined) bytes.set(v4, 12)
   return bytes
 }
@@ -174,10 +162,10 @@ export function parseIp(text: string): ParsedIp | undefined {
  */
 export function formatIp(ip: ParsedIp): string {
   const b = ip.bytes
-  if (ip.version === 4) return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`
-  if (isMapped(b)) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`
+  if (ip.version === 4) return b.join('.')
+  if (isMapped(b)) return `::ffff:${b.subarray(12).join('.')}`
   const words: number[] = []
-  for (let i = 0; i < 16; i += 2) words.push(((b[i] ?? 0) << 8) | (b[i + 1] ?? 0))
+  for (let i = 0; i < 16; i += 2) words.push(((b[i] as number) << 8) | (b[i + 1] as number))
   let start = -1
   let length = 1
   for (let i = 0; i < 8; ) {
@@ -205,7 +193,7 @@ function mask(bytes: Uint8Array, prefix: number): Uint8Array {
   const out = bytes.slice()
   for (let i = 0; i < out.length; i++) {
     const keep = Math.min(8, Math.max(0, prefix - 8 * i))
-    out[i] = (out[i] ?? 0) & ((0xff << (8 - keep)) & 0xff)
+    out[i] = (out[i] as number) & (0xff << (8 - keep))
   }
   return out
 }
