@@ -281,15 +281,20 @@ const hmacKeys = new Map<string, Promise<CryptoKey>>()
 // Secrets are few; the bound only stops a caller passing a fresh secret per request from leaking.
 const MAX_CACHED_KEYS = 16
 
+/** Sets `key` in `map`, which keeps at most `max` entries: the oldest is dropped first. @internal */
+export function remember<V>(map: Map<string, V>, key: string, value: V, max: number): void {
+  if (map.size >= max) map.delete(map.keys().next().value as string)
+  map.set(key, value)
+}
+
 function hmacKey(secret: string): Promise<CryptoKey> {
   let key = hmacKeys.get(secret)
   if (key === undefined) {
-    if (hmacKeys.size >= MAX_CACHED_KEYS) hmacKeys.delete(hmacKeys.keys().next().value as string)
     key = crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
       'sign',
     ])
     key.catch(() => hmacKeys.delete(secret))
-    hmacKeys.set(secret, key)
+    remember(hmacKeys, secret, key, MAX_CACHED_KEYS)
   }
   return key
 }

@@ -7,6 +7,7 @@ import {
   type ClientKeyOptions,
   hashKey,
   partitionKeyBytes,
+  remember,
   resolveClientIp,
   validateClientKeyOptions,
 } from './identity.js'
@@ -415,11 +416,7 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     (tp === undefined || tp === 0 || (Array.isArray(tp) && tp.length === 0))
   const fallbackKey = `ip:${identity?.fallback ?? FALLBACK}`
   const known = new Map<string, string>()
-  // Keeps at most KNOWN_ADDRESSES entries, the oldest dropped first.
-  const put = (map: Map<string, string>, text: string, key: string) => {
-    if (map.size >= KNOWN_ADDRESSES) map.delete(map.keys().next().value as string)
-    map.set(text, key)
-  }
+  // Keeps at most KNOWN_ADDRESSES entries (remember() drops the oldest first).
   // `;pk=:…:` per store key, when `partitionKey` is on: hashed once per key, like addresses.
   const partitionKeys = new Map<string, string>()
 
@@ -437,14 +434,14 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     const key = known.get(ip)
     if (key !== undefined || isAllowed(allow, ip)) {
       const found = key ?? ''
-      if (key === undefined) put(known, ip, found)
-      if (peer !== undefined && peer !== ip) put(known, peer, found)
+      if (key === undefined) remember(known, ip, found, KNOWN_ADDRESSES)
+      if (peer !== undefined && peer !== ip) remember(known, peer, found, KNOWN_ADDRESSES)
       return found === '' ? undefined : found
     }
     return hashKey(subnetKey(ip, identity) as string, secret).then((hash) => {
       const hashed = `ip:${hash}`
-      put(known, ip, hashed)
-      if (peer !== undefined && peer !== ip) put(known, peer, hashed)
+      remember(known, ip, hashed, KNOWN_ADDRESSES)
+      if (peer !== undefined && peer !== ip) remember(known, peer, hashed, KNOWN_ADDRESSES)
       return hashed
     })
   }
@@ -556,7 +553,7 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     if (pk !== undefined) return verdict(request, t, key, decision, pk)
     return partitionKeyBytes(key, secret).then((bytes) => {
       const rendered = `;pk=${sfBinary(bytes)}`
-      put(partitionKeys, key, rendered)
+      remember(partitionKeys, key, rendered, KNOWN_ADDRESSES)
       return verdict(request, t, key, decision, rendered)
     })
   }
