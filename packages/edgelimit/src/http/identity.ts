@@ -216,23 +216,16 @@ const none = (source: 'peer' | 'header', reason: 'missing' | 'malformed'): Clien
 function fromHeader(input: ClientIpInput, c: Compiled): ClientIpResult {
   const raw = input.header(c.header)
   if (typeof raw !== 'string' || raw.trim() === '') return none('header', 'missing')
-  if (c.chain === undefined) {
-    const ip = parseIp(raw)
-    return ip === undefined ? none('header', 'malformed') : found(ip, 'header')
-  }
-  const entries = chainEntries(raw, c.chain)
+  const entries = c.chain === undefined ? [raw] : chainEntries(raw, c.chain)
   if (entries.length === 0) return none('header', 'malformed')
-  if (c.hops > 0) {
-    // Fewer entries than hops: the left-most one was still written by a trusted proxy.
-    const ip = parseIp(entries[Math.max(0, entries.length - c.hops)] ?? '')
-    return ip === undefined ? none('header', 'malformed') : found(ip, 'header')
-  }
   let client: ParsedIp | undefined
-  for (let i = entries.length - 1; i >= 0; i--) {
+  // With a hop count, the entry that many from the right (fewer entries than hops: the left-most
+  // one, still written by a trusted proxy); `trusted` is then empty, so the walk stops there.
+  for (let i = c.hops > 0 ? Math.max(0, entries.length - c.hops) : entries.length - 1; i >= 0; i--) {
     // `unknown`, obfuscated identifiers and garbage stop the walk: nothing left of them is vouched for.
     client = parseIp(entries[i] ?? '')
     if (client === undefined) return none('header', 'malformed')
-    if (!c.trusted.some((cidr) => inCidr(client as ParsedIp, cidr))) break
+    if (c.chain === undefined || !c.trusted.some((cidr) => inCidr(client as ParsedIp, cidr))) break
   }
   // Every entry trusted: the request started inside your network, at the left-most hop.
   return found(client as ParsedIp, 'header')
