@@ -58,6 +58,7 @@ const HEX_GROUP = /^[0-9a-f]{1,4}$/i
 const V6_CHARS = /^[0-9a-f:.]+$/i
 const ZONE = /^[\w.~-]+$/
 const BRACKETED = /^\[([^\]]+)\](?::(\d{1,5}))?$/
+const HOST_PORT = /^([^:]*)(?::(\d{1,5}))?$/
 
 function parseV4(text: string): Uint8Array | undefined {
   const parts = text.split('.')
@@ -88,11 +89,13 @@ function parseV6(text: string): Uint8Array | undefined {
   }
   const count = head.length + tail.length + (v4 === undefined ? 0 : 2)
   if (gap === -1 ? count !== 8 : count > 7) return undefined
-  // The groups in order, the gap filled with zero groups; any embedded IPv4 goes after them.
-  const groups = [...head, ...new Array<string>(8 - count).fill('0'), ...tail]
+  // Group i is in the head, in the gap (zero) or in the tail; any embedded IPv4 comes after them.
+  const words = v4 === undefined ? 8 : 6
+  const tailStart = words - tail.length
   const bytes = new Uint8Array(16)
-  for (let i = 0; i < groups.length; i++) {
-    const group = groups[i] as string
+  for (let i = 0; i < words; i++) {
+    const group = i < head.length ? head[i] : i < tailStart ? undefined : tail[i - tailStart]
+    if (group === undefined) continue
     if (!HEX_GROUP.test(group)) return undefined
     const word = Number.parseInt(group, 16)
     bytes[2 * i] = word >> 8
@@ -109,12 +112,9 @@ function isMapped(bytes: Uint8Array): boolean {
 
 // A bare address (no brackets, port or zone); IPv4-mapped IPv6 stays IPv6 here.
 function parseBare(text: string): ParsedIp | undefined {
-  if (text.includes(':')) {
-    const bytes = parseV6(text)
-    return bytes && { version: 6, bytes }
-  }
-  const bytes = parseV4(text)
-  return bytes && { version: 4, bytes }
+  const v6 = text.includes(':')
+  const bytes = v6 ? parseV6(text) : parseV4(text)
+  return bytes && { version: v6 ? 6 : 4, bytes }
 }
 
 function unmap(ip: ParsedIp): ParsedIp {
@@ -139,19 +139,13 @@ function parseV6WithZone(text: string): ParsedIp | undefined {
 export function parseIp(text: string): ParsedIp | undefined {
   if (typeof text !== 'string' || text.length > MAX_TEXT) return undefined
   const s = text.trim()
+  if (!s.includes(':')) return parseBare(s)
   const bracketed = BRACKETED.exec(s)
-  if (bracketed !== null) {
-    if (bracketed[2] !== undefined && Number(bracketed[2]) > 65_535) return undefined
-    return parseV6WithZone(bracketed[1] as string)
-  }
-  const colon = s.indexOf(':')
-  if (colon === -1) return parseBare(s)
-  if (colon === s.lastIndexOf(':') && s.includes('.')) {
-    const port = s.slice(colon + 1)
-    if (!/^\d{1,5}$/.test(port) || Number(port) > 65_535) return undefined
-    return parseBare(s.slice(0, colon))
-  }
-  return parseV6WithZone(s)
+  // One colon: IPv4, with or without a port (no IPv6 text has a single colon).
+  const host = bracketed ?? HOST_PORT.exec(s)
+  if (host === null) return parseV6WithZone(s)
+  if (host[2] !== undefined && Number(host[2]) > 65_535) return undefined
+  return (bracketed ? parseV6WithZone : parseBare)(host[1] as string)
 }
 
 /**
