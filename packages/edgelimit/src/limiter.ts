@@ -95,6 +95,24 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return decision
   }
 
+  // The limiter around either decision path: `reset` checks the key, then resets it in `resets`.
+  const limiter = (
+    limit: Limiter['limit'],
+    limitSync: Limiter['limitSync'],
+    resets: { reset(key: string): Promise<unknown> },
+    flush: () => Promise<void>,
+  ): Limiter => ({
+    rules,
+    limit,
+    limitSync,
+    peek: (key) => limit(key, { cost: 0 }),
+    async reset(key) {
+      checkCall(key, undefined)
+      await resets.reset(key)
+    },
+    flush,
+  })
+
   const bound = store.bind(rules)
   const evaluateSync = bound.evaluateSync
   if (evaluateSync === undefined) {
@@ -114,22 +132,17 @@ export function createLimiter(options: LimiterOptions): Limiter {
         return Promise.reject(error)
       }
     }
-    return {
-      rules,
+    return limiter(
       limit,
-      limitSync() {
+      () => {
         throw new EdgelimitError(
           'ERR_EDGELIMIT_SYNC_UNSUPPORTED',
           `The ${store.name} store is not synchronous; use limit() instead of limitSync()`,
         )
       },
-      peek: (key) => limit(key, { cost: 0 }),
-      async reset(key) {
-        checkCall(key, undefined)
-        await path.reset(key)
-      },
-      flush: () => path.flush(),
-    }
+      path,
+      () => path.flush(),
+    )
   }
 
   // In-process: one synchronous store call and the decision built from its verdicts.
@@ -153,17 +166,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return Promise.reject(error)
     }
   }
-  return {
-    rules,
-    limit,
-    limitSync,
-    peek: (key) => limit(key, { cost: 0 }),
-    async reset(key) {
-      checkCall(key, undefined)
-      await bound.reset(key)
-    },
-    flush: () => Promise.resolve(),
-  }
+  return limiter(limit, limitSync, bound, () => Promise.resolve())
 }
 
 function checkCall(key: unknown, opts: LimitOptions | undefined): number {

@@ -262,7 +262,7 @@ export function subnetKey(ip: ParsedIp | string, options: SubnetOptions = {}): s
   if (address === undefined) return undefined
   const prefix = address.version === 4 ? ipv4Prefix : ipv6Prefix
   if (prefix === address.bytes.length * 8) return formatIp(address)
-  return formatCidr({ version: address.version, bytes: mask(address.bytes, prefix), prefix })
+  return `${formatIp({ version: address.version, bytes: mask(address.bytes, prefix) })}/${prefix}`
 }
 
 /**

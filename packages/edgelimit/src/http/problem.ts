@@ -31,6 +31,7 @@ export function problemFor(decision: Decision, instance: string): ProblemDetails
     : undefined
   // A rule in shadow denies without blocking: it is not why this request was refused.
   const violated = decision.rules.filter((r) => !r.allowed && !r.shadow).map((r) => r.name)
+  const names = violated.join(', ')
   const problem: { -readonly [K in keyof ProblemDetails]: ProblemDetails[K] } =
     (decision.reason as string | undefined) === 'store-unavailable'
       ? {
@@ -46,8 +47,8 @@ export function problemFor(decision: Decision, instance: string): ProblemDetails
           status: 429,
           detail:
             retryAfter === undefined
-              ? `This request costs more than ${violated.join(', ')} can ever admit.`
-              : `Rate limit exceeded (${violated.join(', ')}); retry in ${retryAfter} s.`,
+              ? `This request costs more than ${names} can ever admit.`
+              : `Rate limit exceeded (${names}); retry in ${retryAfter} s.`,
           instance,
           'violated-policies': violated,
         }
