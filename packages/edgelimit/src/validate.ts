@@ -5,7 +5,7 @@ import { type ConfigIssue, describe } from './errors.js'
 export interface Issues {
   readonly list: ConfigIssue[]
   add(path: string, code: string, message: string): void
-  integer(path: string, value: unknown, min: number, max?: number): number | undefined
+  integer(path: string, value: unknown, min: 0 | 1, max?: number): number | undefined
   duration(path: string, value: unknown): number | undefined
   oneOf<T extends string>(path: string, value: unknown, choices: readonly T[]): T | undefined
   object(path: string, value: unknown): value is Record<string, unknown>
@@ -47,13 +47,17 @@ export function createIssues(): Issues {
       expect(path, value, value === undefined || typeof value === 'function', 'ERR_FUNCTION', 'a function'),
 
     /** A whole number in `[min, max]`; reports and returns `undefined` otherwise. */
-    integer(path: string, value: unknown, min: number, max = 2 ** 31 - 1): number | undefined {
+    integer(path: string, value: unknown, min: 0 | 1, max = 2 ** 31 - 1): number | undefined {
       if (typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max) {
         return value
       }
-      const what =
-        min === 0 ? 'a non-negative integer' : min === 1 ? 'a positive integer' : `an integer ≥ ${min}`
-      expect(path, value, false, 'ERR_INTEGER', `${what} up to ${max}`)
+      expect(
+        path,
+        value,
+        false,
+        'ERR_INTEGER',
+        `${min ? 'a positive' : 'a non-negative'} integer up to ${max}`,
+      )
       return undefined
     },
 
