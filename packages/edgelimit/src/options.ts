@@ -142,24 +142,18 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
         `"strict", "local" or approximate (imported from edgelimit)`,
       )
       const syncIntervalMs = issues.duration(`${path}.syncInterval`, rule.syncInterval ?? 250)
-      if (
-        algorithm !== undefined &&
-        typeof name === 'string' &&
-        onStoreError !== undefined &&
-        mode !== undefined &&
-        consistency !== undefined &&
-        syncIntervalMs !== undefined
-      ) {
+      // Every other option missing here was reported, and the options are then refused whole.
+      if (algorithm !== undefined) {
         rules.push({
-          name,
+          name: name as string,
           policy: algorithm.policy,
           compiled: algorithm.compiled,
-          onStoreError,
+          onStoreError: onStoreError as StoreErrorMode,
           shadow: mode === 'shadow',
           enforce: enforce as number,
-          consistency,
+          consistency: consistency as ConsistencyMode,
           approximate,
-          syncIntervalMs,
+          syncIntervalMs: syncIntervalMs as number,
         })
       }
     })
