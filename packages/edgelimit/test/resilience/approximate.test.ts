@@ -4,7 +4,7 @@
  * of 100,000, through the same `create` that `approximate` holds).
  */
 import { describe, expect, it } from 'vitest'
-import { approximate, createLimiter, fixedWindow } from '../../src/index.js'
+import { approximate, createLimiter, type Duration, fixedWindow } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
 import { type ApproximateConsistency, createApproximate } from '../../src/resilience/approximate.js'
 import { manualClock } from '../../src/testing/index.js'
@@ -19,23 +19,32 @@ async function stored(key: string): Promise<number> {
   return value === null ? 0 : Number(value.split(':')[1])
 }
 
+/** One fixed-window rule (per hour) counted in process and synced to the fixture's Redis. */
+function onRedis(o: {
+  prefix: string
+  limit: number
+  consistency: ApproximateConsistency
+  syncInterval: Duration
+}) {
+  return createLimiter({
+    rules: [
+      {
+        name: 'api',
+        algorithm: fixedWindow({ limit: o.limit, window: '1h' }),
+        consistency: o.consistency,
+        syncInterval: o.syncInterval,
+      },
+    ],
+    store: redisStore({ client: fixture.client, prefix: o.prefix, clock: 'client' }),
+    clock: manualClock(T0),
+    timeout: false,
+    breaker: false,
+  })
+}
+
 describe('approximate consistency on Redis', () => {
   it('limiter.reset(key) forgets the in-process counts too, pending ones included', async () => {
-    const clock = manualClock(T0)
-    const limiter = createLimiter({
-      rules: [
-        {
-          name: 'api',
-          algorithm: fixedWindow({ limit: 3, window: '1h' }),
-          consistency: approximate,
-          syncInterval: '1s',
-        },
-      ],
-      store: redisStore({ client: fixture.client, prefix: 'ar', clock: 'client' }),
-      clock,
-      timeout: false,
-      breaker: false,
-    })
+    const limiter = onRedis({ prefix: 'ar', limit: 3, consistency: approximate, syncInterval: '1s' })
     const four = async () => {
       const out: boolean[] = []
       for (let i = 0; i < 4; i++) out.push((await limiter.limit('k')).allowed)
@@ -52,25 +61,11 @@ describe('approximate consistency on Redis', () => {
   })
 
   it('a key evicted with admissions not synced yet has them charged to the store, not dropped', async () => {
-    const clock = manualClock(T0)
     const small: ApproximateConsistency = {
       mode: 'approximate',
       create: (context) => createApproximate(context, 10),
     }
-    const limiter = createLimiter({
-      rules: [
-        {
-          name: 'api',
-          algorithm: fixedWindow({ limit: 100, window: '1h' }),
-          consistency: small,
-          syncInterval: '10s',
-        },
-      ],
-      store: redisStore({ client: fixture.client, prefix: 'ae', clock: 'client' }),
-      clock,
-      timeout: false,
-      breaker: false,
-    })
+    const limiter = onRedis({ prefix: 'ae', limit: 100, consistency: small, syncInterval: '10s' })
     const admitted = async (key: string, calls: number) => {
       let n = 0
       for (let i = 0; i < calls; i++) if ((await limiter.limit(key)).allowed) n++
