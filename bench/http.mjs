@@ -278,6 +278,7 @@ async function main(argv) {
     loadBefore,
     dirtyPaths: ['packages/edgelimit/src'],
     snapshotHash: snapshot.hash,
+    snapshotHead: snapshot.head,
     packages: ['express', 'fastify', 'hono', '@hono/node-server', 'autocannon'],
   })
   meta.versions.wrk = opts.tool === 'wrk' ? wrkVersion() : null

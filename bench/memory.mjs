@@ -527,6 +527,7 @@ async function parent(argv) {
     loadBefore,
     dirtyPaths: ['packages/edgelimit'],
     snapshotHash: snapshot.hash,
+    snapshotHead: snapshot.head,
     packages: ['rate-limiter-flexible', 'express-rate-limit', 'limiter'],
   })
   const { date } = meta

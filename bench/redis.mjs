@@ -1288,6 +1288,7 @@ async function parent(argv) {
     maxLoad,
     dirtyPaths: ['packages/edgelimit'],
     snapshotHash: snapshot.hash,
+    snapshotHead: snapshot.head,
     packages: ['ioredis', 'rate-limiter-flexible', 'rate-limit-redis', '@upstash/ratelimit'],
     redis: {
       version: redisInfo.redis_version,

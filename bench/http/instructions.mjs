@@ -188,6 +188,7 @@ async function main(argv) {
     loadBefore,
     dirtyPaths: ['packages/edgelimit/src'],
     snapshotHash: snapshot.hash,
+    snapshotHead: snapshot.head,
     packages: ['express', 'fastify', 'hono', '@hono/node-server'],
   })
   console.log(

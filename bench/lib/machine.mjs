@@ -75,7 +75,8 @@ export function buildHash(dir = path.dirname(fileURLToPath(import.meta.resolve('
  * caller removes (added to `track`, when given, as soon as it exists), and checks that the copy's
  * entries load (a build caught half-written is copied again, up to 5 times). `from`: another
  * dist directory (a patched build), whose entries are `<subpath>.js`. Returns
- * `{ dir, url, urls: { [subpath]: url }, hash }`.
+ * `{ dir, url, urls: { [subpath]: url }, hash, head }`, `head` the revision checked out when the
+ * copy was made (a long run outlives later commits).
  */
 export async function snapshotEdgelimit(subpaths = [], track = undefined, { from } = {}) {
   const dist =
@@ -109,6 +110,7 @@ export async function snapshotEdgelimit(subpaths = [], track = undefined, { from
       url: urls[0],
       urls: Object.fromEntries(subpaths.map((s, i) => [s, urls[i + 1]])),
       hash: buildHash(dir),
+      head: git(['rev-parse', 'HEAD']),
     }
   }
 }
@@ -187,7 +189,8 @@ export function loadAverage(before, maxOneMinute) {
 /**
  * The facts every result file starts with (in this order): date, command, machine, the `redis`
  * server when given, the build measured (`snapshotHash`, or the hash of `buildDir`), the source
- * revision with uncommitted changes under `dirtyPaths`, edgelimit's and `packages`' versions, the
+ * revision (`snapshotHead`, the one the snapshot was copied at, or HEAD now) with uncommitted
+ * changes under `dirtyPaths`, edgelimit's and `packages`' versions, the
  * duration since `started` and the load average (`loadAverage(loadBefore, maxLoad)`).
  */
 export function runMeta({
@@ -199,6 +202,7 @@ export function runMeta({
   dirtyPaths,
   buildDir,
   snapshotHash,
+  snapshotHead,
   packages = [],
   redis,
 }) {
@@ -208,7 +212,7 @@ export function runMeta({
     ...machine(),
     ...(redis === undefined ? {} : { redis }),
     edgelimitBuild: snapshotHash ?? buildHash(buildDir),
-    git: gitState(dirtyPaths),
+    git: { ...gitState(dirtyPaths), ...(snapshotHead ? { head: snapshotHead } : {}) },
     versions: Object.fromEntries(['edgelimit', ...packages].map((p) => [p, version(p)])),
     durationSeconds: Math.round((Date.now() - started) / 1000),
     loadAverage: loadAverage(loadBefore, maxLoad),
