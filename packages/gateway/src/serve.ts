@@ -1,8 +1,7 @@
 import { relative } from 'node:path'
-import { parseDuration } from 'edgelimit'
 import { pino } from 'pino'
 import { formatIssue, PolicyError } from './config/issues.js'
-import { parseCommandArgs, UsageError } from './report/io.js'
+import { durationFlag, parseCommandArgs, UsageError } from './report/io.js'
 import { type Gateway, startGateway } from './server/gateway.js'
 import { tryLines } from './server/try.js'
 
@@ -34,9 +33,7 @@ export async function serve(args: readonly string[]): Promise<number> {
       quiet: { type: 'boolean', short: 'q', default: false },
     },
   })
-  const drainTimeoutMs = parseDuration(values['drain-timeout'])
-  if (drainTimeoutMs === undefined)
-    throw new UsageError(`--drain-timeout: expected a duration like "30s", got "${values['drain-timeout']}"`)
+  const drainTimeoutMs = durationFlag('drain-timeout', values['drain-timeout'], 30_000, '30s')
   const log = pino(
     { level: values['log-level'], base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime },
     pino.destination({ dest: 1, sync: true }),
