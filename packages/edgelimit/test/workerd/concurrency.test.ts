@@ -58,11 +58,19 @@ describe(`example Worker: ${N} concurrent requests from one client, limit ${LIMI
       mf.dispatchFetch(`http://example.com${path}`, {
         headers: { 'MF-Route-Override': algorithm, 'cf-connecting-ip': ip },
       })
-    const responses = await Promise.all(Array.from({ length: N }, (_, i) => send(`/api/items/${i}`)))
+    // Each body is read as soon as its response arrives. Miniflare hands back a Response wrapping
+    // the body stream of undici's own Response, which it drops; undici's FinalizationRegistry
+    // cancels that stream when the dropped one is collected, so a body left unread while the other
+    // 999 arrive can be gone (bodyUsed, empty) under GC pressure. Reading locks the stream first.
+    const exchanges = await Promise.all(
+      Array.from({ length: N }, (_, i) =>
+        send(`/api/items/${i}`).then(async (response) => ({ response, body: await response.text() })),
+      ),
+    )
+    const responses = exchanges.map((e) => e.response)
+    const bodies = exchanges.map((e) => e.body)
     const statuses: Record<number, number> = {}
     for (const r of responses) statuses[r.status] = (statuses[r.status] ?? 0) + 1
-    // Miniflare may have read an error response's body already (to rebuild the error).
-    const bodies = await Promise.all(responses.map((r) => (r.bodyUsed ? '(read)' : r.text())))
     const odd = responses.findIndex((r) => ![200, 202, 429].includes(r.status))
     // Shaping admits one request now and queues LIMIT − 1 behind it (202): admitted all the same.
     expect(statuses, odd === -1 ? '' : `${responses[odd]?.status}: ${bodies[odd]}`).toEqual(
