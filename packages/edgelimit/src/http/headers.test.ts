@@ -35,9 +35,12 @@ function referenceHeaders(
           'ratelimit-policy',
           policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', '),
         ])
+        const shown = decision.rules.some((r) => !r.shadow)
+          ? decision.rules.filter((r) => !r.shadow)
+          : decision.rules
         out.push([
           'ratelimit',
-          decision.rules.map((r) => `${sfString(r.name)};r=${r.remaining};t=${until(r)}${pk}`).join(', '),
+          shown.map((r) => `${sfString(r.name)};r=${r.remaining};t=${until(r)}${pk}`).join(', '),
         ])
         break
       }
@@ -235,11 +238,13 @@ describe('rate-limit headers', () => {
         fc.option(fc.uint8Array({ minLength: 1, maxLength: 16 }), { nil: undefined }),
         fc.constantFrom(...standardSets),
         fc.integer({ min: 0, max: 2 ** 41 }),
-        async (names, limit, window, costs, pk, standards, nowMs) => {
+        fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }),
+        async (names, limit, window, costs, pk, standards, nowMs, shadows) => {
           const clock = manualClock(nowMs)
           const limiter = createLimiter({
             rules: names.map((name, i) => ({
               name,
+              mode: shadows[i] ? 'shadow' : 'enforce',
               algorithm:
                 i % 3 === 0
                   ? fixedWindow({ limit, window })
@@ -312,5 +317,37 @@ describe('problem+json', () => {
     const problem = problemFor(denied, '/x')
     expect(problem['violated-policies']).toEqual(['enforced'])
     expect(problem.detail).toBe('Rate limit exceeded (enforced); retry in 3600 s.')
+  })
+
+  it('a rule in shadow is not in the RateLimit field, as it is not the binding rule of the others', async () => {
+    const rules: Rule[] = [
+      { name: 'observe', algorithm: gcra({ limit: 1, period: '1h', burst: 1 }), mode: 'shadow' },
+      { name: 'enforced', algorithm: gcra({ limit: 1, period: '1h', burst: 3 }) },
+    ]
+    const { limiter } = setup(rules)
+    const policies = limiter.rules.map(quotaPolicy)
+    const standards: HeaderStandard[] = ['draft-10', 'draft-7']
+    await limiter.limit('k')
+    // The shadow rule is exhausted and would deny; the client is told only of the enforced one.
+    const d = await limiter.limit('k')
+    expect(d.rules.map((r) => [r.name, r.allowed, r.shadow])).toEqual([
+      ['observe', false, true],
+      ['enforced', true, false],
+    ])
+    const fields = Object.fromEntries(rateLimitHeaders(d, policies, { standards: ['draft-10'], nowMs: 0 }))
+    expect(fields.ratelimit).toBe('"enforced";r=1;t=7200')
+    // The policy field lists the configured policies, the shadow one included.
+    expect(fields['ratelimit-policy']).toBe('"observe";q=1;w=3600, "enforced";q=3;w=10800')
+    const draft7 = rateLimitHeaders(d, policies, { standards: ['draft-7'], nowMs: 0 })
+    expect(draft7[0]).toEqual(['ratelimit', 'limit=3, remaining=1, reset=7200'])
+    expect(headerRenderer(policies, standards)(d, 0, '')).toEqual(
+      referenceHeaders(d, policies, { standards, nowMs: 0 }),
+    )
+    // A limiter whose every rule observes shows them all, as its decision's fields do.
+    const onlyShadow = setup([rules[0] as Rule]).limiter
+    const s = await onlyShadow.limit('k')
+    expect(
+      Object.fromEntries(rateLimitHeaders(s, onlyShadow.rules.map(quotaPolicy), { nowMs: 0 })).ratelimit,
+    ).toBe('"observe";r=0;t=3600')
   })
 })

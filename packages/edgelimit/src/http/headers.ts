@@ -99,8 +99,8 @@ export function headerRenderer(
   standards: readonly HeaderStandard[] = ['draft-10'],
 ): HeaderRenderer {
   const names = policies.map((p) => p.name)
-  // `"name";r=` per rule, the first without the `, ` separator.
-  const members = policies.map((p, i) => `${i === 0 ? '' : ', '}${sfString(p.name)};r=`)
+  // `"name";r=` per rule.
+  const members = policies.map((p) => `${sfString(p.name)};r=`)
   const policyField = (pk: string) =>
     policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', ')
   // Shared by every answer, so frozen.
@@ -111,14 +111,18 @@ export function headerRenderer(
   ] as const)
   const only = standards.length === 1 ? standards[0] : undefined
 
+  // A rule that only observes this request (shadow, or outside its `enforce` share) is left out,
+  // as the other standards leave it out when they pick the binding rule; unless every rule only
+  // observes, when all are shown, as the decision's own fields show them.
   function draft10(decision: Decision, pk: string): string {
     const rules = decision.rules
+    const enforced = rules.some((r) => !r.shadow)
     let out = ''
     for (let i = 0; i < rules.length; i++) {
       const r = rules[i] as RuleDecision
-      const member =
-        r.name === names[i] ? (members[i] as string) : `${i === 0 ? '' : ', '}${sfString(r.name)};r=`
-      out += `${member}${r.remaining};t=${secondsUntil(r)}${pk}`
+      if (r.shadow && enforced) continue
+      const member = r.name === names[i] ? (members[i] as string) : `${sfString(r.name)};r=`
+      out += `${out && ', '}${member}${r.remaining};t=${secondsUntil(r)}${pk}`
     }
     return out
   }
