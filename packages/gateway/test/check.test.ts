@@ -3,8 +3,10 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Ajv } from 'ajv'
-import { describe, expect, test } from 'vitest'
+import { createLimiter, fixedWindow } from 'edgelimit'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { parse } from 'yaml'
+import { type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
 import { checkFiles } from '../src/check.js'
 import { parsePolicyText } from '../src/config/source.js'
 import { checkSource, ISSUE_CODES, loadPolicy } from '../src/config/validate.js'
@@ -141,6 +143,67 @@ describe('check and serve agree', () => {
     expect(config !== undefined, JSON.stringify(issues)).toBe(opened)
     if (!opened)
       expect(issues).toEqual([expect.objectContaining({ path: ['store', 'url'], code: 'ERR_URL' })])
+  })
+})
+
+describe('check and serve agree on Redis URLs', () => {
+  let redis: RedisServer
+  beforeAll(async () => {
+    redis = await startRedis()
+    await redisCommand(redis.port, ['CONFIG', 'SET', 'requirepass', 'p%w'])
+  })
+  afterAll(() => redis?.stop())
+
+  const hostPort = () => `127.0.0.1:${redis.port}`
+  test.each([
+    ['redis://:p%25w@HOST', 'ok'],
+    ['redis://:p%25w@HOST/', 'ok'],
+    ['redis://:p%25w@HOST/3', 'ok'],
+    ['redis://default:p%25w@HOST/0', 'ok'],
+    // ioredis decodes the password and threw "URI malformed" when serve opened the store.
+    ['redis://:p%w@HOST', 'the user or password'],
+    ['redis://u%zz:p%25w@HOST', 'the user or password'],
+    // ioredis sent SELECT NaN, and the failed reply crashed the gateway.
+    ['redis://:p%25w@HOST/abc', 'expected a database number'],
+    ['redis://:p%25w@HOST/1/2', 'expected a database number'],
+  ])('%s: %s', async (template, expected) => {
+    const url = template.replace('HOST', hostPort())
+    const { config, issues } = checkSource(parsePolicyText(`store: "${url}"\nrules: []\n`, 'redis.yaml', {}))
+    if (expected !== 'ok') {
+      expect(config).toBeUndefined()
+      expect(issues).toEqual([
+        expect.objectContaining({
+          path: ['store'],
+          code: 'ERR_URL',
+          message: expect.stringContaining(expected),
+        }),
+      ])
+      return
+    }
+    expect(issues).toEqual([])
+    // What check accepts, serve opens and decides through (a real redis-server, with a password).
+    const handle = await openStore({ type: 'redis', url, prefix: 'edgelimit' })
+    try {
+      await handle.ready(5_000)
+      const limiter = createLimiter({
+        rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1m' }) }],
+        store: handle.store,
+      })
+      expect((await limiter.limit(`check-${template}`)).allowed).toBe(true)
+    } finally {
+      await handle.close()
+    }
+  })
+
+  test('a Cluster node is an address: a path is refused', () => {
+    const { issues } = checkSource(
+      parsePolicyText(
+        'store: { type: redis-cluster, nodes: ["redis://127.0.0.1:7000/1"] }\nrules: []\n',
+        'c.yaml',
+        {},
+      ),
+    )
+    expect(issues).toEqual([expect.objectContaining({ path: ['store', 'nodes', 0], code: 'ERR_URL' })])
   })
 })
 

@@ -160,7 +160,7 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
   if (value === 'memory') return { type: 'memory', maxKeys: 100_000 }
   if (typeof value === 'string') {
     if (/^rediss?:\/\//.test(value)) {
-      const url = c.url(['store'], value, ['redis:', 'rediss:'])
+      const url = redisUrl(c, ['store'], value, true)
       return url === undefined ? undefined : { type: 'redis', url, prefix: 'edgelimit' }
     }
     c.add(
@@ -199,7 +199,7 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
     }
     case 'redis': {
       c.fields(['store'], value, ['type', 'url', 'prefix'])
-      const url = required('url') ? c.url(['store', 'url'], value.url, ['redis:', 'rediss:']) : undefined
+      const url = required('url') ? redisUrl(c, ['store', 'url'], value.url, true) : undefined
       const p = prefix()
       return url === undefined || p === undefined ? undefined : { type, url, prefix: p }
     }
@@ -208,7 +208,7 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
       const list = required('nodes') ? c.list(['store', 'nodes'], value.nodes) : undefined
       const nodes = (list ?? []).map((n, i) => {
         const at: Path = Array.isArray(value.nodes) ? ['store', 'nodes', i] : ['store', 'nodes']
-        return typeof n === 'string' && /^[\w.-]+:\d+$/.test(n) ? n : c.url(at, n, ['redis:', 'rediss:'])
+        return typeof n === 'string' && /^[\w.-]+:\d+$/.test(n) ? n : redisUrl(c, at, n, false)
       })
       if (list !== undefined && list.length === 0)
         c.add(['store', 'nodes'], 'ERR_REQUIRED', 'expected at least one node')
@@ -239,6 +239,35 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
 // What the Upstash client accepts (@upstash/redis HttpClient, after it drops one trailing "/"):
 // a lower-case scheme, and no white space anywhere. It throws on anything else.
 const UPSTASH_URL = /^https?:\/\/[^\s#$./?].\S*$/
+
+/**
+ * A redis:// URL as the client reads it: the user and password percent-decode (the client decodes
+ * them and throws on a stray `%`), and the path, if any, is a database number (ioredis sends
+ * `SELECT NaN` for `/abc`, and its failed reply crashed the process). A Cluster has database 0
+ * only: a node's path is refused.
+ */
+function redisUrl(c: Checker, path: Path, value: unknown, database: boolean): string | undefined {
+  const url = c.url(path, value, ['redis:', 'rediss:'])
+  if (url === undefined) return undefined
+  const parsed = new URL(url)
+  try {
+    decodeURIComponent(parsed.username)
+    decodeURIComponent(parsed.password)
+  } catch {
+    c.add(path, 'ERR_URL', 'the user or password in the URL is not valid percent-encoding (write % as %25)')
+    return undefined
+  }
+  if (parsed.pathname === '' || parsed.pathname === '/' || (database && /^\/\d{1,9}$/.test(parsed.pathname)))
+    return url
+  c.add(
+    path,
+    'ERR_URL',
+    database
+      ? `expected a database number after the address (redis://host:6379/0), got "${parsed.pathname.slice(1)}"`
+      : `a Cluster node is an address only (a Cluster has database 0 only), got the path "${parsed.pathname}"`,
+  )
+  return undefined
+}
 
 function upstashUrl(c: Checker, value: unknown): string | undefined {
   const url = c.url(['store', 'url'], value, ['https:', 'http:'])
