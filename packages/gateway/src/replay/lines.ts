@@ -1,6 +1,7 @@
 import { closeSync, createReadStream, openSync, readSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import { createGunzip } from 'node:zlib'
+import { UsageError } from '../report/io.js'
 
 /** Called for each line `buf[s, e)` (without its line ending); `line` counts from 1 per input. */
 export type LineHandler = (buf: Buffer, s: number, e: number, line: number) => void
@@ -62,7 +63,7 @@ export async function forEachLine(
     if (e > s && buf[e - 1] === CR) e--
     if (e > s) onLine(buf, s, e, line)
   }
-  for await (const chunk of source) {
+  const feed = (chunk: Buffer): void => {
     let s = 0
     if (carry !== undefined || skipping) {
       const nl = chunk.indexOf(NL)
@@ -74,7 +75,7 @@ export async function forEachLine(
             carry = undefined
           }
         }
-        continue
+        return
       }
       if (skipping || (carry as Buffer).length + nl > MAX_LINE_BYTES) {
         line++
@@ -100,6 +101,20 @@ export async function forEachLine(
       if (chunk.length - s > MAX_LINE_BYTES) skipping = true
       else carry = Buffer.from(chunk.subarray(s))
     }
+  }
+  try {
+    for await (const chunk of source) feed(chunk)
+  } catch (error) {
+    // A corrupt or truncated gzip stream is bad input (exit 2), not a bug: say which input, where.
+    const code = (error as NodeJS.ErrnoException).code
+    if (typeof code !== 'string' || !code.startsWith('Z_')) throw error
+    const name = typeof input === 'string' ? (input === '-' ? 'standard input' : input) : 'input'
+    throw new UsageError(
+      `${name}: not a valid gzip stream after line ${line} (${(error as Error).message})`,
+      {
+        cause: error,
+      },
+    )
   }
   if (skipping) {
     line++

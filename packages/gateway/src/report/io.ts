@@ -96,9 +96,20 @@ export async function checkOutput(file: string): Promise<void> {
 
 /** Writes a file, creating its directory. */
 export async function writeOutput(file: string, text: string): Promise<void> {
-  await mkdir(path.dirname(file), { recursive: true })
-  await writeFile(file, text)
+  try {
+    await mkdir(path.dirname(file), { recursive: true })
+    await writeFile(file, text)
+  } catch (error) {
+    // A full disk, a read-only or failing device: the output could not be written (exit 2), and
+    // the message says which file (a failed write's own message does not).
+    const code = (error as NodeJS.ErrnoException).code
+    if (code !== undefined && OUTPUT_ERRORS.has(code))
+      throw new UsageError(`cannot write ${file}: ${(error as Error).message}`, { cause: error })
+    throw error
+  }
 }
+
+const OUTPUT_ERRORS = new Set(['EIO', 'ENOSPC', 'EROFS', 'EPERM', 'EDQUOT', 'EFBIG'])
 
 /**
  * Parses a duration flag (`500ms`, `2s`, `1m`…); `fallback` when it is absent. `example` names a

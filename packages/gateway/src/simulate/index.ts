@@ -87,7 +87,8 @@ async function run(args: string[], io: CliIo): Promise<number> {
   const results: SimulationResult[] = []
   if (values.trace !== undefined) {
     if (positionals.length > 0) throw new UsageError('give either --trace or scenario names, not both')
-    const { trace, skipped } = await readTrace(at(values.trace), {
+    // `-` is standard input, as for replay.
+    const { trace, skipped } = await readTrace(values.trace === '-' ? '-' : at(values.trace), {
       limit: limit ?? 100,
       windowMs: windowMs ?? 60_000,
     })

@@ -9,9 +9,12 @@ import { type Trace, traceBuilder } from './trace.js'
  * aligned to the epoch). Accepted, detected per line:
  * - an access log line (Common/Combined Log Format): the client IP is the key;
  * - JSON lines: `{"t": 1200, "key": "alice", "cost": 1, "path": "/login", "method": "POST"}`
- *   (`t`, `time`, `ts` or `timestamp`: ms, epoch seconds or ISO 8601; `key` or `ip`);
+ *   (`t`, `time`, `ts` or `timestamp`; `key` or `ip`);
  * - `time,key[,cost]` (comma, tab or space separated; a header line is skipped).
- * Malformed lines are counted in `skipped` and reported with their line numbers.
+ * A time is read the same way in both (`traceMs`): a number under 10⁹ is milliseconds from the
+ * start of the trace, a larger one epoch seconds (10 digits) or epoch milliseconds (13 digits);
+ * or an ISO 8601 or access-log time. Malformed lines are counted in `skipped` and reported with
+ * their line numbers.
  */
 export async function readTrace(
   file: string,
@@ -35,7 +38,7 @@ export async function readTrace(
         } catch {
           return skip(line, 'invalid JSON')
         }
-        const t = toMs(o.t ?? o.time ?? o.ts ?? o.timestamp)
+        const t = traceMs(o.t ?? o.time ?? o.ts ?? o.timestamp)
         const key = o.key ?? o.ip
         if (t === undefined || (typeof key !== 'string' && typeof key !== 'number'))
           return skip(line, 'expected "t" (or time/ts/timestamp) and "key" (or ip)')
@@ -58,10 +61,7 @@ export async function readTrace(
         .toString('utf8', s, e)
         .trim()
         .split(/[,\t ]+/)
-      const t =
-        toMs(parts[0]) ?? (parts[0] !== undefined && /^\d+$/.test(parts[0]) ? Number(parts[0]) : undefined)
-      const relative = parts[0] !== undefined && /^\d+(\.\d+)?$/.test(parts[0]) && Number(parts[0]) < 1e11
-      const ms = relative ? Math.round(Number(parts[0])) : t
+      const ms = traceMs(parts[0])
       if (ms === undefined || parts[1] === undefined) {
         if (line === 1) return // a header line
         return skip(line, 'expected an access log line, a JSON object, or time,key[,cost]')
@@ -83,7 +83,7 @@ export async function readTrace(
     if (r.t > end) end = r.t
   }
   for (const r of rows) b.add(r.t - origin, b.client(r.key, 'clients'), r.path, r.method, r.cost)
-  const name = file.split('/').pop() ?? file
+  const name = file === '-' ? 'standard input' : (file.split('/').pop() ?? file)
   const trace = b.build({
     name,
     description: `${rows.length.toLocaleString('en-US')} requests from ${name}, in time order`,
@@ -93,4 +93,21 @@ export async function readTrace(
     originMs: origin,
   })
   return { trace, skipped }
+}
+
+/** Below this a number is milliseconds from the trace's start; from it on, an epoch time (2001 on). */
+const RELATIVE_BELOW = 1e9
+
+/**
+ * A trace time in ms, the same for JSON and delimited lines: a number (or numeric string) under
+ * 10⁹ is milliseconds from the start of the trace; a larger one epoch seconds (under 10¹¹) or
+ * epoch milliseconds; a string otherwise an ISO 8601 or access-log time. Undefined when it is none
+ * of these, or outside the range of dates.
+ */
+export function traceMs(v: unknown): number | undefined {
+  const n =
+    typeof v === 'number' ? v : typeof v === 'string' && /^\d+(\.\d+)?$/.test(v) ? Number(v) : undefined
+  if (n !== undefined && n >= 0 && n < RELATIVE_BELOW) return Math.round(n)
+  const ms = toMs(v)
+  return ms !== undefined && Math.abs(ms) <= 8.64e15 ? ms : undefined
 }

@@ -1,9 +1,12 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
+import { gzipSync } from 'node:zlib'
 import { describe, expect, test } from 'vitest'
+import { runReplay } from '../../src/replay/index.js'
 import { runSimulate, type SimulationResult } from '../../src/simulate/index.js'
 import { captureIo } from '../replay/io.js'
+import { runCli } from '../support/gateway.js'
 
 const SAMPLE = path.resolve(__dirname, '../../../../../shared/data/apache_access_sample.log')
 const dir = mkdtempSync(path.join(tmpdir(), 'edgelimit-simulate-'))
@@ -119,6 +122,78 @@ describe('edgelimit simulate', () => {
       'fixed-window',
     ])
     expect(j.results[0]?.algorithms[0]).toMatchObject({ admitted: 2, denied: 1 })
+  })
+
+  test('a trace time means the same in JSON and delimited lines: small numbers are ms from the start, 10 digits epoch seconds', async () => {
+    const args = ['--limit', '5', '--window', '1s', '--algorithms', 'sliding-log']
+    const run = async (name: string, lines: string[]) => {
+      const r = await simulateJson(['--trace', file(name, lines.join('\n')), ...args])
+      expect(r.code, r.err).toBe(0)
+      const a = r.results[0]?.algorithms[0]
+      return [r.results[0]?.durationMs, a?.admitted, a?.denied]
+    }
+    const times = Array.from({ length: 10 }, (_, i) => i * 10)
+    // 10 requests 10 ms apart: within one second, 5 admitted. JSON read them as seconds before.
+    const ms = [91, 5, 5] // the span, last time included
+    expect(
+      await run(
+        'ms.jsonl',
+        times.map((t) => `{"t":${t},"key":"alice"}`),
+      ),
+    ).toEqual(ms)
+    expect(
+      await run(
+        'ms.csv',
+        times.map((t) => `${t},alice`),
+      ),
+    ).toEqual(ms)
+    // 10 requests 10 s apart as epoch seconds: all admitted. CSV read them as ms before.
+    const epoch = times.map((t) => 1_431_856_800 + t)
+    const seconds = [90_001, 10, 0]
+    expect(
+      await run(
+        's.jsonl',
+        epoch.map((t) => `{"t":${t},"key":"alice"}`),
+      ),
+    ).toEqual(seconds)
+    expect(
+      await run(
+        's.csv',
+        epoch.map((t) => `${t},alice`),
+      ),
+    ).toEqual(seconds)
+    expect(
+      await run(
+        'epoch-ms.csv',
+        epoch.map((t) => `${t * 1000},alice`),
+      ),
+    ).toEqual(seconds)
+  })
+
+  test('a trace from standard input (-), as replay reads one', async () => {
+    const lines = Array.from({ length: 10 }, (_, i) => `${i * 10},alice`).join('\n')
+    const r = await runCli(['simulate', '--trace', '-', '--limit', '5', '--window', '1s', '--no-html'], {
+      stdin: lines,
+    })
+    expect(r.stderr).toBe('')
+    expect(r.code).toBe(0)
+    expect(r.stdout).toMatch(/^standard input: 10 requests from 1 clients? over 91 ms/m)
+  })
+
+  test('a corrupt gzip input or an output that cannot be written is an input error (exit 2), naming the file', async () => {
+    const whole = gzipSync(Buffer.from(Array.from({ length: 2_000 }, (_, i) => `${i},k${i % 7}`).join('\n')))
+    const truncated = file('trunc.csv.gz', '')
+    writeFileSync(truncated, whole.subarray(0, 100))
+    const io = captureIo(dir)
+    expect(await runSimulate(['--trace', truncated, '--no-html'], io)).toBe(2)
+    expect(io.err()).toMatch(/^edgelimit simulate: .*trunc\.csv\.gz: not a valid gzip stream after line \d+/)
+    const replayIo = captureIo(dir)
+    expect(await runReplay([truncated, '--no-html', '--no-progress'], replayIo)).toBe(2)
+    expect(replayIo.err()).toMatch(/^edgelimit replay: .*trunc\.csv\.gz: not a valid gzip stream/)
+    // /dev/full refuses every write with ENOSPC.
+    const full = captureIo(dir)
+    expect(await runSimulate(['boundary-burst', '--no-html', '--json', '/dev/full'], full)).toBe(2)
+    expect(full.err()).toMatch(/^edgelimit simulate: cannot write \/dev\/full: ENOSPC/)
   })
 
   test('usage errors exit 2; --help and --list exit 0', async () => {

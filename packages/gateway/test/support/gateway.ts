@@ -231,22 +231,23 @@ export async function spawnGateway(
 /** Runs `edgelimit <args>` to completion; after `timeoutMs` it is killed and the code is `null`. */
 export async function runCli(
   args: readonly string[],
-  options: { timeoutMs?: number } = {},
+  options: { timeoutMs?: number; stdin?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const cli = await cliPath()
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [cli, ...args], {
       cwd: REPO_ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     })
     children.add(child)
+    if (options.stdin !== undefined) child.stdin?.end(options.stdin)
     const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30_000)
     let stdout = ''
     let stderr = ''
-    child.stdout.on('data', (c) => {
+    child.stdout?.on('data', (c) => {
       stdout += c
     })
-    child.stderr.on('data', (c) => {
+    child.stderr?.on('data', (c) => {
       stderr += c
     })
     child.on('exit', (code) => {
