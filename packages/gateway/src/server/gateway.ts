@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { type FSWatcher, readFileSync, watch } from 'node:fs'
+import { type FSWatcher, readFileSync, realpathSync, watch } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { dirname, resolve } from 'node:path'
@@ -403,23 +403,51 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     return { ok: true, issues: [] }
   }
 
-  let watcher: FSWatcher | undefined
+  const watchers = new Map<string, FSWatcher>()
+  let watchTimer: NodeJS.Timeout | undefined
+  const unwatch = () => {
+    clearTimeout(watchTimer)
+    for (const w of watchers.values()) w.close()
+    watchers.clear()
+  }
   if (options.watch !== false) {
-    let timer: NodeJS.Timeout | undefined
-    // The directory, not the file: editors and deploy tools replace files by renaming, and a
+    // Directories, not the file: editors and deploy tools replace files by renaming, and a
     // Kubernetes ConfigMap swaps a symlink (p.yaml -> ..data/p.yaml) that has another name. So
-    // any event in it counts; the reload reads the file and goes on only if its content changed.
-    watcher = await starting(() =>
-      watch(dirname(file), { persistent: false }, () => {
-        clearTimeout(timer)
-        timer = setTimeout(() => void reload('file changed', true), 100)
-      }),
-    )
-    opened.push(() => {
-      clearTimeout(timer)
-      watcher?.close()
-    })
-    watcher.on('error', (error) => log.warn({ err: error.message }, 'watching the policy file failed'))
+    // any event in them counts; the reload reads the file and goes on only if its content changed.
+    // The file's own directory, and the directory of the file a symlink leads to (an edit there
+    // changes the policy too), followed again after every event, as the link may now lead elsewhere.
+    const follow = () => {
+      const dirs = new Set([dirname(file)])
+      try {
+        dirs.add(dirname(realpathSync(file)))
+      } catch {} // gone for now (a swap in progress): its own directory still tells when it is back
+      for (const [dir, w] of watchers) {
+        if (dirs.has(dir)) continue
+        w.close()
+        watchers.delete(dir)
+      }
+      for (const dir of dirs) {
+        if (watchers.has(dir)) continue
+        try {
+          const w = watch(dir, { persistent: false }, changed)
+          w.on('error', (error) => log.warn({ err: error.message, dir }, 'watching the policy file failed'))
+          watchers.set(dir, w)
+        } catch (error) {
+          // The file's own directory must be watchable at start (that failure stops the start).
+          if (dir === dirname(file) && watchers.size === 0) throw error
+          log.warn({ err: (error as Error).message, dir }, 'watching the policy file failed')
+        }
+      }
+    }
+    const changed = () => {
+      clearTimeout(watchTimer)
+      watchTimer = setTimeout(() => {
+        follow()
+        void reload('file changed', true)
+      }, 100)
+    }
+    await starting(follow)
+    opened.push(unwatch)
   }
 
   const admin: AdminServer = await starting(() =>
@@ -465,7 +493,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
     server.closeAllConnections()
     await stopped
-    watcher?.close()
+    unwatch()
     await Promise.allSettled([...current.policy.limiters.values()].map((l) => l.flush()))
     await Promise.allSettled([...users.keys()].map((r) => r.close()))
     await demo?.close()
