@@ -128,4 +128,34 @@ rules: [{ name: api, key: global, algorithm: gcra, limit: 2, period: 1h, timeout
       await gw.close()
     }
   })
+
+  test('a script call whose connection resets after it ran is charged once, not retried', async () => {
+    const redis = await startRedis()
+    let resets = 0
+    // The bridge runs the script, then resets the connection: the client sees a network error.
+    const faulty = await startUpstashBridge(redis, {
+      fault: ({ body }) => (JSON.stringify(body).includes('"evalsha"') && resets-- > 0 ? 'reset' : undefined),
+    })
+    const gw = await startInProcess(
+      `
+store: { type: upstash, url: "\${UPSTASH_URL}", token: "\${UPSTASH_TOKEN}" }
+rules: [{ name: api, key: global, algorithm: fixed-window, limit: 3, window: 1h, timeout: 2s }]
+`,
+      { upstream: origin.url, env: { UPSTASH_URL: faulty.url, UPSTASH_TOKEN: faulty.token } },
+    )
+    try {
+      const statuses = [(await fetch(`${gw.url}/x`)).status]
+      resets = 2
+      for (let i = 0; i < 3; i++) statuses.push((await fetch(`${gw.url}/x`)).status)
+      // The next two script calls each run once and fail (503, closed), charged once each: the
+      // fourth request is the fourth charge. @upstash/redis retries a failed fetch (5 times by
+      // default, once with `retry: false`), running the script again: [200, 429, 429, 429] and
+      // [200, 503, 429, 429].
+      expect(statuses).toEqual([200, 503, 503, 429])
+    } finally {
+      await gw.close()
+      await faulty.close()
+      await redis.stop()
+    }
+  })
 })

@@ -20,6 +20,25 @@ export interface UpstashBridge {
   close(): Promise<void>
 }
 
+/** One request as the bridge received it: its path (`/`, `/pipeline`, …) and its parsed JSON body. */
+export interface BridgeRequest {
+  readonly path: string
+  readonly body: unknown
+}
+
+/**
+ * What the bridge does with a request instead of answering it normally: `'hang'` runs nothing and
+ * never answers; `'reset'` runs the commands, then resets the connection (the client sees a network
+ * error after the work was done); `{ status, body }` runs the commands, then answers `status` with
+ * `body` as it is (a proxy's 504, a reply that is not what Redis sent).
+ */
+export type BridgeFault = 'hang' | 'reset' | { readonly status: number; readonly body: string }
+
+export interface UpstashBridgeOptions {
+  /** Called for every authorized request; a fault it returns replaces the normal answer. */
+  fault?: (request: BridgeRequest) => BridgeFault | undefined
+}
+
 type Arg = string | number | boolean
 type WireCommand = [string, ...Arg[]]
 type Entry = { result: unknown } | { error: string }
@@ -110,7 +129,10 @@ function readBody(req: http.IncomingMessage): Promise<string> {
 }
 
 /** Start the bridge on a free 127.0.0.1 port, forwarding to the Redis at `redis`. */
-export async function startUpstashBridge(redis: { host: string; port: number }): Promise<UpstashBridge> {
+export async function startUpstashBridge(
+  redis: { host: string; port: number },
+  options: UpstashBridgeOptions = {},
+): Promise<UpstashBridge> {
   const token = randomBytes(16).toString('hex')
   // RESP2 like Upstash (ioredis 6 defaults to RESP3, which changes e.g. Lua boolean replies).
   const backend = new Redis({ host: redis.host, port: redis.port, protocol: 2 })
@@ -118,17 +140,22 @@ export async function startUpstashBridge(redis: { host: string; port: number }):
     // connection errors surface as failed commands; keep ioredis from logging "Unhandled error event"
   })
 
-  const handle = async (req: http.IncomingMessage): Promise<{ status: number; body: unknown }> => {
+  const parse = async (req: http.IncomingMessage): Promise<BridgeRequest> => {
     if (req.headers.authorization !== `Bearer ${token}`) throw new HttpError(401, 'Unauthorized')
     if (req.method !== 'POST') throw new HttpError(405, 'ERR only POST with a JSON body is supported')
     const path = new URL(req.url ?? '/', 'http://bridge').pathname
-    const base64 = String(req.headers['upstash-encoding'] ?? '').toLowerCase() === 'base64'
-    let body: unknown
     try {
-      body = JSON.parse(await readBody(req))
+      return { path, body: JSON.parse(await readBody(req)) }
     } catch {
       throw new HttpError(400, 'ERR failed to parse request body as JSON')
     }
+  }
+
+  const handle = async (
+    req: http.IncomingMessage,
+    { path, body }: BridgeRequest,
+  ): Promise<{ status: number; body: unknown }> => {
+    const base64 = String(req.headers['upstash-encoding'] ?? '').toLowerCase() === 'base64'
 
     if (path === '/') {
       const command = parseCommand(body)
@@ -164,14 +191,21 @@ export async function startUpstashBridge(redis: { host: string; port: number }):
   }
 
   const server = http.createServer((req, res) => {
-    handle(req)
+    let fault: BridgeFault | undefined
+    parse(req)
+      .then((request) => {
+        fault = options.fault?.(request)
+        return fault === 'hang' ? new Promise<never>(() => {}) : handle(req, request)
+      })
       .catch((error: unknown) => ({
         status: error instanceof HttpError ? error.status : 500,
         body: { error: (error as Error).message },
       }))
       .then(({ status, body }) => {
-        res.writeHead(status, { 'content-type': 'application/json' })
-        res.end(JSON.stringify(body))
+        if (fault === 'reset') return req.socket.destroy()
+        const replaced = typeof fault === 'object' ? fault : undefined
+        res.writeHead(replaced?.status ?? status, { 'content-type': 'application/json' })
+        res.end(replaced === undefined ? JSON.stringify(body) : replaced.body)
       })
   })
   await new Promise<void>((resolve, reject) => {

@@ -82,7 +82,14 @@ async function connect(config: StoreConfig): Promise<StoreHandle> {
     }
     case 'upstash': {
       const { Redis: Upstash } = await import('@upstash/redis')
-      const client = new Upstash({ url: config.url, token: config.token, enableTelemetry: false })
+      // No retry: @upstash/redis resends a request whose fetch failed (5 times by default; with
+      // `retry: false` still once), and a script that ran before the connection broke charges again.
+      const client = new Upstash({
+        url: config.url,
+        token: config.token,
+        enableTelemetry: false,
+        retry: { retries: 0 },
+      })
       return {
         signature,
         type: config.type,
