@@ -136,7 +136,13 @@ describe('check and serve agree', () => {
   ])('an Upstash URL %j passes check exactly when the Upstash client takes it', async (url) => {
     const text = `store: { type: upstash, url: ${JSON.stringify(url)}, token: t }\nrules: []\n`
     const { config, issues } = checkSource(parsePolicyText(text, 'upstash.yaml', {}))
-    const opened = await openStore({ type: 'upstash', url, token: 't', prefix: 'edgelimit' }).then(
+    const opened = await openStore({
+      type: 'upstash',
+      url,
+      token: 't',
+      prefix: 'edgelimit',
+      timeoutMs: 5_000,
+    }).then(
       () => true,
       () => false,
     )

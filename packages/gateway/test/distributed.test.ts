@@ -158,4 +158,42 @@ rules: [{ name: api, key: global, algorithm: fixed-window, limit: 3, window: 1h,
       await redis.stop()
     }
   })
+
+  test('a request to Upstash that never answers is aborted after the store timeout: /admin/reset answers', async () => {
+    const redis = await startRedis()
+    let hang = false
+    const faulty = await startUpstashBridge(redis, { fault: () => (hang ? 'hang' : undefined) })
+    const gw = await startInProcess(
+      `
+admin: { token: admin-token }
+store: { type: upstash, url: "\${UPSTASH_URL}", token: "\${UPSTASH_TOKEN}", timeout: 300ms }
+rules: [{ name: api, key: global, algorithm: fixed-window, limit: 3, window: 1h, timeout: 2s }]
+`,
+      { upstream: origin.url, env: { UPSTASH_URL: faulty.url, UPSTASH_TOKEN: faulty.token } },
+    )
+    const reset = () =>
+      Promise.race([
+        fetch(`${gw.admin}/admin/reset`, {
+          method: 'POST',
+          headers: { authorization: 'Bearer admin-token' },
+          body: JSON.stringify({ rule: 'api', path: '/x' }),
+        }).then((r) => r.status),
+        new Promise((resolve) => setTimeout(resolve, 5_000, 'no answer')),
+      ])
+    try {
+      expect((await fetch(`${gw.url}/x`)).status).toBe(200)
+      hang = true
+      // The decision fails when its request is aborted (closed: 503), and so does the reset's DEL;
+      // without a timeout on the client, both requests stayed open and every reset waited forever.
+      expect((await fetch(`${gw.url}/x`)).status).toBe(503)
+      expect(await reset()).toBe(503)
+      hang = false
+      expect(await reset()).toBe(200)
+      expect((await fetch(`${gw.url}/x`)).status).toBe(200)
+    } finally {
+      await gw.close()
+      await faulty.close()
+      await redis.stop()
+    }
+  })
 })

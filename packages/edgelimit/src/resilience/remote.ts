@@ -305,9 +305,10 @@ export const remoteDecider: Decider = (context) => {
     reset(key) {
       cache?.delete(key)
       approx?.reset(key)
+      // A store waits for its calls in flight no longer than their deadline (see BoundRules.reset).
       return Promise.all([
-        strict?.bound.reset(key),
-        approxGroup?.bound.reset(key),
+        strict?.bound.reset(key, config.timeoutMs),
+        approxGroup?.bound.reset(key, config.timeoutMs),
         local?.reset(key),
         strict?.fallback?.reset(key),
         approxGroup?.fallback?.reset(key),

@@ -54,8 +54,12 @@ export interface BoundRules {
    * by the next call: read them before calling again.
    */
   evaluateSync?(key: string, cost: number, now: number, options?: EvaluateOptions): readonly RuleVerdict[]
-  /** Forgets every rule's state for `key`. */
-  reset(key: string): Promise<void>
+  /**
+   * Forgets every rule's state for `key`. `waitMs`: the limiter's deadline, which a store that
+   * lets calls in flight finish before a reset waits for no longer (their callers have been
+   * answered by then).
+   */
+  reset(key: string, waitMs?: number): Promise<void>
 }
 
 /**

@@ -28,7 +28,14 @@ export type StoreConfig =
   | { readonly type: 'memory'; readonly maxKeys: number }
   | { readonly type: 'redis'; readonly url: string; readonly prefix: string }
   | { readonly type: 'redis-cluster'; readonly nodes: readonly string[]; readonly prefix: string }
-  | { readonly type: 'upstash'; readonly url: string; readonly token: string; readonly prefix: string }
+  | {
+      readonly type: 'upstash'
+      readonly url: string
+      readonly token: string
+      readonly prefix: string
+      /** How long one REST request may take before it is aborted (a store error). */
+      readonly timeoutMs: number
+    }
 
 /** One part of a rule's key. */
 export type KeyPart =

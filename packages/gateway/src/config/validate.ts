@@ -218,13 +218,14 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
       return { type, nodes: nodes as string[], prefix: p }
     }
     case 'upstash': {
-      c.fields(['store'], value, ['type', 'url', 'token', 'prefix'])
+      c.fields(['store'], value, ['type', 'url', 'token', 'prefix', 'timeout'])
       const url = required('url') ? upstashUrl(c, value.url) : undefined
       const token = required('token') ? c.string(['store', 'token'], value.token) : undefined
       const p = prefix()
-      return url === undefined || token === undefined || p === undefined
+      const timeoutMs = value.timeout === undefined ? 5_000 : c.duration(['store', 'timeout'], value.timeout)
+      return url === undefined || token === undefined || p === undefined || timeoutMs === undefined
         ? undefined
-        : { type, url, token, prefix: p }
+        : { type, url, token, prefix: p, timeoutMs }
     }
     default:
       c.add(

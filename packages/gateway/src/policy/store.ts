@@ -84,11 +84,14 @@ async function connect(config: StoreConfig): Promise<StoreHandle> {
       const { Redis: Upstash } = await import('@upstash/redis')
       // No retry: @upstash/redis resends a request whose fetch failed (5 times by default; with
       // `retry: false` still once), and a script that ran before the connection broke charges again.
+      // A timeout per request (a function: a signal object would make an aborted request a
+      // result): a request that never answers would hold every later reset of its limiter.
       const client = new Upstash({
         url: config.url,
         token: config.token,
         enableTelemetry: false,
         retry: { retries: 0 },
+        signal: () => AbortSignal.timeout(config.timeoutMs),
       })
       return {
         signature,

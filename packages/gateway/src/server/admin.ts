@@ -249,7 +249,11 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
         )
         return json(res, 200, { rule: found.rule.name, key: found.key, plans })
       }
-      await Promise.all(found.plans.map((p) => p.limiter.reset(found.key)))
+      try {
+        await Promise.all(found.plans.map((p) => p.limiter.reset(found.key)))
+      } catch (error) {
+        return sendProblem(res, 503, path, `The store did not reset the key: ${(error as Error).message}`)
+      }
       log.info(
         { rule: found.rule.name, key: found.key, tiers: found.plans.map((p) => p.tier) },
         'admin: key reset',

@@ -298,8 +298,10 @@ function bindRules(
         }
       })
     },
-    async reset(key) {
-      // Decisions issued before the reset are decided before it, as if they had been sent alone.
+    async reset(key, waitMs) {
+      // Decisions issued before the reset are decided before it, as if they had been sent alone,
+      // or abandoned by their callers at the limiter's deadline: a request that never answers
+      // (a REST client without a timeout) holds a reset no longer than `waitMs`.
       flush()
       const gen = generation
       if (gen.left > 0) {
@@ -309,10 +311,27 @@ function bindRules(
         })
         drained = Promise.all([drained, own])
       }
-      await drained
+      const waited = drained
+      if (waitMs === undefined) await waited
+      else if (!(await within(waited, waitMs)) && drained === waited) {
+        // Every batch sent before it is decided or abandoned: later resets need not wait for them.
+        drained = Promise.resolve()
+      }
       await client.del(heads.map((h) => `${h}${escapeTag(key)}}`))
     },
   }
+}
+
+/** `true` once `work` settles (it never rejects), or `false` after `ms`; the timer goes at once. */
+function within(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(resolve, ms, false)
+  })
+  return Promise.race([work.then(() => true), late]).then((settled) => {
+    clearTimeout(timer)
+    return settled
+  })
 }
 
 /** A decision's cost as main.lua reads it: '<cost>', or '<cost>,<force>,<shadow flags>'. */

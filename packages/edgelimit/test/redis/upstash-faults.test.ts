@@ -1,0 +1,62 @@
+// The Redis store over @upstash/redis when the REST endpoint misbehaves: a request that never
+// answers, an error answer after the script ran, a reply that is not the script's.
+import { Redis as Upstash } from '@upstash/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createLimiter, fixedWindow, type LimiterEvent } from '../../src/index.js'
+import { redisStore } from '../../src/redis.js'
+import { type RedisServer, startRedis } from '../support/redis.js'
+import {
+  type BridgeFault,
+  type BridgeRequest,
+  startUpstashBridge,
+  type UpstashBridge,
+} from '../support/upstash-bridge.js'
+
+let redis: RedisServer
+let bridge: UpstashBridge
+// The fault for the next requests, as the test sets it.
+let fault: (request: BridgeRequest) => BridgeFault | undefined = () => undefined
+
+beforeAll(async () => {
+  redis = await startRedis()
+  bridge = await startUpstashBridge(redis, { fault: (request) => fault(request) })
+})
+afterAll(async () => {
+  await bridge?.close()
+  await redis?.stop()
+})
+
+const client = () =>
+  new Upstash({ url: bridge.url, token: bridge.token, enableTelemetry: false, retry: { retries: 0 } })
+
+/** A request whose commands mention the client key `key`. */
+const about = (key: string) => (request: BridgeRequest) => JSON.stringify(request.body).includes(`{${key}}`)
+
+const limiterOn = (prefix: string, events: LimiterEvent[] = [], timeout: '1s' | '300ms' = '1s') =>
+  createLimiter({
+    rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 10, window: '1h' }), onStoreError: 'open' }],
+    store: redisStore({ client: client(), prefix }),
+    timeout,
+    breaker: false,
+    denyCache: false,
+    onEvent: (e) => events.push(e),
+  })
+
+describe('reset', () => {
+  it('a request that never answers does not hold later resets past the deadline', async () => {
+    const limiter = limiterOn('hung', [], '300ms')
+    await limiter.limit('k')
+    fault = (request) => (about('h')(request) ? 'hang' : undefined)
+    // Answered at its deadline by onStoreError; its request stays open.
+    expect((await limiter.limit('h')).allowed).toBe(true)
+    const outcome = () =>
+      Promise.race([
+        limiter.reset('k').then(() => 'reset'),
+        new Promise((resolve) => setTimeout(resolve, 5_000, 'still waiting')),
+      ])
+    expect(await outcome()).toBe('reset')
+    expect((await limiter.peek('k')).remaining).toBe(10)
+    expect(await outcome()).toBe('reset')
+    fault = () => undefined
+  })
+})
