@@ -60,3 +60,48 @@ describe('reset', () => {
     fault = () => undefined
   })
 })
+
+describe('NOSCRIPT', () => {
+  it('an error after the script ran is not NOSCRIPT because the key says so: charged once', async () => {
+    const events: LimiterEvent[] = []
+    const limiter = limiterOn('noscript', events)
+    await limiter.limit('warm')
+    for (const key of ['alice', 'NOSCRIPT-alice']) {
+      let faults = 1
+      // A proxy in front of the endpoint times out after the script ran; @upstash/redis puts the
+      // request body, client key included, into the error's message.
+      fault = (request) =>
+        about(key)(request) && faults-- > 0 ? { status: 504, body: '{"error":"gateway timeout"}' } : undefined
+      const d = await limiter.limit(key)
+      // Answered by onStoreError (open), after the one failed call.
+      expect([key, d.allowed, events.filter((e) => e.type === 'store-error').length]).toEqual([key, true, 1])
+      events.length = 0
+      expect([key, (await limiter.peek(key)).remaining]).toEqual([key, 9])
+    }
+    fault = () => undefined
+  })
+
+  it.each([true, false])(
+    'a real NOSCRIPT (SCRIPT FLUSH) is recovered, enableAutoPipelining: %s',
+    async (auto) => {
+      const upstash = new Upstash({
+        url: bridge.url,
+        token: bridge.token,
+        enableTelemetry: false,
+        retry: { retries: 0 },
+        enableAutoPipelining: auto,
+      })
+      const limiter = createLimiter({
+        rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 10, window: '1h' }) }],
+        store: redisStore({ client: upstash, prefix: `flush-${auto}` }),
+        timeout: false,
+        breaker: false,
+        denyCache: false,
+      })
+      await limiter.limit('k')
+      await upstash.scriptFlush()
+      const d = await limiter.limit('k')
+      expect([d.allowed, d.remaining]).toEqual([true, 8])
+    },
+  )
+})

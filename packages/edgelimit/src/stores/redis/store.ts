@@ -362,8 +362,13 @@ function escapeTag(key: string): string {
     : tag
 }
 
+/**
+ * Redis's NOSCRIPT reply: the message starts with it (ioredis, node-redis, @upstash/redis without
+ * auto-pipelining) or follows @upstash/redis's `Command failed: `. Only there: @upstash/redis
+ * appends the request body (client keys included) to other errors' messages.
+ */
 function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.includes('NOSCRIPT')
+  return error instanceof Error && /^(?:Command failed: )?NOSCRIPT\b/.test(error.message)
 }
 
 /** One decision's verdicts from the reply at offset `o`: code, remaining, reset, retry/delay. */
