@@ -105,3 +105,20 @@ describe('NOSCRIPT', () => {
     },
   )
 })
+
+describe('a reply that is not the script’s', () => {
+  it.each(['[{"result":["x","y","z","w"]}]', '[{"result":[7,1,1,1]}]', '[{"result":[0,null,5,0]}]'])(
+    '%s is a store error (ERR_EDGELIMIT_STORE), answered by onStoreError',
+    async (body) => {
+      const events: LimiterEvent[] = []
+      const limiter = limiterOn('malformed', events)
+      await limiter.limit('warm')
+      fault = (request) => (about('bad')(request) ? { status: 200, body } : undefined)
+      const d = await limiter.limit('bad')
+      fault = () => undefined
+      expect([d.allowed, d.reason, d.remaining]).toEqual([true, undefined, 0])
+      const errors = events.flatMap((e) => (e.type === 'store-error' ? [e.error] : []))
+      expect(errors).toEqual([expect.objectContaining({ code: 'ERR_EDGELIMIT_STORE' })])
+    },
+  )
+})

@@ -235,20 +235,22 @@ function bindRules(
     const decisions = batch.resolve.length
     const width = count * 4
     if (!Array.isArray(raw) || raw.length !== decisions * width) {
-      const error = new EdgelimitError(
-        'ERR_EDGELIMIT_STORE',
-        `Unexpected reply from the rate-limit script: ${JSON.stringify(raw)}`,
-      )
+      const error = unexpected(raw)
       for (const reject of batch.reject) reject(error)
       return
     }
     for (let d = 0, o = 0; d < decisions; d++, o += width) {
-      if (Number(raw[o]) === -1) {
+      const verdicts = Number(raw[o]) === -1 ? undefined : decode(raw, o, count)
+      if (verdicts !== undefined) (batch.resolve[d] as (v: RuleVerdict[]) => void)(verdicts)
+      else {
         ;(batch.reject[d] as (e: unknown) => void)(
-          new EdgelimitError('ERR_EDGELIMIT_STORE', `Redis could not read the state: ${String(raw[o + 1])}`),
+          Number(raw[o]) === -1
+            ? new EdgelimitError(
+                'ERR_EDGELIMIT_STORE',
+                `Redis could not read the state: ${String(raw[o + 1])}`,
+              )
+            : unexpected(raw.slice(o, o + width)),
         )
-      } else {
-        ;(batch.resolve[d] as (v: RuleVerdict[]) => void)(decode(raw as unknown[], o, count))
       }
     }
   }
@@ -371,17 +373,34 @@ function isNoScript(error: unknown): boolean {
   return error instanceof Error && /^(?:Command failed: )?NOSCRIPT\b/.test(error.message)
 }
 
-/** One decision's verdicts from the reply at offset `o`: code, remaining, reset, retry/delay. */
-function decode(n: unknown[], o: number, count: number): RuleVerdict[] {
+const unexpected = (raw: unknown) =>
+  new EdgelimitError(
+    'ERR_EDGELIMIT_STORE',
+    `Unexpected reply from the rate-limit script: ${JSON.stringify(raw)}`,
+  )
+
+/** A reply's integer: a number, or a numeric string (from some REST bridges); else NaN. */
+const num = (v: unknown): number =>
+  typeof v === 'number' ? v : typeof v === 'string' && v !== '' ? Number(v) : Number.NaN
+
+/**
+ * One decision's verdicts from the reply at offset `o`: code, remaining, reset, retry/delay; or
+ * undefined when they are not (a proxy's or a bridge's reply): a store error, not a verdict.
+ */
+function decode(n: unknown[], o: number, count: number): RuleVerdict[] | undefined {
   const out: RuleVerdict[] = []
   for (let i = 0; i < count; i++, o += 4) {
-    // Integer replies arrive as numbers (strings from some REST bridges): Number() is a no-op then.
-    const code = Number(n[o])
-    const x = Number(n[o + 3])
+    const code = num(n[o])
+    const remaining = num(n[o + 1])
+    const resetAfterMs = num(n[o + 2])
+    const x = num(n[o + 3])
+    if (REASONS[code] === undefined && code !== 0) return undefined
+    // One sum: finite exactly when every term is (NaN and ±Infinity propagate).
+    if (!Number.isFinite(remaining + resetAfterMs + x)) return undefined
     out.push({
       allowed: code === 0,
-      remaining: Number(n[o + 1]),
-      resetAfterMs: Number(n[o + 2]),
+      remaining,
+      resetAfterMs,
       retryAfterMs: code === 0 ? 0 : x < 0 ? Number.POSITIVE_INFINITY : x,
       delayMs: code === 0 ? x : 0,
       reason: REASONS[code],
