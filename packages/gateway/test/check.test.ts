@@ -7,6 +7,7 @@ import { createLimiter, fixedWindow } from 'edgelimit'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { parse } from 'yaml'
 import { type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
+import { startUpstashBridge, type UpstashBridge } from '../../edgelimit/test/support/upstash-bridge.js'
 import { checkFiles } from '../src/check.js'
 import { parsePolicyText } from '../src/config/source.js'
 import { checkSource, ISSUE_CODES, loadPolicy } from '../src/config/validate.js'
@@ -123,6 +124,18 @@ rules:
 })
 
 describe('check and serve agree', () => {
+  // BRIDGE: a REST bridge in front of a real Redis, where serve must also decide through the URL.
+  let redis: RedisServer
+  let bridge: UpstashBridge
+  beforeAll(async () => {
+    redis = await startRedis()
+    bridge = await startUpstashBridge(redis)
+  })
+  afterAll(async () => {
+    await bridge?.close()
+    await redis?.stop()
+  })
+
   test.each([
     'https://example.upstash.io',
     'https://example.upstash.io/',
@@ -133,23 +146,46 @@ describe('check and serve agree', () => {
     'https://example.upstash.io ',
     'https://example.upstash.io/a b',
     'https://example.upstash.io\n',
-  ])('an Upstash URL %j passes check exactly when the Upstash client takes it', async (url) => {
-    const text = `store: { type: upstash, url: ${JSON.stringify(url)}, token: t }\nrules: []\n`
-    const { config, issues } = checkSource(parsePolicyText(text, 'upstash.yaml', {}))
-    const opened = await openStore({
-      type: 'upstash',
-      url,
-      token: 't',
-      prefix: 'edgelimit',
-      timeoutMs: 5_000,
-    }).then(
-      () => true,
-      () => false,
-    )
-    expect(config !== undefined, JSON.stringify(issues)).toBe(opened)
-    if (!opened)
-      expect(issues).toEqual([expect.objectContaining({ path: ['store', 'url'], code: 'ERR_URL' })])
-  })
+    'http://BRIDGE',
+    'http://BRIDGE/',
+    // The client appends "/pipeline" to the URL as written (one trailing "/" dropped): these
+    // failed on every request.
+    'http://BRIDGE//',
+    'http://BRIDGE/?a=b',
+    'http://BRIDGE?',
+    'http://BRIDGE#frag',
+    'http://BRIDGE/#',
+  ])(
+    'an Upstash URL %j passes check exactly when the Upstash client takes it and decides through it',
+    async (template) => {
+      const url = template.replace('BRIDGE', new URL(bridge.url).host)
+      const token = template.includes('BRIDGE') ? bridge.token : 't'
+      const text = `store: { type: upstash, url: ${JSON.stringify(url)}, token: ${token} }\nrules: []\n`
+      const { config, issues } = checkSource(parsePolicyText(text, 'upstash.yaml', {}))
+      const works = await openStore({
+        type: 'upstash',
+        url,
+        token,
+        prefix: 'edgelimit',
+        timeoutMs: 5_000,
+      }).then(
+        async (handle) => {
+          if (!template.includes('BRIDGE')) return true
+          const limiter = createLimiter({
+            rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1m' }) }],
+            store: handle.store,
+            timeout: '2s',
+            breaker: false,
+          })
+          return (await limiter.limit(`check-${template}`)).allowed
+        },
+        () => false,
+      )
+      expect(config !== undefined, JSON.stringify(issues)).toBe(works)
+      if (!works)
+        expect(issues).toEqual([expect.objectContaining({ path: ['store', 'url'], code: 'ERR_URL' })])
+    },
+  )
 })
 
 describe('check and serve agree on Redis URLs', () => {

@@ -240,6 +240,9 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
 // What the Upstash client accepts (@upstash/redis HttpClient, after it drops one trailing "/"):
 // a lower-case scheme, and no white space anywhere. It throws on anything else.
 const UPSTASH_URL = /^https?:\/\/[^\s#$./?].\S*$/
+// What it accepts but fails on every request: it appends "/pipeline" (or "/") to the text, so a
+// query or fragment swallows the path, and an empty path segment is a path the endpoint lacks.
+const UPSTASH_BROKEN = /[?#]|\/\/|\/$/
 
 /**
  * A redis:// URL as the client reads it: the user and password percent-decode (the client decodes
@@ -272,11 +275,13 @@ function redisUrl(c: Checker, path: Path, value: unknown, database: boolean): st
 
 function upstashUrl(c: Checker, value: unknown): string | undefined {
   const url = c.url(['store', 'url'], value, ['https:', 'http:'])
-  if (url === undefined || UPSTASH_URL.test(url.replace(/\/$/, ''))) return url
+  if (url === undefined) return undefined
+  const base = url.replace(/\/$/, '')
+  if (UPSTASH_URL.test(base) && !UPSTASH_BROKEN.test(base.slice(base.indexOf('//') + 2))) return url
   c.add(
     ['store', 'url'],
     'ERR_URL',
-    `expected a URL as the Upstash client takes it (https:// in lower case, no white space), got ${describe(value)}`,
+    `expected a URL as the Upstash client takes it (https:// in lower case, no white space, no query, fragment or empty path segment), got ${describe(value)}`,
   )
   return undefined
 }
