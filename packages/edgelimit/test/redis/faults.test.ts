@@ -213,3 +213,45 @@ describe('keys', () => {
     await client.quit()
   })
 })
+
+describe('reset', () => {
+  it('a store that does not answer or fails rejects the reset with a code, within the deadline', async () => {
+    const own = await startRedis()
+    // As the gateway builds its client: fail fast, no offline queue.
+    const client = new Redis({
+      port: own.port,
+      host: own.host,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => 100,
+    })
+    client.on('error', () => {})
+    try {
+      await new Promise((r) => client.once('ready', r))
+      const limiter = createLimiter({ rules, store: redisStore({ client, prefix: 'reset' }), timeout: 200 })
+      await limiter.limit('k')
+      await limiter.reset('k')
+      // Paused: the DEL is sent and never answered.
+      own.pause()
+      const paused = await limiter.reset('k').then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      own.resume()
+      expect(paused).toMatchObject({ name: 'EdgelimitError', code: 'ERR_EDGELIMIT_TIMEOUT' })
+      // Gone: the client refuses the command; its error (no code of ours) is the cause.
+      await own.stop()
+      await new Promise((r) => client.once('close', r))
+      const gone = (await limiter.reset('k').then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as Error & { code?: string; cause?: Error }
+      expect(gone).toMatchObject({ name: 'EdgelimitError', code: 'ERR_EDGELIMIT_STORE' })
+      expect(gone.message).toMatch(/^reset failed: ./)
+      expect(gone.cause).toBeInstanceOf(Error)
+    } finally {
+      client.disconnect()
+      await own.stop()
+    }
+  })
+})

@@ -319,7 +319,28 @@ function bindRules(
         // Every batch sent before it is decided or abandoned: later resets need not wait for them.
         drained = Promise.resolve()
       }
-      await client.del(heads.map((h) => `${h}${escapeTag(key)}}`))
+      // The DEL itself answers in the same time, or the reset fails with a code (the client's own
+      // error, without one, is its cause): a reset that may or may not have happened is an error.
+      let failure: { error: unknown } | undefined
+      const deleted = Promise.resolve()
+        .then(() => client.del(heads.map((h) => `${h}${escapeTag(key)}}`)))
+        .then(
+          () => undefined,
+          (error: unknown) => {
+            failure = { error }
+          },
+        )
+      if (waitMs === undefined) await deleted
+      else if (!(await within(deleted, waitMs)))
+        throw new EdgelimitError(
+          'ERR_EDGELIMIT_TIMEOUT',
+          `reset: the store did not answer within ${waitMs} ms`,
+        )
+      if (failure !== undefined) {
+        const cause = failure.error
+        const message = cause instanceof Error ? cause.message || cause.name : String(cause)
+        throw Object.assign(new EdgelimitError('ERR_EDGELIMIT_STORE', `reset failed: ${message}`), { cause })
+      }
     },
   }
 }
