@@ -29,9 +29,10 @@ export function duration(ms: number): string {
   return m === 0 ? `${h} h` : `${h} h ${m} m`
 }
 
-/** An ISO-8601 UTC time without milliseconds: `2015-05-17T10:05:03Z`. */
+/** An ISO-8601 UTC time without milliseconds: `2015-05-17T10:05:03Z`; `—` outside the Date range. */
 export function isoTime(ms: number): string {
-  return new Date(ms).toISOString().replace('.000Z', 'Z')
+  const date = new Date(ms)
+  return Number.isNaN(date.getTime()) ? '—' : date.toISOString().replace('.000Z', 'Z')
 }
 
 /** Column alignment: left or right. */

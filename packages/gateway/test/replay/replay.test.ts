@@ -7,6 +7,7 @@ import { createLimiter, type LimiterEvent, slidingWindow, tokenBucket } from 'ed
 import { manualClock } from 'edgelimit/testing'
 import { describe, expect, test } from 'vitest'
 import { policyFromRules, type ReplayResult, replayLog, runReplay } from '../../src/replay/index.js'
+import { isoTime } from '../../src/report/format.js'
 import { clfTime } from './generate-log.js'
 import { captureIo } from './io.js'
 
@@ -150,6 +151,39 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
       'bad3.log:1: not a Common/Combined Log Format line: \\x1b[2J\\x1b]0;pwned\\x07 not a log line',
     )
     expect(io.out()).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/)
+  })
+  test('a time outside the Date range is a malformed line, not a crash; every line is counted once', async () => {
+    const json = (time: unknown) => `${JSON.stringify({ time, ip: '10.0.0.1', method: 'GET', path: '/' })}\n`
+    const content = [
+      json(1_700_000_001),
+      json(9e15),
+      json(1e300),
+      json(-1e300),
+      json('9000000000000000'),
+      json(1_700_000_002),
+    ]
+    const r = await replayLog({ inputs: [file('far.log', content.join(''))], rules: perIp(100) })
+    expect(r.lines).toBe(6)
+    expect(r.requests).toBe(2)
+    expect(r.malformed.count).toBe(4)
+    expect(r.malformed.examples.map((m) => [m.line, m.reason.split(' ').slice(0, 2).join(' ')])).toEqual([
+      [2, 'bad time'],
+      [3, 'bad time'],
+      [4, 'bad time'],
+      [5, 'bad time'],
+    ])
+    const io = captureIo(dir)
+    expect(await runReplay([file('far2.log', content.join('')), '--no-html'], io)).toBe(0)
+    expect(io.err()).not.toContain('Invalid time value')
+    expect(io.out()).toContain('Malformed lines (4, skipped):')
+    expect(io.out()).toContain('far2.log:2: bad time 9000000000000000')
+  })
+
+  test('isoTime never throws: a time outside the Date range is shown as a dash', () => {
+    expect(isoTime(Date.UTC(2015, 4, 17, 10, 5, 3))).toBe('2015-05-17T10:05:03Z')
+    expect(isoTime(9e15)).toBe('—')
+    expect(isoTime(Number.NaN)).toBe('—')
+    expect(isoTime(Number.POSITIVE_INFINITY)).toBe('—')
   })
 })
 
