@@ -1,3 +1,4 @@
+import { quoteControls } from '../report/format.js'
 import { clfParser } from './clf.js'
 import { type JsonFields, jsonParser } from './json-line.js'
 import { forEachLine, type Input } from './lines.js'
@@ -147,9 +148,7 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
     malformed.byReason[reason] = (malformed.byReason[reason] ?? 0) + 1
     if (malformed.examples.length < exampleLimit) {
       // Quoted on a terminal: control characters (an ANSI escape in a forged line) are shown, not run.
-      const text = buf
-        .toString('utf8', s, Math.min(e, s + 160))
-        .replace(/[\x00-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
+      const text = quoteControls(buf.toString('utf8', s, Math.min(e, s + 160)))
       malformed.examples.push({ input: inputName, line: lineNo, reason, text })
     }
   }

@@ -35,18 +35,29 @@ export function isoTime(ms: number): string {
   return Number.isNaN(date.getTime()) ? '—' : date.toISOString().replace('.000Z', 'Z')
 }
 
+/**
+ * Control characters (C0, DEL, C1) as `\xNN`: text from a log (a forged user agent, a malformed
+ * line) is shown on a terminal, never run as an escape sequence.
+ * @example quoteControls('\x1b[2J') // '\\x1b[2J'
+ */
+export function quoteControls(text: string): string {
+  return text.replace(/[\x00-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
+}
+
 /** Column alignment: left or right. */
 export type Align = 'l' | 'r'
 
 /**
- * A plain-text table with a header rule, columns padded to their widest cell.
+ * A plain-text table with a header rule, columns padded to their widest cell; control characters
+ * in a cell are quoted (`quoteControls`).
  * @example table(['a', 'b'], [['1', '2']], ['l', 'r'])
  */
 export function table(
   headers: readonly string[],
-  rows: readonly (readonly string[])[],
+  cells: readonly (readonly string[])[],
   align: readonly Align[],
 ) {
+  const rows = cells.map((r) => r.map(quoteControls))
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
   const line = (cells: readonly string[]) =>
     cells

@@ -152,6 +152,22 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
     )
     expect(io.out()).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/)
   })
+  test('control characters in a key (a forged user agent) are shown escaped in the tables', async () => {
+    const ua = '\x1b]0;PWNED\x07\x1b[31mRED\x1b[0m\x1b[2K\x9b'
+    const log = Array.from({ length: 4 }, (_, i) =>
+      line('10.0.0.1', t + i * 1000).replace('curl/8', ua),
+    ).join('')
+    const io = captureIo(dir)
+    const rules = file(
+      'ua.yaml',
+      'version: 1\nrules:\n  - { name: bots, key: header:user-agent, algorithm: fixed-window, limit: 1, window: 1m }\n',
+    )
+    expect(await runReplay([file('esc.log', log), '--config', rules, '--no-html'], io)).toBe(0)
+    expect(io.out()).toContain('Top keys blocked by "bots"')
+    expect(io.out()).toContain('\\x1b]0;PWNED\\x07\\x1b[31mRED\\x1b[0m\\x1b[2K\\x9b')
+    expect(io.out()).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/)
+  })
+
   test('a time outside the Date range is a malformed line, not a crash; every line is counted once', async () => {
     const json = (time: unknown) => `${JSON.stringify({ time, ip: '10.0.0.1', method: 'GET', path: '/' })}\n`
     const content = [
