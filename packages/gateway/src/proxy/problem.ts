@@ -2,7 +2,8 @@ import { type ServerResponse, STATUS_CODES } from 'node:http'
 
 /**
  * Answers with an RFC 9457 problem (`application/problem+json`, `Cache-Control: no-store`) for
- * the gateway's own errors: 502/504 for upstream failures, 500, 503 while draining.
+ * the gateway's own errors: 502/504 for upstream failures, 500, 503 while draining. `code`, when
+ * given, is an extension member (`"code": "ERR_BODY"`) a client can branch on.
  *
  * @example sendProblem(res, 502, '/orders', 'The upstream could not be reached (ECONNREFUSED).')
  */
@@ -12,11 +13,13 @@ export function sendProblem(
   instance: string,
   detail: string,
   extra: readonly (readonly [string, string])[] = [],
+  code?: string,
 ): void {
   const body = JSON.stringify({
     type: 'about:blank',
     title: STATUS_CODES[status] ?? 'Error',
     status,
+    ...(code === undefined ? {} : { code }),
     detail,
     instance,
   })

@@ -57,12 +57,18 @@ function authorized(req: IncomingMessage, token: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected)
 }
 
-// Marks an error the admin API answers with its own status (not 400), then closes the connection.
-const REFUSAL = Symbol('edgelimit.refusal')
-type Refusal = Error & { [REFUSAL]: number }
+// Marks an error the admin API answers as a problem with this status and code.
+const ANSWER = Symbol('edgelimit.admin-answer')
+type Answered = Error & { [ANSWER]: { status: number; code: string } }
 
-const tooLarge = (): Refusal =>
-  Object.assign(new Error(`the body is larger than ${MAX_BODY / 1024} KiB`), { [REFUSAL]: 413 })
+const answered = (status: number, code: string, message: string): Answered =>
+  Object.assign(new Error(message), { [ANSWER]: { status, code } })
+
+/** A body too large: answered 413, then the connection closes (see `refuse`). */
+const tooLarge = () => answered(413, 'ERR_TOO_LARGE', `the body is larger than ${MAX_BODY / 1024} KiB`)
+
+/** The store failed: the admin call could not be done (its error is logged, not shown). */
+const STORE_UNAVAILABLE = 'ERR_STORE_UNAVAILABLE'
 
 /** A JSON object body (an empty body is `{}`); anything else rejects with a clear message. */
 function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
@@ -82,12 +88,19 @@ function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
       try {
         value = text.trim() === '' ? {} : JSON.parse(text)
       } catch {
-        reject(new Error('the body is not JSON'))
+        reject(answered(400, 'ERR_BODY', 'the body is not JSON'))
         return
       }
       if (typeof value === 'object' && value !== null && !Array.isArray(value))
         resolve(value as Record<string, unknown>)
-      else reject(new Error(`the body is JSON but not an object: expected {"rule": …, "key" or a request}`))
+      else
+        reject(
+          answered(
+            400,
+            'ERR_BODY',
+            `the body is JSON but not an object: expected {"rule": …, "key" or a request}`,
+          ),
+        )
     }
     req.on('data', onData)
     req.on('end', onEnd)
@@ -99,9 +112,9 @@ function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
  * Answers a refused body, then closes the connection once the client has sent the rest (or after
  * a second): closing with unread bytes would reset the connection and lose the answer.
  */
-function refuse(req: IncomingMessage, res: ServerResponse, error: Refusal): void {
+function refuse(req: IncomingMessage, res: ServerResponse, error: Answered): void {
   res.setHeader('connection', 'close')
-  sendProblem(res, error[REFUSAL], req.url ?? '/', error.message)
+  sendProblem(res, error[ANSWER].status, req.url ?? '/', error.message, [], error[ANSWER].code)
   req.resume()
   const timer = setTimeout(() => req.socket.destroy(), 1000)
   req.once('end', () => clearTimeout(timer))
@@ -183,10 +196,17 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
     },
   })
   const server = createServer((req, res) => {
-    handle(req, res).catch((error: Error) => {
+    handle(req, res).catch((error: unknown) => {
       if (res.headersSent) return
-      if (REFUSAL in error) refuse(req, res, error as Refusal)
-      else sendProblem(res, 400, req.url ?? '/', error.message)
+      const instance = req.url ?? '/'
+      if (error instanceof Error && ANSWER in error) {
+        const { status, code } = (error as Answered)[ANSWER]
+        if (status === 413) refuse(req, res, error as Answered)
+        else sendProblem(res, status, instance, error.message, [], code)
+        return
+      }
+      log.error({ err: error, path: instance }, 'admin: internal error')
+      sendProblem(res, 500, instance, 'The admin call failed (logged).', [], 'ERR_INTERNAL')
     })
   })
 
@@ -252,7 +272,12 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       try {
         await Promise.all(found.plans.map((p) => p.limiter.reset(found.key)))
       } catch (error) {
-        return sendProblem(res, 503, path, `The store did not reset the key: ${(error as Error).message}`)
+        log.warn({ rule: found.rule.name, key: found.key, err: error }, 'admin: reset failed')
+        throw answered(
+          503,
+          STORE_UNAVAILABLE,
+          'The store is unreachable or did not answer in time: the reset is not confirmed. Try again once it is back.',
+        )
       }
       log.info(
         { rule: found.rule.name, key: found.key, tiers: found.plans.map((p) => p.tier) },

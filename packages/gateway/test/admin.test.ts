@@ -1,0 +1,60 @@
+// The admin API's edges: the store down, the token, body size in bytes, bad fields, methods.
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type RedisServer, startRedis } from '../../edgelimit/test/support/redis.js'
+import { type InProcess, startInProcess } from './support/gateway.js'
+import { type Origin, startOrigin } from './support/origin.js'
+
+let origin: Origin
+beforeAll(async () => {
+  origin = await startOrigin()
+})
+afterAll(async () => {
+  await origin?.close()
+})
+
+const TOKEN = 's3cret'
+const auth = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }
+const post = (gw: InProcess, path: string, body: unknown) =>
+  fetch(`${gw.admin}${path}`, {
+    method: 'POST',
+    headers: auth,
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  })
+
+// Two rules on every path, keyed by client; a short deadline so that a dead store fails fast.
+const onRedis = (url: string) => `
+store: ${url}
+admin: { token: ${TOKEN} }
+identity: { secret: test }
+rules:
+  - { name: open, algorithm: fixed-window, limit: 3, window: 1h, onStoreError: open, timeout: 500ms }
+  - { name: shut, algorithm: fixed-window, limit: 3, window: 1h, onStoreError: closed, timeout: 500ms }
+`
+
+describe('reset with the store down', () => {
+  let redis: RedisServer
+  let gw: InProcess
+  beforeAll(async () => {
+    redis = await startRedis()
+    gw = await startInProcess(onRedis(redis.url), { upstream: origin.url })
+  })
+  afterAll(async () => {
+    await gw?.close()
+    await redis?.stop()
+  })
+
+  test('bad input is a 400 with a code; a store failure a 503 saying the store is unreachable', async () => {
+    expect((await post(gw, '/admin/reset', { rule: 'open', key: 'k' })).status).toBe(200)
+    const bad = await post(gw, '/admin/reset', '{"rule":')
+    expect(bad.status).toBe(400)
+    expect(await bad.json()).toMatchObject({ status: 400, code: 'ERR_BODY', detail: 'the body is not JSON' })
+    await redis.stop()
+    const down = await post(gw, '/admin/reset', { rule: 'open', key: 'k' })
+    expect(down.status).toBe(503)
+    expect(down.headers.get('content-type')).toBe('application/problem+json')
+    const problem = (await down.json()) as { detail: string }
+    expect(problem).toMatchObject({ status: 503, code: 'ERR_STORE_UNAVAILABLE', instance: '/admin/reset' })
+    expect(problem.detail).toBe('The store is unreachable or did not answer in time: the reset is not confirmed. Try again once it is back.')
+    expect(gw.logs.some((l) => l.msg === 'admin: reset failed' && l.rule === 'open')).toBe(true)
+  })
+})
