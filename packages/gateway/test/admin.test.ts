@@ -58,3 +58,51 @@ describe('reset with the store down', () => {
     expect(gw.logs.some((l) => l.msg === 'admin: reset failed' && l.rule === 'open')).toBe(true)
   })
 })
+
+describe('peek with the store down', () => {
+  let redis: RedisServer
+  let gw: InProcess
+  beforeAll(async () => {
+    redis = await startRedis()
+    gw = await startInProcess(onRedis(redis.url), { upstream: origin.url })
+  })
+  afterAll(async () => {
+    await gw?.close()
+    await redis?.stop()
+  })
+  const storeMetrics = async () =>
+    (await (await fetch(`${gw.admin}/metrics`)).text())
+      .split('\n')
+      .filter((l) =>
+        /^edgelimit_(store_errors_total|store_fallbacks_total|store_latency_seconds_count|breaker_state)/.test(
+          l,
+        ),
+      )
+
+  test('an answer from a fallback is a 503 problem, never a state; admin peeks count in no request metric', async () => {
+    for (let i = 0; i < 2; i++) await (await fetch(`${gw.url}/x`)).arrayBuffer()
+    const before = await storeMetrics()
+    const up = await post(gw, '/admin/peek', { rule: 'shut', ip: '127.0.0.1' })
+    expect(up.status).toBe(200)
+    expect(((await up.json()) as { plans: { decision: unknown }[] }).plans[0]?.decision).toMatchObject({
+      limit: 3,
+      remaining: 1,
+    })
+    expect(await storeMetrics()).toEqual(before)
+    await redis.stop()
+    for (const rule of ['open', 'shut']) {
+      const response = await post(gw, '/admin/peek', { rule, ip: '127.0.0.1' })
+      expect(response.status).toBe(503)
+      expect(await response.json()).toMatchObject({
+        status: 503,
+        code: 'ERR_STORE_UNAVAILABLE',
+        detail:
+          "The store is unreachable: this is what the rule would answer without it, not the key's state.",
+      })
+    }
+    expect(await storeMetrics()).toEqual(before)
+    // Requests still count.
+    await (await fetch(`${gw.url}/x`)).arrayBuffer()
+    expect(await storeMetrics()).not.toEqual(before)
+  })
+})

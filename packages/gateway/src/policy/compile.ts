@@ -1,4 +1,12 @@
-import { approximate, type Clock, createLimiter, type Limiter, type LimiterEvent } from 'edgelimit'
+import {
+  approximate,
+  type Clock,
+  createLimiter,
+  type Decision,
+  type Limiter,
+  type LimiterEvent,
+  type LimiterOptions,
+} from 'edgelimit'
 import type { GatewayConfig, PlanConfig, RuleConfig } from '../config/types.js'
 import { type ClientKeyOptions, isTrustedPeer, type QuotaPolicy, quotaPolicy } from '../library.js'
 import { compileKey, createClientResolver, createHasher, type KeyContext, type RuleKey } from './key.js'
@@ -13,6 +21,11 @@ export interface Plan {
   /** The library rule's name: `<rule>` or `<rule>.<tier>` (in headers and store keys). */
   readonly name: string
   readonly limiter: Limiter
+  /**
+   * A peek for the admin API, on a limiter of its own: it counts in no request metric, and says
+   * whether the answer came from the rule's `onStoreError` fallback instead of the store.
+   */
+  inspect(key: string): Promise<{ decision: Decision; fallback: boolean }>
   readonly policies: readonly QuotaPolicy[]
   /** Header fields of admitted one-rule decisions, by remaining, then seconds (absent with `legacy`). */
   readonly headerMemo: Map<number, Map<number, readonly (readonly [string, string])[]>> | undefined
@@ -72,32 +85,36 @@ export function compilePolicy(
     for (const plan of rule.plans) {
       const name = plan.tier === '' ? rule.name : `${rule.name}.${plan.tier}`
       const signature = signatureOf(store, name, rule, plan)
+      const options: LimiterOptions = {
+        rules: [
+          {
+            name,
+            algorithm: plan.algorithm,
+            onStoreError: rule.onStoreError,
+            mode: rule.mode,
+            enforce: rule.enforce,
+            consistency: rule.consistency === 'approximate' ? approximate : rule.consistency,
+            syncInterval: rule.syncIntervalMs,
+          },
+        ],
+        store: store.store,
+        timeout: rule.timeout,
+        ...(clock === undefined ? {} : { clock }),
+      }
       let limiter = reuse?.get(signature) ?? limiters.get(signature)
       if (limiter === undefined) {
         const onEvent = store.inProcess ? undefined : events?.(rule.name, plan.tier)
-        limiter = createLimiter({
-          rules: [
-            {
-              name,
-              algorithm: plan.algorithm,
-              onStoreError: rule.onStoreError,
-              mode: rule.mode,
-              enforce: rule.enforce,
-              consistency: rule.consistency === 'approximate' ? approximate : rule.consistency,
-              syncInterval: rule.syncIntervalMs,
-            },
-          ],
-          store: store.store,
-          timeout: rule.timeout,
-          ...(clock === undefined ? {} : { clock }),
-          ...(onEvent === undefined ? {} : { onEvent }),
-        })
+        limiter = createLimiter(onEvent === undefined ? options : { ...options, onEvent })
       }
       limiters.set(signature, limiter)
+      const shared = limiter
       plans.set(plan.tier, {
         tier: plan.tier,
         name,
         limiter,
+        inspect: store.inProcess
+          ? async (key) => ({ decision: await shared.peek(key), fallback: false })
+          : (key) => inspectApart(options, key),
         policies: limiter.rules.map(quotaPolicy),
         headerMemo: config.headers.includes('legacy') ? undefined : new Map(),
       })
@@ -123,6 +140,22 @@ export function compilePolicy(
     }
   })
   return { config, rules, store, identity, limiters, trustsPeer: (peer) => isTrustedPeer(peer, identity) }
+}
+
+/**
+ * Peeks on a limiter made for this one call (the state is in the store, the limiter holds none
+ * worth sharing): its events, the store's errors and fallbacks included, stay out of the metrics.
+ */
+async function inspectApart(options: LimiterOptions, key: string) {
+  let fallback = false
+  const limiter = createLimiter({
+    ...options,
+    onEvent: (event) => {
+      if (event.type === 'fallback' || (event.type === 'decision' && event.source === 'fallback'))
+        fallback = true
+    },
+  })
+  return { decision: await limiter.peek(key), fallback }
 }
 
 function signatureOf(store: StoreHandle, name: string, rule: RuleConfig, plan: PlanConfig): string {

@@ -260,13 +260,19 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       const found = target(policy, body)
       if (typeof found === 'string') return sendProblem(res, 404, path, found)
       if (path === '/admin/peek') {
-        const plans = await Promise.all(
-          found.plans.map(async (p) => ({
-            tier: p.tier,
-            name: p.name,
-            decision: view(await p.limiter.peek(found.key), found.rule.config.cost),
-          })),
-        )
+        const peeks = await Promise.all(found.plans.map((p) => p.inspect(found.key)))
+        if (peeks.some((p) => p.fallback)) {
+          throw answered(
+            503,
+            STORE_UNAVAILABLE,
+            "The store is unreachable: this is what the rule would answer without it, not the key's state.",
+          )
+        }
+        const plans = found.plans.map((p, i) => ({
+          tier: p.tier,
+          name: p.name,
+          decision: view((peeks[i] as { decision: Decision }).decision, found.rule.config.cost),
+        }))
         return json(res, 200, { rule: found.rule.name, key: found.key, plans })
       }
       try {
