@@ -47,7 +47,7 @@ export async function serve(args: readonly string[]): Promise<number> {
       host: values.host ?? '127.0.0.1',
       adminPort: port('admin-port', values['admin-port'], 9090),
       adminHost: values['admin-host'] ?? '127.0.0.1',
-      adminToken: process.env.EDGELIMIT_ADMIN_TOKEN || undefined,
+      adminToken: process.env.EDGELIMIT_ADMIN_TOKEN?.trim() || undefined,
       logger: log,
       watch: !values['no-watch'],
       drainTimeoutMs,
@@ -67,7 +67,7 @@ export async function serve(args: readonly string[]): Promise<number> {
   if (!values.quiet) {
     const config = gateway.config
     const adminApi =
-      process.env.EDGELIMIT_ADMIN_TOKEN || config.admin.token
+      process.env.EDGELIMIT_ADMIN_TOKEN?.trim() || config.admin.token?.trim()
         ? 'admin API on (bearer token)'
         : 'admin API off: set EDGELIMIT_ADMIN_TOKEN'
     process.stderr.write(

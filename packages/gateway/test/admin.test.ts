@@ -106,3 +106,55 @@ describe('peek with the store down', () => {
     expect(await storeMetrics()).not.toEqual(before)
   })
 })
+
+const MEMORY = `
+identity: { secret: test }
+rules:
+  - { name: login, match: { path: /login }, algorithm: fixed-window, limit: 3, window: 1h }
+  - name: api
+    algorithm: fixed-window
+    window: 1h
+    tiers: { header: x-plan, default: free, plans: { free: { limit: 2 }, pro: { limit: 4 } } }
+`
+
+describe('the admin token', () => {
+  test("a configured token with surrounding whitespace (a secret file's newline) admits; the scheme is case-insensitive", async () => {
+    const gw = await startInProcess(MEMORY, { upstream: origin.url, adminToken: `  ${TOKEN}\n` })
+    try {
+      for (const authorization of [
+        `Bearer ${TOKEN}`,
+        `bearer ${TOKEN}`,
+        `BEARER   ${TOKEN}`,
+        `bEaReR\t${TOKEN}`,
+      ]) {
+        const response = await fetch(`${gw.admin}/admin/rules`, { headers: { authorization } })
+        expect(response.status, authorization).toBe(200)
+      }
+      for (const authorization of [
+        '',
+        'Bearer',
+        'Bearer ',
+        `Bearer${TOKEN}`,
+        `Basic ${TOKEN}`,
+        `Bearer ${TOKEN}x`,
+      ]) {
+        const response = await fetch(`${gw.admin}/admin/rules`, { headers: { authorization } })
+        expect(response.status, authorization).toBe(401)
+      }
+    } finally {
+      await gw.close()
+    }
+  })
+
+  test('a token of only whitespace leaves the admin API off', async () => {
+    const gw = await startInProcess(MEMORY, { upstream: origin.url, adminToken: ' \n' })
+    try {
+      for (const authorization of ['', 'Bearer ', 'Bearer  \n']) {
+        const response = await fetch(`${gw.admin}/admin/rules`, { headers: { authorization } })
+        expect(response.status, authorization).toBe(404)
+      }
+    } finally {
+      await gw.close()
+    }
+  })
+})

@@ -50,9 +50,10 @@ function json(res: ServerResponse, status: number, body: unknown): void {
   res.end(text)
 }
 
+/** `Authorization: Bearer <token>`, the scheme in any case (RFC 7235), against a trimmed token. */
 function authorized(req: IncomingMessage, token: string): boolean {
-  const header = req.headers.authorization ?? ''
-  const given = Buffer.from(header.startsWith('Bearer ') ? header.slice(7).trim() : '')
+  const bearer = /^bearer[ \t]+(.*)$/is.exec(req.headers.authorization ?? '')
+  const given = Buffer.from(bearer?.[1]?.trim() ?? '')
   const expected = Buffer.from(token)
   return given.length === expected.length && timingSafeEqual(given, expected)
 }
@@ -225,8 +226,9 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
     }
     if (path !== undefined && dashboard.handle(req, res, path)) return
     if (!path?.startsWith('/admin/')) return sendProblem(res, 404, path ?? '/', 'Not found.')
-    const token = options.token()
-    if (token === undefined) {
+    // A token read from a secret file often ends with a newline: whitespace is not part of it.
+    const token = options.token()?.trim()
+    if (token === undefined || token === '') {
       return sendProblem(
         res,
         404,
