@@ -1,7 +1,7 @@
 // The admin API's edges: the store down, the token, body size in bytes, bad fields, methods.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type RedisServer, startRedis } from '../../edgelimit/test/support/redis.js'
-import { type InProcess, startInProcess } from './support/gateway.js'
+import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
@@ -156,5 +156,33 @@ describe('the admin token', () => {
     } finally {
       await gw.close()
     }
+  })
+})
+
+describe('admin bodies', () => {
+  let gw: InProcess
+  beforeAll(async () => {
+    gw = await startInProcess(MEMORY, { upstream: origin.url, adminToken: TOKEN })
+  })
+  afterAll(() => gw?.close())
+
+  test('the 64 KiB limit counts bytes, not characters (a chunked body of "€", 3 bytes each)', async () => {
+    const body = (bytes: number) => {
+      const head = '{"rule":"nope","key":"'
+      const fill = bytes - head.length - 2
+      return Buffer.from(`${head}${'€'.repeat(Math.floor(fill / 3))}${'a'.repeat(fill % 3)}"}`)
+    }
+    const send = (b: Buffer) =>
+      rawRequest(`${gw.admin}/admin/peek`, {
+        method: 'POST',
+        headers: { ...auth, 'transfer-encoding': 'chunked' },
+        body: b,
+      })
+    expect(body(65_536).length).toBe(65_536)
+    expect((await send(body(65_536))).status).toBe(404)
+    const over = await send(body(65_537))
+    expect(over.status).toBe(413)
+    expect(JSON.parse(over.body.toString())).toMatchObject({ code: 'ERR_TOO_LARGE' })
+    expect((await send(body(195_028))).status).toBe(413)
   })
 })

@@ -75,16 +75,21 @@ const STORE_UNAVAILABLE = 'ERR_STORE_UNAVAILABLE'
 function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     if (Number(req.headers['content-length'] ?? 0) > MAX_BODY) return reject(tooLarge())
-    let text = ''
-    req.setEncoding('utf8')
-    const onData = (chunk: string) => {
-      text += chunk
-      if (text.length <= MAX_BODY) return
+    // Counted in bytes as they arrive (a character may take 4), decoded once whole.
+    const chunks: Buffer[] = []
+    let bytes = 0
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length
+      if (bytes <= MAX_BODY) {
+        chunks.push(chunk)
+        return
+      }
       req.off('data', onData)
       req.off('end', onEnd)
       reject(tooLarge())
     }
     const onEnd = () => {
+      const text = Buffer.concat(chunks).toString('utf8')
       let value: unknown
       try {
         value = text.trim() === '' ? {} : JSON.parse(text)
