@@ -185,4 +185,46 @@ describe('admin bodies', () => {
     expect(JSON.parse(over.body.toString())).toMatchObject({ code: 'ERR_TOO_LARGE' })
     expect((await send(body(195_028))).status).toBe(413)
   })
+
+  test('a tier that is not a string: 400 saying so', async () => {
+    for (const tier of [{}, { toString: 1 }, [], ['pro'], 1, true, null]) {
+      const response = await post(gw, '/admin/peek', { rule: 'api', tier })
+      expect(response.status, JSON.stringify(tier)).toBe(400)
+      const problem = (await response.json()) as { detail: string; code: string }
+      expect(problem.code).toBe('ERR_STRING')
+      expect(problem.detail).toMatch(/^tier: expected a plan name of rule api \(free, pro\), got /)
+    }
+    expect((await post(gw, '/admin/peek', { rule: 'api', tier: 'pro' })).status).toBe(200)
+    expect((await post(gw, '/admin/peek', { rule: 'api', tier: 'gold' })).status).toBe(404)
+  })
+
+  test('a known path with another method: 405 with Allow; HEAD answers as GET without a body', async () => {
+    for (const [method, path, allow] of [
+      ['GET', '/admin/peek', 'POST'],
+      ['GET', '/admin/reset', 'POST'],
+      ['PUT', '/admin/reload', 'POST'],
+      ['DELETE', '/admin/rules', 'GET, HEAD'],
+      ['POST', '/metrics', 'GET, HEAD'],
+      ['DELETE', '/healthz', 'GET, HEAD'],
+      ['POST', '/readyz', 'GET, HEAD'],
+    ] as const) {
+      const response = await rawRequest(`${gw.admin}${path}`, { method, headers: auth })
+      expect(response.status, `${method} ${path}`).toBe(405)
+      expect(response.headers.allow).toBe(allow)
+      expect(JSON.parse(response.body.toString())).toMatchObject({ status: 405, code: 'ERR_METHOD' })
+    }
+    for (const path of ['/metrics', '/healthz', '/readyz', '/admin/rules']) {
+      const get = await rawRequest(`${gw.admin}${path}`, { headers: auth })
+      const head = await rawRequest(`${gw.admin}${path}`, { method: 'HEAD', headers: auth })
+      expect([head.status, head.headers['content-type'], head.body.length], path).toEqual([
+        get.status,
+        get.headers['content-type'],
+        0,
+      ])
+      expect(get.body.length).toBeGreaterThan(0)
+    }
+    // Unknown paths stay 404; the admin API still asks for its token first.
+    expect((await rawRequest(`${gw.admin}/admin/nope`, { headers: auth })).status).toBe(404)
+    expect((await rawRequest(`${gw.admin}/admin/peek`)).status).toBe(401)
+  })
 })

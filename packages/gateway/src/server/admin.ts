@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import type { Decision } from 'edgelimit'
 import type { Logger } from 'pino'
+import { describe } from '../library.js'
 import type { CompiledPolicy, CompiledRule, Plan } from '../policy/compile.js'
 import { canonicalPath, hostForm, routeForm } from '../policy/path.js'
 import type { RequestInfo } from '../policy/request.js'
@@ -43,6 +44,17 @@ interface KeyQuery {
 }
 
 const MAX_BODY = 64 * 1024
+
+/** The methods each path of the operations port answers (others get 405 with `Allow`). */
+const ALLOW = new Map([
+  ['/metrics', 'GET, HEAD'],
+  ['/healthz', 'GET, HEAD'],
+  ['/readyz', 'GET, HEAD'],
+  ['/admin/rules', 'GET, HEAD'],
+  ['/admin/peek', 'POST'],
+  ['/admin/reset', 'POST'],
+  ['/admin/reload', 'POST'],
+])
 
 function json(res: ServerResponse, status: number, body: unknown): void {
   const text = `${JSON.stringify(body)}\n`
@@ -157,7 +169,16 @@ function view(decision: Decision, cost: number) {
   return { limit, remaining, resetAfterMs, admitsNext: remaining >= Math.max(1, cost) }
 }
 
-/** Resolves which rule, plans and key an admin call means. */
+function methodNotAllowed(
+  res: ServerResponse,
+  method: string | undefined,
+  path: string,
+  allow: string,
+): void {
+  sendProblem(res, 405, path, `${method} is not allowed here: ${allow}.`, [['allow', allow]], 'ERR_METHOD')
+}
+
+/** Resolves which rule, plans and key an admin call means (a tier that is not a string throws a 400). */
 function target(
   policy: CompiledPolicy,
   q: KeyQuery,
@@ -165,10 +186,18 @@ function target(
   const rule = policy.rules.find((r) => r.name === q.rule)
   if (rule === undefined)
     return `no rule named ${JSON.stringify(q.rule)}; rules: ${policy.rules.map((r) => r.name).join(', ')}`
-  if (q.tier !== undefined && !rule.plans.has(String(q.tier))) {
+  if (q.tier !== undefined && typeof q.tier !== 'string') {
+    const names = [...rule.plans.keys()].filter((t) => t !== '').join(', ')
+    throw answered(
+      400,
+      'ERR_STRING',
+      `tier: expected a plan name of rule ${rule.name} (${names || 'none: it has no tiers'}), got ${describe(q.tier)}`,
+    )
+  }
+  if (q.tier !== undefined && !rule.plans.has(q.tier)) {
     return `rule ${rule.name} has no tier ${JSON.stringify(q.tier)}`
   }
-  const byTier = q.tier === undefined ? undefined : (rule.plans.get(String(q.tier)) as Plan)
+  const byTier = q.tier === undefined ? undefined : (rule.plans.get(q.tier) as Plan)
   if (typeof q.key === 'string' && q.key !== '') {
     return { rule, plans: byTier !== undefined ? [byTier] : [...rule.plans.values()], key: q.key }
   }
@@ -217,20 +246,26 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
   })
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0]
-    if (req.method === 'GET' && path === '/metrics') {
+    const path = (req.url ?? '/').split('?')[0] ?? '/'
+    // HEAD is answered as GET: Node sends the status and headers without the body.
+    const method = req.method === 'HEAD' ? 'GET' : req.method
+    const allow = ALLOW.get(path)
+    const notAllowed = allow !== undefined && !allow.split(', ').includes(req.method ?? '')
+    const admin = path.startsWith('/admin/')
+    if (notAllowed && !admin) return methodNotAllowed(res, req.method, path, allow as string)
+    if (method === 'GET' && path === '/metrics') {
       const text = await metrics.registry.metrics()
       res.writeHead(200, { 'content-type': metrics.registry.contentType })
       res.end(text)
       return
     }
-    if (req.method === 'GET' && path === '/healthz') return json(res, 200, { status: 'ok' })
-    if (req.method === 'GET' && path === '/readyz') {
+    if (method === 'GET' && path === '/healthz') return json(res, 200, { status: 'ok' })
+    if (method === 'GET' && path === '/readyz') {
       const state = options.ready()
       return json(res, state.ready ? 200 : 503, state)
     }
-    if (path !== undefined && dashboard.handle(req, res, path)) return
-    if (!path?.startsWith('/admin/')) return sendProblem(res, 404, path ?? '/', 'Not found.')
+    if (dashboard.handle(req, res, path)) return
+    if (!admin) return sendProblem(res, 404, path, 'Not found.')
     // A token read from a secret file often ends with a newline: whitespace is not part of it.
     const token = options.token()?.trim()
     if (token === undefined || token === '') {
@@ -245,8 +280,9 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       res.setHeader('www-authenticate', 'Bearer realm="edgelimit admin"')
       return sendProblem(res, 401, path, 'A valid bearer token is required.')
     }
+    if (notAllowed) return methodNotAllowed(res, req.method, path, allow as string)
     const policy = options.policy()
-    if (req.method === 'GET' && path === '/admin/rules') {
+    if (method === 'GET' && path === '/admin/rules') {
       return json(res, 200, {
         rules: policy.rules.map((r) => ({
           name: r.name,
