@@ -121,11 +121,12 @@ th{background:#f6f6f6}td.num,th.num{text-align:right;font-variant-numeric:tabula
     text(document.getElementById('context'), 'policy generation ' + ctx.generation + ' · ' + ctx.rules.length +
       ' rules · ' + ctx.store.type + ' store (' + ctx.store.status + ')' + (ctx.draining ? ' · draining' : '') +
       ' · updated ' + new Date().toLocaleTimeString());
-    var sums = {};
+    // Keyed by rule names (user text): no prototype, so a rule named toString is not a method.
+    var sums = Object.create(null);
     D.points.forEach(function (p) { for (var k in p.counts) sums[k] = (sums[k] || 0) + p.counts[k]; });
-    var totals = {};
+    var totals = Object.create(null);
     D.series.forEach(function (s) { totals[s.key] = s.total; });
-    var modes = {};
+    var modes = Object.create(null);
     ctx.rules.forEach(function (r) { modes[r.name] = r.mode === 'shadow' ? 'shadow' : (r.enforce < 100 ? 'enforce ' + r.enforce + '%' : 'enforce'); });
     var rules = [];
     D.series.forEach(function (s) { if (rules.indexOf(s.rule) < 0) rules.push(s.rule); });

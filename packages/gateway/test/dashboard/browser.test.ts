@@ -1,6 +1,7 @@
 // The live dashboard in real Chromium while traffic flows through a real gateway (on a real Redis)
 // to a real origin: the charts must hold one series per rule and outcome, with the counts the
 // traffic produced, second by second as the server reported them.
+import { writeFileSync } from 'node:fs'
 import path from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -226,5 +227,57 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('the live dashboard in Chromium', () => {
     stream.close()
     await page.close()
     expect(problems).toEqual([])
+  })
+})
+
+// Rule names are user text: one named like an Object.prototype member is still a rule like any other.
+describe.skipIf(!CHROMIUM_AVAILABLE)('rules named like Object.prototype members', () => {
+  let browser: Browser
+  let origin: Origin
+  let gw: InProcess
+  const NAMES = ['toString', 'valueOf', 'constructor', 'hasOwnProperty']
+  const rules = (names: string[]) =>
+    `identity: { secret: s }\nadmin: { token: ${TOKEN} }\nrules:\n${names
+      .map((n) => `  - { name: ${n}, match: { path: /${n} }, algorithm: fixed-window, limit: 1, window: 1h }`)
+      .join('\n')}\n`
+  beforeAll(async () => {
+    ;[browser, origin] = await Promise.all([launchChromium(), startOrigin()])
+    gw = await startInProcess(rules([...NAMES, 'kept']), { upstream: origin.url })
+  })
+  afterAll(async () => {
+    await browser?.close()
+    await gw?.close()
+    await origin?.close()
+  })
+
+  test('a removed rule is labelled "removed", whatever its name', async () => {
+    for (const name of [...NAMES, 'kept']) await rawRequest(`${gw.url}/${name}`)
+    writeFileSync(gw.file, rules(['kept']))
+    const reload = await fetch(`${gw.admin}/admin/reload`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    })
+    expect(reload.status).toBe(200)
+    const page = await browser.newPage()
+    await page.goto(`${gw.admin}/dashboard`)
+    await page.waitForFunction(() => document.querySelectorAll('#totals tbody tr').length === 5, undefined, {
+      timeout: 20_000,
+    })
+    const modes = await page
+      .locator('#totals tbody tr')
+      .evaluateAll((trs) =>
+        trs.map((tr) => [
+          (tr as HTMLTableRowElement).dataset.rule,
+          (tr as HTMLTableRowElement).cells[1]?.textContent,
+        ]),
+      )
+    expect(Object.fromEntries(modes)).toEqual({
+      toString: 'removed',
+      valueOf: 'removed',
+      constructor: 'removed',
+      hasOwnProperty: 'removed',
+      kept: 'enforce',
+    })
+    await page.close()
   })
 })
