@@ -66,6 +66,12 @@ describe('health and metrics', () => {
     ]) {
       expect(text).toContain(line)
     }
+    // Every answered request is timed once, whatever its outcome (429 included): these 7 and the
+    // /healthz of the test before, through the proxy port.
+    expect(text).toContain('# TYPE edgelimit_request_duration_seconds histogram')
+    expect(text).toContain('edgelimit_request_duration_seconds_bucket{le="+Inf"} 8')
+    expect(text).toContain('edgelimit_request_duration_seconds_count 8')
+    expect(Number(/^edgelimit_request_duration_seconds_sum (\S+)$/m.exec(text)?.[1])).toBeGreaterThan(0)
     expect(text).toContain('# TYPE edgelimit_store_latency_seconds histogram')
     expect(text).toContain('# TYPE edgelimit_breaker_state gauge')
     expect(text).toContain('# TYPE edgelimit_store_errors_total counter')

@@ -153,6 +153,18 @@ test('shaping holds requests: measured delays 0, 100, 200, 300 ms; the fifth ove
   })
   const metrics = await (await fetch(`${gw.admin}/metrics`)).text()
   expect(metrics).toMatch(/edgelimit_shaping_delay_seconds_count\{rule="shaped"\} 3/)
+  // The request duration includes the time held: at least 0.1 + 0.2 + 0.3 s from these requests.
+  const sum = Number(/^edgelimit_request_duration_seconds_sum (\S+)$/m.exec(metrics)?.[1])
+  expect(sum).toBeGreaterThanOrEqual(0.6 - 0.015)
+  const under = (le: string) =>
+    Number(
+      metrics
+        .split('\n')
+        .find((l) => l.startsWith(`edgelimit_request_duration_seconds_bucket{le="${le}"} `))
+        ?.split(' ')[1],
+    )
+  // The held ones are not in the fast buckets: at least two took over 0.1 s.
+  expect(under('+Inf') - under('0.1')).toBeGreaterThanOrEqual(2)
 })
 
 test('shadow mode never blocks; it logs one line and counts one metric per "would block"', async () => {

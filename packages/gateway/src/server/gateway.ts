@@ -199,6 +199,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   class Handling implements ForwardSink {
     private settled = false
     private readonly gen = current
+    private readonly started = performance.now()
     constructor(
       private readonly req: IncomingMessage,
       private readonly res: ServerResponse,
@@ -244,7 +245,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       gen.inFlight--
       inFlight--
       metrics.inFlight--
-      metrics.response(status, upstream)
+      metrics.response(status, upstream, (performance.now() - this.started) / 1000)
       if (gen.retired && gen.inFlight === 0) release(gen)
       if (draining && inFlight === 0) drained?.()
     }

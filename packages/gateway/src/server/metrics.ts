@@ -1,5 +1,5 @@
 import type { LimiterEvent } from 'edgelimit'
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, collectDefaultMetrics, Gauge, Histogram, type Metric, Registry } from 'prom-client'
 import { createDashboardData, type DashboardData, type DashboardDataOptions } from './dashboard-data.js'
 
 /** The gateway's Prometheus instruments, on a registry of their own. */
@@ -12,8 +12,11 @@ export interface Metrics {
   decision(rule: string, tier: string, outcome: 'allowed' | 'denied' | 'shadow_denied', key?: string): void
   /** Events of a limiter on a remote store: latency, errors, fallbacks, breaker. */
   limiterEvents(rule: string, tier: string): (event: LimiterEvent) => void
-  /** One answered request: the status sent, and the upstream's (or `error`, `aborted`, `none`). */
-  response(status: number, upstream: number | 'error' | 'aborted' | 'none'): void
+  /**
+   * One answered request: the status sent, the upstream's (or `error`, `aborted`, `none`), and
+   * how long the gateway had it, in seconds (shaping delay and upstream included).
+   */
+  response(status: number, upstream: number | 'error' | 'aborted' | 'none', seconds: number): void
   delayed(rule: string, ms: number): void
   reload(result: 'success' | 'failure'): void
   /** Requests being handled (read when /metrics is scraped). */
@@ -50,13 +53,55 @@ function tallies(counter: Counter) {
   }
 }
 
+/** The buckets of `edgelimit_request_duration_seconds`: up to the upstream timeout (30 s) and past it. */
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+
+/**
+ * A label-less histogram fed once per request: a bucket search and two additions in a typed
+ * array (prom-client's observe allocates and hashes labels per call), read when scraped.
+ */
+function requestDuration(registers: Registry[]) {
+  const name = 'edgelimit_request_duration_seconds'
+  // Per bucket (the last is +Inf), then the sum.
+  const counts = new Float64Array(DURATION_BUCKETS.length + 2)
+  const SUM = DURATION_BUCKETS.length + 1
+  const get = async () => {
+    const values = []
+    let cumulative = 0
+    for (let i = 0; i <= DURATION_BUCKETS.length; i++) {
+      cumulative += counts[i] as number
+      const le = i < DURATION_BUCKETS.length ? (DURATION_BUCKETS[i] as number) : '+Inf'
+      values.push({ metricName: `${name}_bucket`, labels: { le }, value: cumulative })
+    }
+    values.push({ metricName: `${name}_sum`, labels: {}, value: counts[SUM] as number })
+    values.push({ metricName: `${name}_count`, labels: {}, value: cumulative })
+    return {
+      name,
+      help: 'Time from a request reaching the gateway to its answer ending, shaping delays included',
+      type: 'histogram',
+      values,
+      aggregator: 'sum',
+    }
+  }
+  // The registry reads a metric through get() (and reset()): the shape prom-client's own have.
+  const metric = { name, get, reset: () => counts.fill(0) }
+  for (const r of registers) r.registerMetric(metric as unknown as Metric)
+  return (seconds: number) => {
+    let i = 0
+    while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] as number)) i++
+    counts[i] = (counts[i] as number) + 1
+    counts[SUM] = (counts[SUM] as number) + seconds
+  }
+}
+
 /**
  * Creates the instruments: `edgelimit_decisions_total{rule,tier,outcome}`,
  * `edgelimit_shadow_would_block_total{rule,tier}`, `edgelimit_store_latency_seconds`,
  * `edgelimit_store_errors_total{kind}`, `edgelimit_store_fallbacks_total{rule,mode}`,
  * `edgelimit_breaker_state{rule,tier}` (0 closed, 1 half-open, 2 open),
  * `edgelimit_upstream_responses_total{code}`, `edgelimit_responses_total{code}`,
- * `edgelimit_shaping_delay_seconds{rule}`, `edgelimit_in_flight_requests`,
+ * `edgelimit_request_duration_seconds`, `edgelimit_shaping_delay_seconds{rule}`,
+ * `edgelimit_in_flight_requests`,
  * `edgelimit_config_reloads_total{result}`, `edgelimit_config_generation`, plus the process
  * metrics of prom-client.
  *
@@ -129,6 +174,7 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     labelNames: ['rule', 'tier'],
     registers,
   })
+  const duration = requestDuration(registers)
   const shaping = new Histogram({
     name: 'edgelimit_shaping_delay_seconds',
     help: 'How long shaping rules held admitted requests',
@@ -222,7 +268,8 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
         }
       }
     },
-    response(status, up) {
+    response(status, up, seconds) {
+      duration(seconds)
       let r = byCode.get(status)
       if (r === undefined) {
         r = responses.create([String(status)])
