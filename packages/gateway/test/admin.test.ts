@@ -54,7 +54,9 @@ describe('reset with the store down', () => {
     expect(down.headers.get('content-type')).toBe('application/problem+json')
     const problem = (await down.json()) as { detail: string }
     expect(problem).toMatchObject({ status: 503, code: 'ERR_STORE_UNAVAILABLE', instance: '/admin/reset' })
-    expect(problem.detail).toBe('The store is unreachable or did not answer in time: the reset is not confirmed. Try again once it is back.')
+    expect(problem.detail).toBe(
+      'The store is unreachable or did not answer in time: the reset is not confirmed. Try again once it is back.',
+    )
     expect(gw.logs.some((l) => l.msg === 'admin: reset failed' && l.rule === 'open')).toBe(true)
   })
 })
