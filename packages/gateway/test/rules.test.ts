@@ -147,12 +147,18 @@ test('shaping holds requests: measured delays 0, 100, 200, 300 ms; the fifth ove
     .filter((t) => t.status === 200)
     .map((t) => t.ms)
     .sort((a, b) => a - b)
+  // Never released early. Late only by what a loaded machine adds (the exact holds are checked
+  // below, from what the gateway decided): the bound catches a request held twice, or not released.
   held.forEach((ms, i) => {
     expect(ms).toBeGreaterThanOrEqual(i * 100 - 5)
-    expect(ms).toBeLessThan(i * 100 + 90)
+    expect(ms).toBeLessThan(i * 100 + 400)
   })
   const metrics = await (await fetch(`${gw.admin}/metrics`)).text()
   expect(metrics).toMatch(/edgelimit_shaping_delay_seconds_count\{rule="shaped"\} 3/)
+  // The holds decided: 0.1 + 0.2 + 0.3 s, less the time between the requests' arrivals.
+  const holds = Number(/^edgelimit_shaping_delay_seconds_sum\{rule="shaped"\} (\S+)$/m.exec(metrics)?.[1])
+  expect(holds).toBeLessThanOrEqual(0.6)
+  expect(holds).toBeGreaterThan(0.45)
   // The request duration includes the time held: at least 0.1 + 0.2 + 0.3 s from these requests.
   const sum = Number(/^edgelimit_request_duration_seconds_sum (\S+)$/m.exec(metrics)?.[1])
   expect(sum).toBeGreaterThanOrEqual(0.6 - 0.015)
