@@ -1,4 +1,5 @@
 import { ConfigError, type ConfigIssue } from '../errors.js'
+import { remember } from '../remember.js'
 import { createIssues } from '../validate.js'
 import { base64 } from './headers.js'
 import {
@@ -273,12 +274,6 @@ const encoder = new TextEncoder()
 const hmacKeys = new Map<string, Promise<CryptoKey>>()
 // Secrets are few; the bound only stops a caller passing a fresh secret per request from leaking.
 const MAX_CACHED_KEYS = 16
-
-/** Sets `key` in `map`, which keeps at most `max` entries: the oldest is dropped first. @internal */
-export function remember<V>(map: Map<string, V>, key: string, value: V, max: number): void {
-  if (map.size >= max) map.delete(map.keys().next().value as string)
-  map.set(key, value)
-}
 
 function hmacKey(secret: string): Promise<CryptoKey> {
   let key = hmacKeys.get(secret)

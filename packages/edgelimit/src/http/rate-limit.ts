@@ -1,13 +1,13 @@
 import { type Clock, systemClock } from '../clock.js'
 import { ConfigError, describe, EdgelimitError } from '../errors.js'
 import type { Decision, Limiter } from '../limiter.js'
+import { remember } from '../remember.js'
 import { createIssues, type Issues } from '../validate.js'
 import { type HeaderRenderer, type HeaderStandard, headerRenderer, quotaPolicy, sfBinary } from './headers.js'
 import {
   type ClientKeyOptions,
   hashKey,
   partitionKeyBytes,
-  remember,
   resolveClientIp,
   validateClientKeyOptions,
 } from './identity.js'

@@ -11,6 +11,8 @@ export interface Watch {
   readonly at: number
   settled: boolean
   readonly fail: (error: Error) => void
+  /** The call's own timer, on Workers. */
+  t?: unknown
 }
 
 /** One deadline's clock, shared by every call (see `createDeadline`). */
@@ -43,8 +45,10 @@ interface Timer {
  * each. Where timers can be unref'd (Node, Bun) the timer is not cleared when the last pending
  * call settles: it stays armed, unref'd, so that calls one after another do not each arm and clear
  * a timer; it fires at most once per `ms`, and only holds the process while calls are pending.
- * Elsewhere it runs only while calls are pending. A late rejection of abandoned work is swallowed
- * (the decision was already made without it), so nothing leaks.
+ * Elsewhere it runs only while calls are pending. On Workers a timer belongs to the request that
+ * set it and is cancelled when that request ends, so one shared by the calls of concurrent requests
+ * would leave theirs without a deadline: there each call has a timer of its own. A late rejection
+ * of abandoned work is swallowed (the decision was already made without it), so nothing leaks.
  *
  * @example const deadline = createDeadline(45); await deadline(store.evaluate(key, 1, now))
  */
@@ -57,15 +61,20 @@ export function createDeadline(ms: number): Deadline {
  * remote decision path). `keep`: whether an unref'able timer stays armed once nothing is pending.
  */
 export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
+  const timedOut = () =>
+    new EdgelimitError('ERR_EDGELIMIT_TIMEOUT', `The store did not answer within ${ms} ms`)
   let queue: Watch[] = []
   let head = 0
   // When armed, the timer fires at or before every pending call's deadline: deadlines are `ms`
   // after arrival, so they come in arrival order, and the timer is armed for the oldest.
   let timer: Timer | undefined
   let live = 0
+  // Workers: each call's timer is set, and cleared, in the request that made the call.
+  const own = globalThis.navigator?.userAgent === 'Cloudflare-Workers'
 
   function settle(p: Watch): void {
     p.settled = true
+    if (p.t) clearTimeout(p.t as number)
     if (--live > 0) return
     // Nothing pending: forget the queue (one call at a time: a pop, cheaper than setting the
     // length). An unref'd timer may stay armed (it no longer holds the process, and re-arming
@@ -96,7 +105,7 @@ export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
       head++
       if (!p.settled) {
         settle(p)
-        p.fail(new EdgelimitError('ERR_EDGELIMIT_TIMEOUT', `The store did not answer within ${ms} ms`))
+        p.fail(timedOut())
       }
     }
     if (head > 1024 && head * 2 > queue.length) {
@@ -122,10 +131,13 @@ export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
   function watch(fail: (error: Error) => void): Watch {
     const now = monotonic()
     const pending: Watch = { at: now + ms, settled: false, fail }
-    queue.push(pending)
     // A timer kept armed while idle holds the process again (it fires before this deadline).
     if (live++ === 0 && timer?.ref !== undefined) timer.ref()
-    if (timer === undefined) arm(now)
+    if (own) pending.t = setTimeout(() => defer(() => end(pending) && fail(timedOut())), ms)
+    else {
+      queue.push(pending)
+      if (timer === undefined) arm(now)
+    }
     return pending
   }
 

@@ -1,3 +1,5 @@
+import { remember } from '../remember.js'
+
 /**
  * Recent denials, answered in-process until they expire: a key denied with `retryAfterMs = d` for
  * a cost `c` is denied again for the same cost until `d` has passed — as the store would answer,
@@ -9,7 +11,6 @@ export interface DenyCache<T> {
   get(key: string, cost: number, now: number): T | undefined
   set(key: string, cost: number, until: number, value: T): void
   delete(key: string): void
-  readonly size: number
 }
 
 /**
@@ -30,14 +31,10 @@ export function createDenyCache<T>(maxKeys: number): DenyCache<T> {
     },
     set(key, cost, until, value) {
       entries.delete(key)
-      if (entries.size >= maxKeys) entries.delete(entries.keys().next().value as string)
-      entries.set(key, { until, cost, value })
+      remember(entries, key, { until, cost, value }, maxKeys)
     },
     delete(key) {
       entries.delete(key)
-    },
-    get size() {
-      return entries.size
     },
   }
 }

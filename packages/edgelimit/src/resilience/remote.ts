@@ -98,14 +98,6 @@ export const remoteDecider: Decider = (context) => {
           intervalMs: Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
         })
 
-  const untouched = (i: number): RuleVerdict => ({
-    allowed: true,
-    remaining: limitOf(rules[i] as RuleConfig),
-    resetAfterMs: 0,
-    retryAfterMs: 0,
-    delayMs: 0,
-    reason: undefined,
-  })
   const sub = (mask: number, index: readonly number[]) =>
     index.reduce((m, i, j) => ((mask & (1 << i)) !== 0 ? m | (1 << j) : m), 0)
   const blocks = (verdicts: readonly RuleVerdict[], mask: number) =>
@@ -267,7 +259,17 @@ export const remoteDecider: Decider = (context) => {
   }
 
   async function decideMixed(key: string, cost: number, now: number, shadow: number): Promise<Decision> {
-    const verdicts = rules.map((_, i) => untouched(i))
+    // A rule whose group is not asked (an earlier group denied) answers untouched.
+    const verdicts = rules.map(
+      (rule): RuleVerdict => ({
+        allowed: true,
+        remaining: limitOf(rule),
+        resetAfterMs: 0,
+        retryAfterMs: 0,
+        delayMs: 0,
+        reason: undefined,
+      }),
+    )
     const place = (index: readonly number[], vs: readonly RuleVerdict[]) => {
       index.forEach((i, j) => {
         verdicts[i] = vs[j] as RuleVerdict

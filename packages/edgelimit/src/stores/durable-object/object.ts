@@ -11,6 +11,7 @@ import {
 import { systemClock } from '../../clock.js'
 import type { CompiledRule } from '../../core/index.js'
 import { EdgelimitError } from '../../errors.js'
+import { remember } from '../../remember.js'
 import type { RuleVerdict } from '../types.js'
 import type { DurableObjectContext, DurableObjectStorageLike, SqlStorage } from './platform.js'
 import type { EvaluateRequest, ResetRequest, RuleSpec } from './protocol.js'
@@ -26,6 +27,8 @@ import {
 
 const TABLE = 'edgelimit_state'
 const MAX_RULE_SETS = 64
+
+const STORE = 'ERR_EDGELIMIT_STORE'
 
 /**
  * Builds the Durable Object class for the algorithms listed — what `EdgelimitDurableObject` is
@@ -71,68 +74,56 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
     constructor(ctx: DurableObjectContext, env: unknown) {
       super(ctx, env)
       this.#storage = ctx.storage
-      let sql: SqlStorage
       try {
-        sql = ctx.storage.sql
-        sql.exec(
-          `CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT NOT NULL, rule TEXT NOT NULL, algorithm TEXT NOT NULL, state TEXT NOT NULL, expires INTEGER NOT NULL, PRIMARY KEY (key, rule)) WITHOUT ROWID`,
+        this.#sql = ctx.storage.sql
+        this.#sql.exec(
+          `CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT NOT NULL, rule TEXT NOT NULL, algorithm TEXT NOT NULL, state TEXT NOT NULL, expires INTEGER NOT NULL, PRIMARY KEY (key, rule)) WITHOUT ROWID; CREATE INDEX IF NOT EXISTS ${TABLE}_expires ON ${TABLE} (expires)`,
         )
-        sql.exec(`CREATE INDEX IF NOT EXISTS ${TABLE}_expires ON ${TABLE} (expires)`)
       } catch (error) {
         throw new EdgelimitError(
-          'ERR_EDGELIMIT_STORE',
+          STORE,
           `EdgelimitDurableObject needs a SQLite-backed class: list it under "new_sqlite_classes" in a migration (${String(error)})`,
         )
       }
-      this.#sql = sql
     }
 
     /** Decides one request for one key, all-or-nothing over the rule set (RPC). */
     evaluate(request: EvaluateRequest): RuleVerdict[] {
       const { key, cost } = request
       if (typeof key !== 'string' || !Number.isSafeInteger(cost) || cost < 0) {
-        throw new EdgelimitError(
-          'ERR_EDGELIMIT_STORE',
-          'Expected a string key and a non-negative integer cost',
-        )
+        throw new EdgelimitError(STORE, 'Expected a string key and a non-negative integer cost')
       }
       const set = this.#ruleSet(request.rules)
       const clockNow = systemClock.now()
       const now = request.now ?? clockNow
       // Read from SQLite on every decision: the object's database is local and synchronous, and a
       // parsed copy kept in memory would cost more code than the reads it saves.
-      const stored = new Map<string, Record<string, unknown>>()
+      const states: (RuleState | undefined)[] = new Array(set.rules.length)
       for (const row of this.#sql
         .exec(`SELECT rule, algorithm, state FROM ${TABLE} WHERE key = ?`, key)
-        .toArray())
-        stored.set(String(row.rule), row)
-      const states = set.names.map((name, r) => {
-        const row = stored.get(name)
+        .toArray()) {
+        const r = set.names.indexOf(row.rule as string)
         // A rule renamed onto another algorithm starts fresh rather than misreading the old state.
-        return row !== undefined && row.algorithm === (set.rules[r] as CompiledRule).policy.algorithm
-          ? parseState(String(row.state))
-          : undefined
-      })
-      const writes: (RuleState | undefined)[] = new Array(set.rules.length)
+        if (r >= 0 && row.algorithm === (set.rules[r] as CompiledRule).policy.algorithm)
+          states[r] = parseState(String(row.state))
+      }
+      // Filled at the charged rules' places only (forEach skips the others).
+      const writes: RuleState[] = new Array(set.rules.length)
       const verdicts = set.evaluate(states, cost, now, request.shadow ?? 0, request.force === true, writes)
-      for (let r = 0; r < writes.length; r++) {
-        const state = writes[r]
-        if (state === undefined) continue
+      writes.forEach((state, r) => {
         const rule = set.rules[r] as CompiledRule
-        const name = set.names[r] as string
         // Expiry in the object's clock, whichever clock decided: the alarm reads the object's clock.
         const expires = clockNow + Math.max(0, Math.ceil(expiresAt(rule, state) - now))
-        const algorithm = rule.policy.algorithm
         this.#sql.exec(
-          `INSERT OR REPLACE INTO ${TABLE} (key, rule, algorithm, state, expires) VALUES (?, ?, ?, ?, ?)`,
+          `INSERT OR REPLACE INTO ${TABLE} VALUES (?, ?, ?, ?, ?)`,
           key,
-          name,
-          algorithm,
+          set.names[r] as string,
+          rule.policy.algorithm,
           serializeState(state),
           expires,
         )
         this.#schedule(expires, clockNow)
-      }
+      })
       return verdicts
     }
 
@@ -154,10 +145,9 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
     #ruleSet(text: string): RuleSet {
       let set = this.#sets.get(text)
       if (set === undefined) {
-        if (typeof text !== 'string') throw new EdgelimitError('ERR_EDGELIMIT_STORE', 'Expected the rule set')
+        if (typeof text !== 'string') throw new EdgelimitError(STORE, 'Expected the rule set')
         set = compileRuleSet(JSON.parse(text) as RuleSpec, compilers)
-        if (this.#sets.size >= MAX_RULE_SETS) this.#sets.delete(this.#sets.keys().next().value as string)
-        this.#sets.set(text, set)
+        remember(this.#sets, text, set, MAX_RULE_SETS)
       }
       return set
     }

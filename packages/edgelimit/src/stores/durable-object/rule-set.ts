@@ -15,7 +15,8 @@ export interface RuleSet {
    * Decides one request for one key from `states` (one per rule, `undefined` = fresh), all or
    * nothing, exactly as the memory store does: the request is charged to every rule only if every
    * enforced rule admits it (a shadow rule is charged only when it admits; `force` charges all).
-   * Fills `writes[i]` with the new state of each charged rule, `undefined` for the others.
+   * Sets `writes[i]` to the new state of each charged rule, and leaves the others (pass a fresh
+   * array).
    */
   evaluate(
     states: readonly (RuleState | undefined)[],
@@ -23,7 +24,7 @@ export interface RuleSet {
     now: number,
     shadow: number,
     force: boolean,
-    writes: (RuleState | undefined)[],
+    writes: RuleState[],
   ): RuleVerdict[]
 }
 
@@ -57,7 +58,6 @@ export function compileRuleSet(spec: RuleSpec, compilers: Compilers): RuleSet {
     names,
     rules,
     evaluate(states, cost, now, shadow, force, writes) {
-      writes.fill(undefined)
       let allowed = true
       for (let r = 0; r < rules.length; r++) {
         if (!decide(r, states[r], now, cost).allowed && (shadow & (1 << r)) === 0) allowed = false
@@ -83,7 +83,8 @@ export function compileRuleSet(spec: RuleSpec, compilers: Compilers): RuleSet {
 
 /** When a rule's state equals a fresh key's (epoch ms in the deciding clock). */
 export function expiresAt(rule: CompiledRule, state: RuleState): number {
-  return rule.kind === 'log' ? rule.expiresAt(state as LogState) : rule.expiresAt(state as number[], 0)
+  // A log's `expiresAt` takes the log alone (the offset is ignored); a row's, the row at offset 0.
+  return (rule.expiresAt as (state: RuleState, offset: number) => number)(state, 0)
 }
 
 /** A state as stored: a row as is, a log as its live times and per-entry costs. */
@@ -101,10 +102,7 @@ export function parseState(text: string): RuleState {
   const value = JSON.parse(text) as number[] | { times: number[]; costs: number[] }
   if (Array.isArray(value)) return value
   let total = 0
-  const sums = value.costs.map((c) => {
-    total += c
-    return total
-  })
+  const sums = value.costs.map((c) => (total += c))
   return { times: value.times, sums, head: 0 }
 }
 

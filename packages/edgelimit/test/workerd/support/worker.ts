@@ -24,9 +24,20 @@ export class QuickSweep extends EdgelimitDurableObject {
   static override sweepEveryMs = 200
 }
 
+/** Answers a key named `sleep<ms>-…` that many ms late: a slow object, for the decision deadline. */
+export class SlowObject extends EdgelimitDurableObject {
+  // @ts-expect-error: over RPC an answer may come as a promise, as this one does.
+  override async evaluate(request: EvaluateRequest) {
+    const ms = Number(/^sleep(\d+)-/.exec(request.key)?.[1] ?? 0)
+    await new Promise((resolve) => setTimeout(resolve, ms))
+    return super.evaluate(request)
+  }
+}
+
 interface Env {
   LIMITER: DurableObjectNamespaceLike
   SWEEP?: DurableObjectNamespaceLike
+  SLOW?: DurableObjectNamespaceLike
 }
 
 interface ExecutionContext {
@@ -91,6 +102,19 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
         return Response.json({ error: String(error) }, { status: 500 })
       }
     }
+    case '/deadline': {
+      // One limiter per isolate, as a Worker would have: its calls from concurrent requests share
+      // the deadline's clock.
+      deadlineLimiter ??= createLimiter({
+        rules: [{ name: 'slow', algorithm: fixedWindow({ limit: 1000, window: '1h' }) }],
+        store: durableObjectStore({ namespace: env.SLOW as DurableObjectNamespaceLike, prefix: 'slow' }),
+        timeout: 300,
+        breaker: false,
+        denyCache: false,
+      })
+      const d = await deadlineLimiter.limit(url.searchParams.get('key') ?? 'k')
+      return Response.json({ allowed: d.allowed, reason: d.reason ?? null })
+    }
     case '/approximate':
       return approximate(request, env, ctx, url)
     case '/approximate/peek': {
@@ -105,6 +129,8 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
       return new Response('not found', { status: 404 })
   }
 }
+
+let deadlineLimiter: ReturnType<typeof createLimiter> | undefined
 
 const APPROX: AlgorithmSpec = fixedWindow({ limit: 1000, window: '1h' })
 

@@ -1,0 +1,49 @@
+// The decision deadline in workerd, where a timer belongs to the request that set it and is
+// cancelled when that request ends: a limiter shared by overlapping requests still answers each
+// slow call by its deadline. Run without and with Node's timers as globals (ref/unref handles).
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type Running, startWorker } from './support/workerd.js'
+
+const entry = join(import.meta.dirname, 'support', 'worker.ts')
+
+describe.each([
+  { timers: 'Workers timers', compatibilityFlags: [] },
+  { timers: 'Node timers', compatibilityFlags: ['nodejs_compat', 'enable_nodejs_global_timers'] },
+])('the decision deadline in workerd ($timers)', ({ compatibilityFlags }) => {
+  let worker: Running
+  beforeAll(async () => {
+    worker = await startWorker(entry, {
+      durableObjects: { SLOW: 'SlowObject' },
+      compatibilityFlags,
+    } as Parameters<typeof startWorker>[1])
+  })
+  afterAll(() => worker?.dispose())
+
+  async function limit(key: string) {
+    const started = Date.now()
+    const res = await worker.fetch(`/deadline?key=${key}`)
+    const body = (await res.json()) as { allowed: boolean; reason: string | null }
+    return { ...body, ms: Date.now() - started }
+  }
+
+  it("holds for a slow call that overlaps another request's call", async () => {
+    // The limiter (timeout 300 ms) and the object exist before the two requests start.
+    expect((await limit('warm')).allowed).toBe(true)
+    const run = `${Date.now()}`
+    // A's call answers in 150 ms and its request ends; B's, started meanwhile, would take 5 s.
+    const a = limit(`sleep150-a${run}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const b = limit(`sleep5000-b${run}`)
+    expect(await a).toMatchObject({ allowed: true })
+    const slow = await b
+    expect(slow).toMatchObject({ allowed: false, reason: 'store-unavailable' })
+    expect(slow.ms).toBeLessThan(2000)
+  })
+
+  it('holds for a slow call alone, after other requests ended', async () => {
+    const slow = await limit(`sleep5000-c${Date.now()}`)
+    expect(slow).toMatchObject({ allowed: false, reason: 'store-unavailable' })
+    expect(slow.ms).toBeLessThan(2000)
+  })
+})
