@@ -102,7 +102,7 @@ describe('EdgelimitDurableObject in workerd', () => {
   let worker: Running
   beforeAll(async () => {
     worker = await startWorker(entry, {
-      durableObjects: { LIMITER: 'EdgelimitDurableObject', SWEEP: 'QuickSweep' },
+      durableObjects: { LIMITER: 'EdgelimitDurableObject', SWEEP: 'QuickSweep', FIXED: 'FixedWindowOnly' },
     })
   })
   afterAll(() => worker?.dispose())
@@ -151,6 +151,20 @@ describe('EdgelimitDurableObject in workerd', () => {
     const res = await rpc(worker, { object: 'bad', rules, key: 'k', cost: -1 })
     expect(res.status).toBe(500)
     expect(res.body.error).toMatch(/non-negative integer cost/)
+  })
+
+  it("the object's errors reach the limiter as ERR_EDGELIMIT_STORE, with their message", async () => {
+    // Over RPC an error keeps its message (its name in it) and loses its code: the store restores it.
+    const body = await (await worker.fetch('/store-error')).json()
+    const refused = {
+      code: 'ERR_EDGELIMIT_STORE',
+      message: expect.stringMatching(/runs no sliding-window rules: list its factory in durableObjectClass/),
+    }
+    expect(body).toEqual({
+      reason: 'store-unavailable',
+      events: [{ kind: 'error', ...refused }],
+      reset: refused,
+    })
   })
 
   it('withWaitUntil sends approximate counts to the object after each response', async () => {

@@ -1,4 +1,4 @@
-import { ConfigError } from '../../errors.js'
+import { ConfigError, EdgelimitError } from '../../errors.js'
 import { remoteDecider } from '../../resilience/remote.js'
 import { createIssues } from '../../validate.js'
 import type { BoundRules, Store } from '../types.js'
@@ -67,30 +67,41 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
     shards === undefined
       ? (key: string) => `${prefix}:k:${key}`
       : (key: string) => `${prefix}:s:${shards}:${shardOf(key, shards)}`
-  // A stub per call: stubs belong to the request that made them on Workers.
-  const stubFor = (key: string) =>
-    namespace.get(namespace.idFromName(nameOf(key)), getOptions) as unknown as EdgelimitStub
+  // One RPC to the key's object, through a stub of its own (stubs belong to the request that made
+  // them on Workers). Async, so that a failure to reach the object is a rejection the limiter's
+  // failure policy sees. An error comes over RPC without its code: each is the store's.
+  const call = async <M extends keyof EdgelimitStub>(
+    key: string,
+    method: M,
+    request: Parameters<EdgelimitStub[M]>[0],
+  ): Promise<Awaited<ReturnType<EdgelimitStub[M]>>> => {
+    try {
+      const stub = namespace.get(namespace.idFromName(nameOf(key)), getOptions) as unknown as Record<
+        M,
+        (request: unknown) => ReturnType<EdgelimitStub[M]>
+      >
+      return await stub[method](request)
+    } catch (error) {
+      throw new EdgelimitError('ERR_EDGELIMIT_STORE', (error as Error).message)
+    }
+  }
 
   return {
     name: 'durable-object',
     decider: remoteDecider,
     bind(rules): BoundRules {
       const spec = encodeRules(rules)
-      // Async, so that a failure to reach the object is a rejection the limiter's failure policy sees.
       return {
-        async evaluate(key, cost, now, opts) {
-          return await stubFor(key).evaluate({
+        evaluate: (key, cost, now, opts) =>
+          call(key, 'evaluate', {
             rules: spec,
             key,
             cost,
             now: clientClock ? now : undefined,
             shadow: opts?.shadow,
             force: opts?.force,
-          })
-        },
-        async reset(key) {
-          await stubFor(key).reset({ rules: spec, key })
-        },
+          }),
+        reset: (key) => call(key, 'reset', { rules: spec, key }),
       }
     },
   }

@@ -3,6 +3,7 @@
 import type { AlgorithmSpec } from '../../../src/algorithms.js'
 import {
   type DurableObjectNamespaceLike,
+  durableObjectClass,
   durableObjectStore,
   EdgelimitDurableObject,
   type EvaluateRequest,
@@ -13,6 +14,7 @@ import {
   approximate as approximateConsistency,
   createLimiter,
   fixedWindow,
+  slidingWindow,
 } from '../../../src/index.js'
 import { manualClock, storeConformance } from '../../../src/testing/index.js'
 import { replay, type Trace } from './trace.js'
@@ -23,6 +25,9 @@ export { EdgelimitDurableObject }
 export class QuickSweep extends EdgelimitDurableObject {
   static override sweepEveryMs = 200
 }
+
+/** A class built for one algorithm: it refuses rule sets with any other. */
+export const FixedWindowOnly = durableObjectClass(fixedWindow)
 
 /** Answers a key named `sleep<ms>-…` that many ms late: a slow object, for the decision deadline. */
 export class SlowObject extends EdgelimitDurableObject {
@@ -38,6 +43,7 @@ interface Env {
   LIMITER: DurableObjectNamespaceLike
   SWEEP?: DurableObjectNamespaceLike
   SLOW?: DurableObjectNamespaceLike
+  FIXED?: DurableObjectNamespaceLike
 }
 
 interface ExecutionContext {
@@ -115,6 +121,21 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
       const d = await deadlineLimiter.limit(url.searchParams.get('key') ?? 'k')
       return Response.json({ allowed: d.allowed, reason: d.reason ?? null })
     }
+    case '/store-error': {
+      // A sliding-window rule on the fixed-window-only class: the object refuses the rule set.
+      const events: unknown[] = []
+      const limiter = createLimiter({
+        rules: [{ name: 'sw', algorithm: slidingWindow({ limit: 10, window: '1m' }) }],
+        store: durableObjectStore({ namespace: env.FIXED as DurableObjectNamespaceLike, prefix: 'fixed' }),
+        breaker: false,
+        onEvent: (e) => {
+          if (e.type === 'store-error') events.push({ kind: e.kind, ...coded(e.error) })
+        },
+      })
+      const decision = await limiter.limit('k')
+      const reset = await limiter.reset('k').then(() => null, coded)
+      return Response.json({ reason: decision.reason, events, reset })
+    }
     case '/approximate':
       return approximate(request, env, ctx, url)
     case '/approximate/peek': {
@@ -128,6 +149,11 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
     default:
       return new Response('not found', { status: 404 })
   }
+}
+
+/** An error's code and message, as the vitest side checks them. */
+function coded(error: unknown) {
+  return { code: (error as { code?: string }).code ?? null, message: String((error as Error).message) }
 }
 
 let deadlineLimiter: ReturnType<typeof createLimiter> | undefined
