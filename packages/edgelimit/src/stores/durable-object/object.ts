@@ -46,8 +46,8 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
    * your Worker under the class name bound in wrangler config, as a SQLite-backed class
    * (`new_sqlite_classes` in a migration); `durableObjectStore()` calls it over RPC.
    *
-   * Every decision is one synchronous turn: read the key's states (from memory, or SQLite once
-   * after the object wakes), decide with the core, write the charged states through
+   * Every decision is one synchronous turn: read the key's states from SQLite (on every decision:
+   * nothing is cached in memory), decide with the core, write the charged states through
    * `ctx.storage.sql`. No `await` in between, so decisions on one object never interleave, and the
    * output gate releases the answer only once the write is durable. Expired rows are deleted by an
    * alarm. With `clock: 'object'` the object's clock decides; with `'client'`, the caller's.
