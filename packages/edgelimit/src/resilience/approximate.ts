@@ -67,6 +67,8 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
   function sync(key: string, entry: Entry, now: number): Promise<void> {
     const cost = entry.pending
     entry.pending = 0
+    // The next sync is due an interval after this one starts, however it ends.
+    entry.syncedAt = now
     syncs++
     const run = send(key, cost, now)
       .then((verdicts) => {
@@ -76,12 +78,10 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
           entry.remaining[i] = Math.max(0, after - entry.pending)
           entry.resetAt[i] = now + v.resetAfterMs
         })
-        entry.syncedAt = now
       })
       .catch(() => {
         // Nothing was counted (the path reported why): keep the batch for the next sync.
         entry.pending += cost
-        entry.syncedAt = now
       })
       .finally(() => {
         entry.syncing = undefined
@@ -94,11 +94,15 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
   function counted(key: string, cost: number, now: number, shadow: number): RuleVerdict[] | undefined {
     const entry = entries.get(key)
     if (entry === undefined) return undefined
-    // Nothing to send and nothing left to learn before the quota resets: skip the sync.
+    // Nothing to send, nothing in flight and nothing left to learn before the quota resets: no sync.
     const idle =
-      entry.pending === 0 && entry.remaining.every((r, i) => r === 0 && now < (entry.resetAt[i] as number))
+      entry.syncing === undefined &&
+      entry.pending === 0 &&
+      entry.remaining.every((r, i) => r === 0 && now < (entry.resetAt[i] as number))
     if (entry.syncing === undefined && now - entry.syncedAt >= intervalMs && !idle) void sync(key, entry, now)
-    const wait = Math.max(1, entry.syncedAt + intervalMs - now)
+    // A sync in flight for longer than the interval: the next one is still about an interval away.
+    const next = entry.syncedAt + intervalMs - now
+    const wait = next > 0 ? next : intervalMs
     let allowed = true
     for (let i = 0; i < rules; i++) {
       if (cost > (entry.remaining[i] as number) && (shadow & (1 << i)) === 0) allowed = false
@@ -111,8 +115,10 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
         allowed: admits,
         remaining: allowed && admits ? left - cost : left,
         resetAfterMs: Math.max(0, (entry.resetAt[i] as number) - now),
-        // The exact wait is known only to the store: the next sync is when it can change.
-        retryAfterMs: admits ? 0 : wait,
+        // The exact wait is known only to the store: the next sync is when it can change; with no
+        // sync coming (quota spent, nothing pending), the rule's reset as the store last told it,
+        // no sooner than the store's own wait (a bucket's is until it is full again).
+        retryAfterMs: admits ? 0 : idle ? (entry.resetAt[i] as number) - now : wait,
         delayMs: 0,
         reason: admits ? undefined : 'limit-exceeded',
       }

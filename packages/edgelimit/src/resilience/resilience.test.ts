@@ -341,4 +341,46 @@ describe('consistency modes', () => {
     expect(faults.calls).toBeGreaterThanOrEqual(2)
     expect(faults.calls).toBeLessThanOrEqual(3)
   })
+
+  it("an approximate denial waits for the next sync, or, with the quota spent and nothing pending, for the rule's reset", async () => {
+    for (const algorithm of [
+      fixedWindow({ limit: 3, window: '1h' }),
+      tokenBucket({ capacity: 3, refillRate: 3, refillInterval: '1h' }),
+    ]) {
+      const { limiter, faults, release, clock } = remote(
+        [{ name: 'api', algorithm, consistency: approximate, syncInterval: '250ms' }],
+        { timeout: false, breaker: false },
+      )
+      const retry = async () => (await limiter.limit('k')).retryAfterMs
+      // The first call is the store's; two more are counted here, pending a sync 250 ms away.
+      for (let i = 0; i < 3; i++) expect((await limiter.limit('k')).allowed).toBe(true)
+      expect(await retry()).toBe(250)
+      clock.advance(100)
+      expect(await retry()).toBe(150)
+      // Due: this request starts the sync, whose answer is known no sooner than the next one.
+      clock.advance(200)
+      faults.hang = true
+      expect(await retry()).toBe(250)
+      // A sync slower than the interval: the next one is still about an interval away.
+      clock.advance(400)
+      expect(await retry()).toBe(250)
+      faults.hang = false
+      release()
+      await limiter.flush()
+      // Spent and synced: no sync is coming, so no sooner than the store would answer itself.
+      clock.advance(5000)
+      const calls = faults.calls
+      const memory = manualClock(clock.now() - 5700)
+      const strict = createLimiter({ rules: [{ name: 'api', algorithm }], clock: memory })
+      for (let i = 0; i < 3; i++) await strict.limit('k')
+      memory.advance(5700)
+      const floor = (await strict.limit('k')).retryAfterMs
+      const wait = await retry()
+      expect(wait).toBeGreaterThanOrEqual(floor)
+      expect(wait).toBeGreaterThan(1_000_000)
+      clock.advance(60_000)
+      expect(await retry()).toBe(wait - 60_000)
+      expect(faults.calls).toBe(calls)
+    }
+  })
 })

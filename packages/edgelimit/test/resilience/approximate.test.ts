@@ -4,6 +4,7 @@
  * of 100,000, through the same `create` that `approximate` holds).
  */
 import { describe, expect, it } from 'vitest'
+import { createRateLimit } from '../../src/http.js'
 import { approximate, createLimiter, type Duration, fixedWindow } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
 import { type ApproximateConsistency, createApproximate } from '../../src/resilience/approximate.js'
@@ -25,6 +26,7 @@ function onRedis(o: {
   limit: number
   consistency: ApproximateConsistency
   syncInterval: Duration
+  clock?: ReturnType<typeof manualClock>
 }) {
   return createLimiter({
     rules: [
@@ -36,7 +38,7 @@ function onRedis(o: {
       },
     ],
     store: redisStore({ client: fixture.client, prefix: o.prefix, clock: 'client' }),
-    clock: manualClock(T0),
+    clock: o.clock ?? manualClock(T0),
     timeout: false,
     breaker: false,
   })
@@ -79,5 +81,31 @@ describe('approximate consistency on Redis', () => {
     await limiter.flush()
     expect(await stored('ae:api:{victim}')).toBe(100)
     expect(await admitted('victim', 100)).toBe(0)
+  })
+
+  it('Retry-After of an approximate denial: the next sync, then, spent and synced, the window reset', async () => {
+    const clock = manualClock(T0)
+    const limiter = onRedis({
+      prefix: 'aw',
+      limit: 3,
+      consistency: approximate,
+      syncInterval: '250ms',
+      clock,
+    })
+    const rl = createRateLimit({ limiter })
+    const retryAfter = async () => {
+      const v = await rl.check({ method: 'GET', path: '/', peer: '203.0.113.5', header: () => null })
+      return [v.decision?.retryAfterMs, v.response?.headers.find(([k]) => k === 'retry-after')?.[1]]
+    }
+    for (let i = 0; i < 3; i++) await retryAfter()
+    expect(await retryAfter()).toEqual([250, '1'])
+    // Due: this request starts the sync (its answer counts from the next request on).
+    clock.advance(300)
+    expect(await retryAfter()).toEqual([250, '1'])
+    await limiter.flush()
+    // Spent and synced: no sync is coming before the window resets (T0 is 800 s into its hour).
+    clock.advance(300)
+    const reset = 3_600_000 - (T0 % 3_600_000) - 600
+    expect(await retryAfter()).toEqual([reset, String(Math.ceil(reset / 1000))])
   })
 })
