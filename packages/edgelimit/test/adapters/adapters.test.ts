@@ -69,6 +69,25 @@ describe('fetch adapter', () => {
 })
 
 describe('node and express adapters', () => {
+  it('node, memory store: headers are set before it returns for a client seen before, not a new one', async () => {
+    const limit = nodeRateLimit({
+      limiter: createLimiter({ rules: [{ name: 'api', algorithm: gcra({ limit: 5, period: '1h' }) }] }),
+    })
+    const setBeforeReturn = async (peer: string) => {
+      const set: string[] = []
+      const res = { statusCode: 200, setHeader: (name: string) => set.push(name), end: () => undefined }
+      const admitted = limit({ method: 'GET', url: '/', headers: {}, socket: { remoteAddress: peer } }, res)
+      const before = set.includes('ratelimit')
+      expect(await admitted).toBe(true)
+      expect(set).toContain('ratelimit')
+      return before
+    }
+    // A new address is hashed into its key asynchronously (Web Crypto) first.
+    expect(await setBeforeReturn('192.0.2.1')).toBe(false)
+    expect(await setBeforeReturn('192.0.2.1')).toBe(true)
+    expect(await setBeforeReturn('192.0.2.2')).toBe(false)
+  })
+
   it('node: a failing key function rejects, for the server to handle', async () => {
     const limit = nodeRateLimit({
       limiter: onePerHour(),
