@@ -23,10 +23,10 @@ export function createDenyCache<T>(maxKeys: number): DenyCache<T> {
     get(key, cost, now) {
       const e = entries.get(key)
       if (e === undefined) return undefined
-      if (e.until <= now) {
-        entries.delete(key)
-        return undefined
-      }
+      // Taken out, and put back at the newest end while it lasts: a hit is a use.
+      entries.delete(key)
+      if (e.until <= now) return undefined
+      entries.set(key, e)
       return cost === e.cost ? e.value : undefined
     },
     set(key, cost, until, value) {

@@ -59,6 +59,10 @@ describe('denial cache', () => {
     cache.set('c', 1, 100, 'C')
     // Two keys at most: the least recently used one went.
     expect([cache.get('a', 1, 0), cache.get('b', 1, 0), cache.get('c', 1, 0)]).toEqual([undefined, 'B', 'C'])
+    // A hit is a use: read last, 'b' outlives 'c', set before it.
+    expect(cache.get('b', 1, 0)).toBe('B')
+    cache.set('d', 1, 100, 'D')
+    expect([cache.get('b', 1, 0), cache.get('c', 1, 0), cache.get('d', 1, 0)]).toEqual(['B', undefined, 'D'])
   })
 })
 
