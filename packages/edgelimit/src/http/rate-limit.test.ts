@@ -323,6 +323,18 @@ describe('allowList', () => {
       42,
       'fine-key',
       '10.0.0.0/8',
+      // Made of address characters only, with a '.' or ':': an address, however mistyped.
+      '10.0.0.*',
+      '10.0.0',
+      '192.168.1.1-192.168.1.9',
+      '10.0.0.0/8,',
+      'fe80::1%eth0',
+      '127.1',
+      'dead:beef',
+      // Keys: a plain hex word, or letters beyond hex digits.
+      'deadbeef',
+      'admin',
+      'user:42',
     ] as unknown as string[]
     expect(issuesOf(() => createRateLimit({ limiter, allowList }))).toEqual({
       'allowList[0]': ['ERR_CIDR'],
@@ -333,6 +345,13 @@ describe('allowList', () => {
       'allowList[5]': ['ERR_CIDR'],
       'allowList[6]': ['ERR_STRING'],
       'allowList[7]': ['ERR_STRING'],
+      'allowList[10]': ['ERR_CIDR'],
+      'allowList[11]': ['ERR_CIDR'],
+      'allowList[12]': ['ERR_CIDR'],
+      'allowList[13]': ['ERR_CIDR'],
+      'allowList[14]': ['ERR_CIDR'],
+      'allowList[15]': ['ERR_CIDR'],
+      'allowList[16]': ['ERR_CIDR'],
     })
     expect(issuesOf(() => createRateLimit({ limiter, allowList: '10.0.0.0/8' as never }))).toEqual({
       allowList: ['ERR_ARRAY'],

@@ -97,8 +97,10 @@ export interface RateLimitOptions {
    * Clients that are never limited (no headers). An address or CIDR (`'203.0.113.9'`,
    * `'2001:db8::/32'`, `'10.0.0.0/8'`; any textual form, IPv4-mapped IPv6 counts as IPv4) matches
    * the resolved client address, also when a key function picks the key; any other string
-   * matches a key function's key exactly. An entry that looks like an address but does not parse
-   * is a `ConfigError`.
+   * matches a key function's key exactly. An entry that looks like an address — in brackets, or
+   * made only of hex digits and `.:/*-,%` with a `.` or `:` in it (`'10.0.0.*'`, `'127.1'`,
+   * `'fe80::1%eth0'`) — must parse, else it is a `ConfigError`; a plain hex word (`'deadbeef'`) or
+   * one with other letters (`'user:42'`) is a key.
    * @example allowList: ['10.0.0.0/8', '::1', 'internal-api-key']
    */
   allowList?: readonly string[]
@@ -141,10 +143,10 @@ const MAX_RAW_KEY = 128
 const STANDARDS: readonly HeaderStandard[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
 // Upper-case HTTP method tokens (RFC 9110 §9.1): request methods are compared as sent.
 const METHOD = /^[!#$%&'*+.^_`|~0-9A-Z-]+$/
-// An allowList entry shaped like an address or network is one, and must parse: a dotted quad (with
-// a port, to reject it), a bracketed or `::` IPv6, eight groups (or six and a dotted quad), `…/n`.
-const ADDRESS_LIKE =
-  /^(?:\d+(?:\.\d+){3}(?::\d*)?|\[.*|[0-9a-f:.]*::[0-9a-f:.]*|(?:[0-9a-f]+:){6}[0-9a-f.:]+|[0-9a-f.:]*[.:][0-9a-f.:]*\/\d*)$/i
+// An allowList entry shaped like an address or network is one, and must parse: bracketed, or made
+// of hex digits and `.:/*-,` only with a `.` or `:` in it (a zone `%…` may follow). A plain hex
+// word (`deadbeef`) or a word with other letters (`user:42`) is a key.
+const ADDRESS_LIKE = /^(?:\[|[\da-f.:/*,-]*[.:][\da-f.:/*,-]*(?:%|$))/i
 
 interface CompiledRoute extends RouteRule {
   /** A glob tests the route form of the path (`routePath`); a RegExp, the path as it came. */
