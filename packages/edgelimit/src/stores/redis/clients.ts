@@ -29,12 +29,10 @@ function call(client: Loose, name: string, ...args: unknown[]): Promise<unknown>
 
 /**
  * Wraps an ioredis `Redis` or `Cluster`, a node-redis client or cluster (`createClient`,
- * `createCluster`), or an `@upstash/redis` `Redis`.
+ * `createCluster`), or an `@upstash/redis` `Redis`; `undefined` for anything else.
  */
-export function toScriptClient(client: unknown): ScriptClient {
-  if (typeof client !== 'object' || client === null) {
-    throw new TypeError('Expected `client` to be an ioredis, node-redis or @upstash/redis client')
-  }
+export function toScriptClient(client: unknown): ScriptClient | undefined {
+  if (typeof client !== 'object' || client === null) return undefined
   const c = client as Loose
   // node-redis v4+ names the command evalSha and takes { keys, arguments }.
   if (has(c, 'evalSha') && has(c, 'scriptLoad')) {
@@ -82,5 +80,5 @@ export function toScriptClient(client: unknown): ScriptClient {
       del: (keys) => call(c, 'del', ...keys),
     }
   }
-  throw new TypeError('Expected `client` to be an ioredis, node-redis or @upstash/redis client')
+  return undefined
 }

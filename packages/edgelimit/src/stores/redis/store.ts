@@ -1,5 +1,6 @@
-import { EdgelimitError } from '../../errors.js'
+import { ConfigError, EdgelimitError } from '../../errors.js'
 import { remoteDecider } from '../../resilience/remote.js'
+import { createIssues } from '../../validate.js'
 import type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from '../types.js'
 import { type ScriptClient, toScriptClient } from './clients.js'
 import { compileScript } from './script.js'
@@ -59,31 +60,43 @@ const afterTick: (f: () => void) => void =
  * (restart, failover, `SCRIPT FLUSH`) is sent once with `EVAL`, which loads it on that node; any
  * other error is an error.
  *
+ * @throws {ConfigError} listing every invalid option (and, when a limiter binds it, every rule
+ * name with a brace).
  * @example
  * import Redis from 'ioredis'
  * import { redisStore } from 'edgelimit/redis'
  * const limiter = createLimiter({ rules, store: redisStore({ client: new Redis() }) })
  */
 export function redisStore(options: RedisStoreOptions): Store {
-  const client: ScriptClient = toScriptClient(options?.client)
+  const issues = createIssues()
+  let client: ScriptClient | undefined
+  if (issues.object('options', options)) {
+    const { prefix, clock, coalesce, maxBatch } = options
+    client = toScriptClient(options.client)
+    issues.expect(
+      'client',
+      options.client,
+      client !== undefined,
+      'ERR_CLIENT',
+      'an ioredis, node-redis or @upstash/redis client',
+    )
+    issues.expect(
+      'prefix',
+      prefix,
+      prefix === undefined || (typeof prefix === 'string' && !/[{}]/.test(prefix)),
+      'ERR_PREFIX',
+      'a string without braces (they would move the Cluster hash tag)',
+    )
+    if (clock !== undefined) issues.oneOf('clock', clock, ['server', 'client'])
+    issues.boolean('coalesce', coalesce)
+    if (maxBatch !== undefined) issues.integer('maxBatch', maxBatch, 1, Number.MAX_SAFE_INTEGER)
+  }
+  if (client === undefined || issues.list.length > 0) throw new ConfigError(issues.list)
   const prefix = options.prefix ?? 'edgelimit'
-  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
-    throw new TypeError(`Expected \`prefix\` to be a string without braces, got \`${String(prefix)}\``)
-  }
-  const clock = options.clock ?? 'server'
-  if (clock !== 'server' && clock !== 'client') {
-    throw new TypeError(`Expected \`clock\` to be 'server' or 'client', got \`${String(clock)}\``)
-  }
   const coalesce = options.coalesce ?? true
-  if (typeof coalesce !== 'boolean') {
-    throw new TypeError(`Expected \`coalesce\` to be a boolean, got \`${String(coalesce)}\``)
-  }
   const maxBatch = options.maxBatch ?? (client.pipelined ? 64 : 8)
-  if (!Number.isSafeInteger(maxBatch) || maxBatch < 1) {
-    throw new TypeError(`Expected \`maxBatch\` to be a positive integer, got \`${String(maxBatch)}\``)
-  }
   const settings = {
-    clientClock: clock === 'client',
+    clientClock: options.clock === 'client',
     maxBatch: coalesce ? maxBatch : 1,
     // Where each command is written as it is issued, a decision with nothing in flight leaves at
     // once; a client that sends a tick's commands together (or one HTTP request each) would only
@@ -120,15 +133,19 @@ function bindRules(
   settings: { clientClock: boolean; maxBatch: number; eager: boolean },
   rules: readonly StoreRule[],
 ): BoundRules {
-  for (const rule of rules) {
-    // A brace in a rule name would move the hash tag and split a client's keys across slots.
-    if (/[{}]/.test(rule.name)) {
-      throw new EdgelimitError(
-        'ERR_EDGELIMIT_CONFIG',
-        `Rule name "${rule.name}" cannot contain braces on Redis`,
-      )
-    }
-  }
+  // A brace in a rule name would move the hash tag and split a client's keys across slots. The
+  // limiter binds all its rules first, in order, so `i` is the rule's index in its options.
+  const issues = createIssues()
+  rules.forEach((rule, i) => {
+    issues.expect(
+      `rules[${i}].name`,
+      rule.name,
+      !/[{}]/.test(rule.name),
+      'ERR_RULE_NAME',
+      'a rule name without braces on Redis (they would move the Cluster hash tag)',
+    )
+  })
+  if (issues.list.length > 0) throw new ConfigError(issues.list)
   const { clientClock, maxBatch, eager } = settings
   const count = rules.length
   const script = compileScript(rules.map((r) => r.policy))
