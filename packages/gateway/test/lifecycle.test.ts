@@ -207,6 +207,42 @@ describe('file watching', () => {
       await gateway.stop('SIGKILL')
     }
   })
+  test('an invalid edit is rejected once: later events in the folder (a log file there) do not retry it; SIGHUP and a valid edit do', async () => {
+    const dir = tempDir()
+    const rule = (path: string) =>
+      `rules: [{ name: r, match: { path: ${path} }, algorithm: fixed-window, limit: 1, window: 1h }]\n`
+    const file = writePolicy(dir, rule('/x'))
+    const gateway = await spawnGateway(['--config', file, '--upstream', origin.url])
+    const rejections = () => gateway.logs.filter((l) => l.msg.startsWith('policy rejected')).length
+    const settle = () => new Promise((r) => setTimeout(r, 300))
+    try {
+      writeFileSync(file, 'rules: [{ name: r, algoritm: x }]\n')
+      await gateway.waitForLog((l) => l.msg.startsWith('policy rejected'))
+      // As a log file in the policy's folder does with every line (each rejection one more).
+      for (let i = 0; i < 5; i++) {
+        writeFileSync(join(dir, 'gateway.log'), `line ${i}\n`, { flag: 'a' })
+        await settle()
+      }
+      expect(rejections()).toBe(1)
+      // An explicit reload still retries the same text.
+      gateway.child.kill('SIGHUP')
+      for (let i = 0; i < 250 && rejections() < 2; i++) await new Promise((r) => setTimeout(r, 20))
+      expect(rejections()).toBe(2)
+      writeFileSync(join(dir, 'gateway.log'), 'one more\n', { flag: 'a' })
+      await settle()
+      expect(rejections()).toBe(2)
+      writeFileSync(file, rule('/y'))
+      await gateway.waitForLog((l) => l.msg === 'policy reloaded')
+      expect([(await fetch(`${gateway.url}/y`)).status, (await fetch(`${gateway.url}/y`)).status]).toEqual([
+        200, 429,
+      ])
+      const metrics = await (await fetch(`${gateway.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_config_reloads_total{result="failure"} 2')
+      expect(await gateway.stop()).toBe(0)
+    } finally {
+      await gateway.stop('SIGKILL')
+    }
+  })
 })
 
 describe('file watching through a symlink to another directory', () => {

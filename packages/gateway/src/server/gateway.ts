@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto'
-import { type FSWatcher, readFileSync, realpathSync, watch } from 'node:fs'
+import { type FSWatcher, realpathSync, watch } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { dirname, resolve } from 'node:path'
 import { type Clock, systemClock } from 'edgelimit'
 import type { Logger } from 'pino'
-import { formatIssue, type Issue, PolicyError } from '../config/issues.js'
+import { formatIssue, type Issue } from '../config/issues.js'
+import { readPolicySource } from '../config/source.js'
 import type { GatewayConfig, UpstreamConfig } from '../config/types.js'
-import { loadPolicy } from '../config/validate.js'
+import { checkSource, loadPolicy } from '../config/validate.js'
 import { type CompiledPolicy, compilePolicy } from '../policy/compile.js'
 import { decide, decideSync, type Verdict } from '../policy/decide.js'
 import { canonicalTarget } from '../policy/path.js'
@@ -305,6 +306,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   opened.push(() => new Promise((r) => server.close(r)))
   await starting(() => listen(server, options.port ?? 8080, options.host ?? '127.0.0.1'))
 
+  // The digest of the text the last reload read: a watch-triggered reload acts only on a new one.
+  let lastSeen = digest(current.text)
   let reloading: Promise<ReloadResult> = Promise.resolve({
     ok: true,
     issues: [],
@@ -327,20 +330,18 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   async function doReload(reason: string, onlyIfChanged: boolean): Promise<ReloadResult> {
     if (draining) return { ok: false, issues: [] }
+    const source = readPolicySource(file, env)
     if (onlyIfChanged) {
-      let text: string
-      try {
-        text = readFileSync(file, 'utf8')
-      } catch {
-        return { ok: true, issues: [] } // mid-rename: the next event reloads
-      }
-      if (digest(text) === digest(current.text)) return { ok: true, issues: [] }
-    }
-    let loaded: ReturnType<typeof loadPolicy>
-    try {
-      loaded = loadPolicy(file, env)
-    } catch (error) {
-      const issues = error instanceof PolicyError ? error.issues : []
+      if (source.issues.some((i) => i.code === 'ERR_FILE')) return { ok: true, issues: [] } // mid-rename: the next event reloads
+      // Only a change of content counts: a text already tried (and rejected) is not tried again
+      // on every event in the folder, which a log file there would turn into a loop.
+      const seen = digest(source.text)
+      if (seen === lastSeen) return { ok: true, issues: [] }
+      lastSeen = seen
+      if (seen === digest(current.text)) return { ok: true, issues: [] }
+    } else lastSeen = digest(source.text)
+    const { config, issues } = checkSource(source)
+    if (config === undefined) {
       metrics.reload('failure')
       log.error(
         { reason, generation: current.id, issues: issues.map(formatIssue) },
@@ -349,7 +350,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       return { ok: false, issues }
     }
     const old = current
-    const config = loaded.config
     // Whatever the new policy opens is closed again if it cannot be put in force.
     let store = old.policy.store
     let upstream = old.upstream
@@ -376,7 +376,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       id: old.id + 1,
       policy,
       upstream,
-      text: loaded.source.text,
+      text: source.text,
       inFlight: 0,
       retired: false,
     }
