@@ -160,6 +160,26 @@ describe('headers', () => {
     expect(seen.headers.host).toBe(`127.0.0.1:${origin.port}`)
   })
 
+  test('a `Proxy` request header is dropped (httpoxy: CGI would read it as HTTP_PROXY); Proxy-Status and others pass', async () => {
+    const response = await rawRequest(`${gw.url}/echo`, {
+      headers: [
+        'Proxy',
+        'http://203.0.113.9:8080',
+        'Proxy-Connection',
+        'keep-alive',
+        'Proxy-Status',
+        'cdn.example; error=http_request_error',
+        'X-Proxy-Note',
+        'kept',
+      ],
+    })
+    const seen = JSON.parse(response.body.toString()) as Echo
+    expect(seen.headers.proxy).toBeUndefined()
+    expect(seen.headers['proxy-connection']).toBeUndefined()
+    expect(seen.headers['proxy-status']).toBe('cdn.example; error=http_request_error')
+    expect(seen.headers['x-proxy-note']).toBe('kept')
+  })
+
   const CLAIMS = [
     'X-Forwarded-For',
     '203.0.113.9',

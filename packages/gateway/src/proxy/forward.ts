@@ -77,7 +77,7 @@ function peerOf(req: IncomingMessage): string {
   return peer.startsWith('::ffff:') && peer.includes('.') ? peer.slice(7) : peer
 }
 
-/** The request's header lines for the upstream: hop-by-hop removed, X-Forwarded-* added. */
+/** The request's header lines for the upstream: hop-by-hop and `Proxy` removed, X-Forwarded-* added. */
 function requestHeaders(req: IncomingMessage, preserveHost: boolean, trusted: boolean): string[] {
   const raw = req.rawHeaders
   const listed = connectionTokens(req.headers.connection)
@@ -90,6 +90,8 @@ function requestHeaders(req: IncomingMessage, preserveHost: boolean, trusted: bo
     const value = raw[i + 1] as string
     const lower = name.toLowerCase()
     if (HOP_BY_HOP.has(lower) || listed?.has(lower)) continue
+    // httpoxy (https://httpoxy.org): a CGI-style upstream would read it as HTTP_PROXY.
+    if (lower === 'proxy') continue
     if (lower === 'host' && !preserveHost) continue
     if (!trusted && (CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-'))) continue
     if (lower === 'x-forwarded-for') {
