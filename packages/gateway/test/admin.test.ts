@@ -230,3 +230,61 @@ describe('admin bodies', () => {
     expect((await rawRequest(`${gw.admin}/admin/peek`)).status).toBe(401)
   })
 })
+
+describe('every admin error is a problem with a code', () => {
+  test('401, the API off, unknown paths, rules and tiers: each with its code; 413 titled as RFC 9110 names it', async () => {
+    const on = await startInProcess(MEMORY, { upstream: origin.url, adminToken: TOKEN })
+    const off = await startInProcess(MEMORY, { upstream: origin.url })
+    const problem = async (response: Response) => ({
+      ...((await response.json()) as Record<string, unknown>),
+      httpStatus: response.status,
+      contentType: response.headers.get('content-type'),
+    })
+    try {
+      for (const authorization of ['', `Bearer ${TOKEN}x`]) {
+        expect(
+          await problem(await fetch(`${on.admin}/admin/rules`, { headers: { authorization } })),
+        ).toMatchObject({
+          status: 401,
+          contentType: 'application/problem+json',
+          title: 'Unauthorized',
+          code: 'ERR_UNAUTHORIZED',
+        })
+      }
+      expect(await problem(await fetch(`${off.admin}/admin/rules`, { headers: auth }))).toMatchObject({
+        status: 404,
+        code: 'ERR_ADMIN_OFF',
+        detail: expect.stringContaining('The admin API is off'),
+      })
+      for (const url of [`${on.admin}/admin/nope`, `${on.admin}/nope`]) {
+        expect(await problem(await fetch(url, { headers: auth })), url).toMatchObject({
+          status: 404,
+          code: 'ERR_NOT_FOUND',
+        })
+      }
+      expect(await problem(await post(on, '/admin/peek', { rule: 'nope', key: 'k' }))).toMatchObject({
+        status: 404,
+        code: 'ERR_UNKNOWN_RULE',
+        detail: 'no rule named "nope"; rules: login, api',
+      })
+      expect(await problem(await post(on, '/admin/reset', { rule: 'api', tier: 'gold' }))).toMatchObject({
+        status: 404,
+        code: 'ERR_UNKNOWN_TIER',
+        detail: 'rule api has no tier "gold"',
+      })
+      const over = await rawRequest(`${on.admin}/admin/peek`, {
+        method: 'POST',
+        headers: auth,
+        body: Buffer.alloc(65_537, 'a'),
+      })
+      expect(JSON.parse(over.body.toString())).toMatchObject({
+        status: 413,
+        title: 'Content Too Large',
+        code: 'ERR_TOO_LARGE',
+      })
+    } finally {
+      await on.close()
+      await off.close()
+    }
+  })
+})

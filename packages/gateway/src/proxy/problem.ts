@@ -1,5 +1,8 @@
 import { type ServerResponse, STATUS_CODES } from 'node:http'
 
+// Node still names these as RFC 7231 did; RFC 9110 §15.5.14 and §15.5.21 renamed them.
+const TITLES: Readonly<Record<number, string>> = { 413: 'Content Too Large', 422: 'Unprocessable Content' }
+
 /**
  * Answers with an RFC 9457 problem (`application/problem+json`, `Cache-Control: no-store`) for
  * the gateway's own errors: 502/504 for upstream failures, 500, 503 while draining. `code`, when
@@ -17,7 +20,7 @@ export function sendProblem(
 ): void {
   const body = JSON.stringify({
     type: 'about:blank',
-    title: STATUS_CODES[status] ?? 'Error',
+    title: TITLES[status] ?? STATUS_CODES[status] ?? 'Error',
     status,
     ...(code === undefined ? {} : { code }),
     detail,

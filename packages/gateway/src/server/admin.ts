@@ -80,6 +80,9 @@ const answered = (status: number, code: string, message: string): Answered =>
 /** A body too large: answered 413, then the connection closes (see `refuse`). */
 const tooLarge = () => answered(413, 'ERR_TOO_LARGE', `the body is larger than ${MAX_BODY / 1024} KiB`)
 
+/** No such path on the operations port. */
+const NOT_FOUND = 'ERR_NOT_FOUND'
+
 /** The store failed: the admin call could not be done (its error is logged, not shown). */
 const STORE_UNAVAILABLE = 'ERR_STORE_UNAVAILABLE'
 
@@ -178,14 +181,19 @@ function methodNotAllowed(
   sendProblem(res, 405, path, `${method} is not allowed here: ${allow}.`, [['allow', allow]], 'ERR_METHOD')
 }
 
-/** Resolves which rule, plans and key an admin call means (a tier that is not a string throws a 400). */
-function target(
-  policy: CompiledPolicy,
-  q: KeyQuery,
-): { rule: CompiledRule; plans: Plan[]; key: string } | string {
+/**
+ * Resolves which rule, plans and key an admin call means; throws a 404 for an unknown rule or
+ * tier, a 400 for a tier that is not a string.
+ */
+function target(policy: CompiledPolicy, q: KeyQuery): { rule: CompiledRule; plans: Plan[]; key: string } {
   const rule = policy.rules.find((r) => r.name === q.rule)
-  if (rule === undefined)
-    return `no rule named ${JSON.stringify(q.rule)}; rules: ${policy.rules.map((r) => r.name).join(', ')}`
+  if (rule === undefined) {
+    throw answered(
+      404,
+      'ERR_UNKNOWN_RULE',
+      `no rule named ${JSON.stringify(q.rule)}; rules: ${policy.rules.map((r) => r.name).join(', ')}`,
+    )
+  }
   if (q.tier !== undefined && typeof q.tier !== 'string') {
     const names = [...rule.plans.keys()].filter((t) => t !== '').join(', ')
     throw answered(
@@ -195,7 +203,7 @@ function target(
     )
   }
   if (q.tier !== undefined && !rule.plans.has(q.tier)) {
-    return `rule ${rule.name} has no tier ${JSON.stringify(q.tier)}`
+    throw answered(404, 'ERR_UNKNOWN_TIER', `rule ${rule.name} has no tier ${JSON.stringify(q.tier)}`)
   }
   const byTier = q.tier === undefined ? undefined : (rule.plans.get(q.tier) as Plan)
   if (typeof q.key === 'string' && q.key !== '') {
@@ -265,7 +273,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       return json(res, state.ready ? 200 : 503, state)
     }
     if (dashboard.handle(req, res, path)) return
-    if (!admin) return sendProblem(res, 404, path, 'Not found.')
+    if (!admin) return sendProblem(res, 404, path, 'Not found.', [], NOT_FOUND)
     // A token read from a secret file often ends with a newline: whitespace is not part of it.
     const token = options.token()?.trim()
     if (token === undefined || token === '') {
@@ -274,11 +282,19 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
         404,
         path,
         'The admin API is off: set admin.token in the policy (or EDGELIMIT_ADMIN_TOKEN).',
+        [],
+        'ERR_ADMIN_OFF',
       )
     }
     if (!authorized(req, token)) {
-      res.setHeader('www-authenticate', 'Bearer realm="edgelimit admin"')
-      return sendProblem(res, 401, path, 'A valid bearer token is required.')
+      return sendProblem(
+        res,
+        401,
+        path,
+        'A valid bearer token is required.',
+        [['www-authenticate', 'Bearer realm="edgelimit admin"']],
+        'ERR_UNAUTHORIZED',
+      )
     }
     if (notAllowed) return methodNotAllowed(res, req.method, path, allow as string)
     const policy = options.policy()
@@ -301,7 +317,6 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
     if (req.method === 'POST' && (path === '/admin/peek' || path === '/admin/reset')) {
       const body: KeyQuery = await readBody(req)
       const found = target(policy, body)
-      if (typeof found === 'string') return sendProblem(res, 404, path, found)
       if (path === '/admin/peek') {
         const peeks = await Promise.all(found.plans.map((p) => p.inspect(found.key)))
         if (peeks.some((p) => p.fallback)) {
@@ -343,6 +358,8 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       404,
       path,
       'Not found: GET /admin/rules, POST /admin/peek, /admin/reset, /admin/reload.',
+      [],
+      NOT_FOUND,
     )
   }
 
