@@ -271,6 +271,158 @@ describe('the published JSON Schema', () => {
   })
 })
 
+describe('the JSON Schema and `check` agree', () => {
+  const schema = JSON.parse(readFileSync(join(GATEWAY_ROOT, 'schema/edgelimit.schema.json'), 'utf8'))
+  const validate = new Ajv({ allErrors: true, strict: false }).compile(schema)
+  const rule = (body: string, top = '') =>
+    `version: 1\n${top}rules:\n  - name: r\n${body
+      .split('\n')
+      .map((l) => `    ${l}`)
+      .join('\n')}\n`
+  const fw = 'algorithm: fixed-window\nlimit: 5\nwindow: 1m'
+  const top = (body: string) => `version: 1\n${body}\nrules: []\n`
+  const tiers = (plans: string, extra = '  header: x-plan\n') =>
+    rule(`algorithm: fixed-window\nwindow: 1m\ntiers:\n${extra}  default: a\n  plans:\n${plans}`)
+  const cases: Record<string, string> = {
+    dur_decimal: rule('algorithm: fixed-window\nlimit: 5\nwindow: 1.5s'),
+    dur_0: rule('algorithm: fixed-window\nlimit: 5\nwindow: 0s'),
+    dur_0ms: rule('algorithm: fixed-window\nlimit: 5\nwindow: 0.0ms'),
+    dur_fraction_of_ms: rule('algorithm: fixed-window\nlimit: 5\nwindow: 1.5ms'),
+    dur_whole_ms: rule('algorithm: fixed-window\nlimit: 5\nwindow: 1.0ms'),
+    dur_half_second: rule('algorithm: fixed-window\nlimit: 5\nwindow: 0.5s'),
+    dur_fraction_of_ms_in_s: rule('algorithm: fixed-window\nlimit: 5\nwindow: 0.0005s'),
+    dur_ms_over_a_year: rule('algorithm: fixed-window\nlimit: 5\nwindow: 31622400001'),
+    dur_space: rule('algorithm: fixed-window\nlimit: 5\nwindow: "60 s"'),
+    dur_upper: rule('algorithm: fixed-window\nlimit: 5\nwindow: 60S'),
+    dur_float: rule('algorithm: fixed-window\nlimit: 5\nwindow: 1000.5'),
+    limit_str: rule('algorithm: fixed-window\nlimit: "5"\nwindow: 1m'),
+    gcra_no_burst: rule('algorithm: gcra\nlimit: 5\nperiod: 1s'),
+    gcra_no_period: rule('algorithm: gcra\nlimit: 5'),
+    tb_missing_refill: rule('algorithm: token-bucket\ncapacity: 5'),
+    tb_full: rule('algorithm: token-bucket\ncapacity: 5\nrefillRate: 1'),
+    lb_missing_leak: rule('algorithm: leaky-bucket\ncapacity: 5'),
+    fw_missing_limit: rule('algorithm: fixed-window\nwindow: 1m'),
+    sw_missing_window: rule('algorithm: sliding-window\nlimit: 5'),
+    tiers_give_limit: tiers('    a: { limit: 1 }\n    b: { limit: 2 }'),
+    tiers_one_without_limit: tiers('    a: { limit: 1 }\n    b: {}'),
+    tiers_without_header_or_keys: tiers('    a: { limit: 1 }', ''),
+    tiers_by_keys: tiers('    a: { limit: 1 }', '  keys: { k: a }\n'),
+    tiers_plan_wrong_param: tiers('    a: { limit: 1, capacity: 2 }'),
+    tiers_plan_name_bad: tiers('    "a b": { limit: 1 }').replace('default: a', 'default: "a b"'),
+    tiers_header_bad: tiers('    a: { limit: 1 }', '  header: "x plan"\n'),
+    version2: 'version: 2\nrules: []\n',
+    no_version: 'rules: []\n',
+    headers_empty: top('headers: []'),
+    headers_two_drafts: top('headers: [draft-10, draft-7]'),
+    headers_draft_and_legacy: top('headers: [draft-6, legacy]'),
+    headers_true: top('headers: true'),
+    store_redis_bare: top('store: "redis://"'),
+    store_http: top('store: "http://x"'),
+    store_upstash_http: top('store: { type: upstash, url: "http://127.0.0.1:8079", token: t }'),
+    store_upstash_short_host: top('store: { type: upstash, url: "https://x", token: t }'),
+    store_upstash_upper_scheme: top('store: { type: upstash, url: "HTTPS://x.io", token: t }'),
+    store_upstash_slash: top('store: { type: upstash, url: "https://x.io/", token: t }'),
+    store_upstash_double_slash: top('store: { type: upstash, url: "https://x.io//", token: t }'),
+    store_upstash_query: top('store: { type: upstash, url: "https://x.io/?a=b", token: t }'),
+    store_upstash_not_url: top('store: { type: upstash, url: "notaurl", token: t }'),
+    store_cluster_not_url: top('store: { type: redis-cluster, nodes: ["nohost"] }'),
+    store_cluster_address: top('store: { type: redis-cluster, nodes: ["a:7000", "redis://b:7001"] }'),
+    store_cluster_path: top('store: { type: redis-cluster, nodes: ["redis://b:7001/1"] }'),
+    store_memory_max0: top('store: { type: memory, maxKeys: 0 }'),
+    store_prefix_empty: top('store: { type: redis, url: "redis://a", prefix: "" }'),
+    store_prefix_braces: top('store: { type: redis, url: "redis://a", prefix: "a{b}" }'),
+    upstream_ftp: top('upstream: "ftp://x"'),
+    upstream_upper_scheme: top('upstream: "HTTP://x"'),
+    upstream_conn0: top('upstream: { url: "http://x", connections: 0 }'),
+    trusted_neg: top('identity: { trustedProxies: -1 }'),
+    trusted_65_hops: top('identity: { trustedProxies: 65 }'),
+    identity_header_bad: top('identity: { header: "bad header" }'),
+    secret_empty: top('identity: { secret: "" }'),
+    admin_token_empty: top('admin: { token: "" }'),
+    name_long: rule(fw).replace('name: r', `name: ${'a'.repeat(49)}`),
+    name_dash_first: rule(fw).replace('name: r', 'name: -a'),
+    path_no_slash: rule(`${fw}\nmatch: { path: api }`),
+    path_empty_list: rule(`${fw}\nmatch: { path: [] }`),
+    host_empty: rule(`${fw}\nmatch: { host: "" }`),
+    host_empty_list: rule(`${fw}\nmatch: { host: [] }`),
+    methods_lower: rule(`${fw}\nmatch: { methods: [get] }`),
+    methods_bad: rule(`${fw}\nmatch: { methods: ["GE T"] }`),
+    methods_empty_list: rule(`${fw}\nmatch: { methods: [] }`),
+    match_header_name_bad: rule(`${fw}\nmatch: { headers: { "bad name": true } }`),
+    key_empty_list: rule(`${fw}\nkey: []`),
+    key_header_empty: rule(`${fw}\nkey: "header:"`),
+    key_upper: rule(`${fw}\nkey: IP`),
+    cost_neg: rule(`${fw}\ncost: -1`),
+    enforce_str: rule(`${fw}\nenforce: "50%"`),
+    timeout_true: rule(`${fw}\ntimeout: true`),
+    env_in_limit: rule(`algorithm: fixed-window\nlimit: \${L:-5}\nwindow: 1m`),
+    env_in_part_of_duration: rule(`algorithm: fixed-window\nlimit: 5\nwindow: \${W:-1}m`),
+    env_in_name: rule(fw).replace('name: r', `name: \${N:-abc}`),
+    env_in_algorithm: rule(`algorithm: \${A:-gcra}\nlimit: 5\nperiod: 1s`),
+    env_in_enforce: rule(`${fw}\nenforce: \${E:-50}`),
+    env_in_mode: rule(`${fw}\nmode: \${M:-shadow}`),
+    env_in_key: rule(`${fw}\nkey: \${K:-ip}`),
+    env_in_key_part: rule(`${fw}\nkey: [ip, "header:\${H:-x-api-key}"]`),
+    env_in_on_store_error: rule(`${fw}\nonStoreError: \${O:-open}`),
+    env_in_consistency: rule(`${fw}\nconsistency: \${C:-local}`),
+    env_in_path: rule(`${fw}\nmatch: { path: "\${P:-/api}/**" }`),
+    env_in_methods: rule(`${fw}\nmatch:\n  methods:\n    - \${M:-GET}`),
+    env_in_shape: rule(`algorithm: leaky-bucket\ncapacity: 3\nleakRate: 1\nshape: \${S:-true}`),
+    env_in_timeout: rule(`${fw}\ntimeout: \${T:-false}`),
+    env_in_store_url: top(`store: { type: redis, url: "\${R:-redis://a}" }`),
+    env_in_upstream: top(`upstream: "\${U:-http://x}"`),
+    env_in_connections: top(`upstream:\n  url: "http://x"\n  connections: \${C:-4}`),
+    env_in_preserve_host: top(`upstream:\n  url: "http://x"\n  preserveHost: \${P:-true}`),
+    env_in_trusted: top(`identity:\n  trustedProxies: \${T:-1}`),
+    env_in_headers: top(`headers: \${H:-draft-7}`),
+    env_in_header_list: top(`headers: [legacy, "\${H:-draft-7}"]`),
+  }
+
+  test.each(Object.entries(cases))('%s', (name, text) => {
+    const schemaSays = validate(parse(text)) ? 'accepts' : 'refuses'
+    const { issues } = checkSource(parsePolicyText(text, `${name}.yaml`, {}))
+    const checkSays = issues.length === 0 ? 'accepts' : 'refuses'
+    expect(
+      { schema: schemaSays, errors: schemaSays === checkSays ? [] : validate.errors },
+      issues.map((i) => `${i.code} ${i.message}`).join('\n'),
+    ).toEqual({ schema: checkSays, errors: [] })
+  })
+
+  // What JSON Schema cannot say: that a name refers to a plan the same file defines.
+  test.each([
+    [
+      'a tier default that is no plan',
+      tiers('    a: { limit: 1 }').replace('default: a', 'default: b'),
+      'ERR_TIER',
+    ],
+    ['a tier key mapped to no plan', tiers('    a: { limit: 1 }', '  keys: { k: b }\n'), 'ERR_TIER'],
+    // Nor, short of a very long pattern, which addresses exist.
+    ['an address out of range', top('identity: { trustedProxies: [300.0.0.1/8] }'), 'ERR_CIDR'],
+    // A quoted placeholder stays a string where a number is due; the schema sees no quotes.
+    [
+      'a quoted placeholder for a number',
+      top(`upstream: { url: "http://x", connections: "\${C:-4}" }`),
+      'ERR_INTEGER',
+    ],
+  ])('beyond the schema, check alone refuses %s', (_, text, code) => {
+    expect(validate(parse(text))).toBe(true)
+    expect(checkSource(parsePolicyText(text, 'beyond.yaml', {})).issues).toEqual([
+      expect.objectContaining({ code }),
+    ])
+  })
+
+  test('an empty list of paths, hosts or methods is refused: it would match every request', () => {
+    const { issues } = checkSource(
+      parsePolicyText(rule(`${fw}\nmatch: { path: [], host: [], methods: [] }`), 'empty.yaml', {}),
+    )
+    expect(issues.map((i) => `${i.path.join('.')} ${i.code} ${i.message}`)).toEqual([
+      'rules.0.match.host ERR_HOST expected at least one host name or glob like "api.example.com" or "*.example.com", got []',
+      'rules.0.match.path ERR_PATH expected at least one path or glob starting with "/", like "/api/**", got []',
+      'rules.0.match.methods ERR_METHOD expected at least one HTTP method like "GET", got []',
+    ])
+  })
+})
+
 describe('the CLI', () => {
   test('check exits 0 on good files and 1 on bad ones, naming file and line', async () => {
     const ok = await runCli(['check', 'examples/edgelimit.yaml'])

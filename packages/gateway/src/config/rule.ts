@@ -357,6 +357,9 @@ function readMatch(c: Checker, path: Path, value: unknown): MatchConfig | undefi
   const strings = (field: string, pattern: RegExp, code: string, expected: string): string[] => {
     if (value[field] === undefined) return []
     const list = c.list([...path, field], value[field]) ?? []
+    // An empty list would be no condition at all: the rule would match every request.
+    if (list.length === 0)
+      c.add([...path, field], code, `expected at least one ${expected.replace(/^an? /, '')}, got []`)
     return list.flatMap((item, i) => {
       const at = Array.isArray(value[field]) ? [...path, field, i] : [...path, field]
       if (typeof item === 'string' && pattern.test(item)) return [item]
