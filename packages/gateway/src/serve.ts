@@ -13,6 +13,25 @@ function port(name: string, value: string | undefined, fallback: number): number
   return n
 }
 
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
+
+function logLevel(value: string): string {
+  if (LOG_LEVELS.includes(value)) return value
+  throw new UsageError(`--log-level: expected one of ${LOG_LEVELS.join(', ')}, got "${value}"`)
+}
+
+/** The `--upstream` URL, as the policy's `upstream` takes it: http or https, with a host. */
+function upstreamFlag(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined
+  let url: URL | undefined
+  try {
+    url = new URL(value)
+  } catch {}
+  if (url !== undefined && (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '')
+    return value
+  throw new UsageError(`--upstream: expected a URL starting with http:// or https://, got "${value}"`)
+}
+
 /**
  * `edgelimit serve`: runs the gateway until SIGTERM or SIGINT (drain, then exit 0); SIGHUP
  * reloads the policy. Resolves the exit code.
@@ -34,15 +53,20 @@ export async function serve(args: readonly string[]): Promise<number> {
     },
   })
   const drainTimeoutMs = durationFlag('drain-timeout', values['drain-timeout'], 30_000, '30s')
+  const upstream = upstreamFlag(values.upstream)
   const log = pino(
-    { level: values['log-level'], base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime },
+    {
+      level: logLevel(values['log-level']),
+      base: { pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
     pino.destination({ dest: 1, sync: true }),
   )
   let gateway: Gateway
   try {
     gateway = await startGateway({
       config: values.config,
-      upstream: values.upstream,
+      upstream,
       port: port('port', values.port, 8080),
       host: values.host ?? '127.0.0.1',
       adminPort: port('admin-port', values['admin-port'], 9090),

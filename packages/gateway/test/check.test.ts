@@ -449,6 +449,18 @@ describe('the CLI', () => {
         'edgelimit serve: --port: expected a port from 0 to 65535, got "eighty"',
       ],
       [['serve', '--drain-timeout', 'soon'], 'edgelimit serve: --drain-timeout: expected a duration'],
+      [
+        ['serve', '--log-level', 'loud'],
+        'edgelimit serve: --log-level: expected one of fatal, error, warn, info, debug, trace, silent, got "loud"',
+      ],
+      [
+        ['serve', '--upstream', 'foo'],
+        'edgelimit serve: --upstream: expected a URL starting with http:// or https://, got "foo"',
+      ],
+      [
+        ['serve', '--upstream', 'ftp://example.com'],
+        'edgelimit serve: --upstream: expected a URL starting with http:// or https://, got "ftp://example.com"',
+      ],
     ]) {
       const result = await runCli(args as string[], { timeoutMs: 10_000 })
       expect(result.code, result.stderr).toBe(2)
