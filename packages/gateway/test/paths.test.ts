@@ -266,6 +266,37 @@ rules:
     }
   })
 
+  test("what Node's HTTP parser refuses, and a request without Host, get a problem too, then the connection closes", async () => {
+    const port = Number(new URL(gw.url).port)
+    const send = (data: string) =>
+      new Promise<{ head: string; body: string }>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => socket.write(data))
+        let text = ''
+        socket.setEncoding('latin1')
+        socket.on('data', (chunk: string) => {
+          text += chunk
+        })
+        socket.on('error', reject)
+        socket.on('close', () => {
+          const split = text.indexOf('\r\n\r\n')
+          resolve({ head: text.slice(0, split), body: text.slice(split + 4) })
+        })
+      })
+    for (const [data, status, detail] of [
+      ['GET e HTTP/1.1\r\nHost: x\r\n\r\n', 400, /not valid HTTP\/1\.1 \(HPE_INVALID_URL/],
+      ['GET / HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n', 400, /HPE_INVALID_HEADER_TOKEN/],
+      ['GET / HTTP/1.1\r\nConnection: close\r\n\r\n', 400, /no Host header/],
+      [`GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, /HPE_HEADER_OVERFLOW/],
+    ] as const) {
+      const { head, body } = await send(data)
+      expect(head, data.slice(0, 40)).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `))
+      expect(head).toMatch(/^content-type: application\/problem\+json$/im)
+      expect(JSON.parse(body)).toMatchObject({ status, detail: expect.stringMatching(detail) })
+    }
+    // HTTP/1.0 needs no Host.
+    expect((await send('GET /x HTTP/1.0\r\n\r\n')).head).toMatch(/^HTTP\/1\.1 200 /)
+  })
+
   test('two Host lines get a 400 problem (RFC 9112 §3.2), whichever one the upstream would have read', async () => {
     const port = Number(new URL(gw.url).port)
     for (const hosts of [

@@ -1,4 +1,5 @@
 import { type ServerResponse, STATUS_CODES } from 'node:http'
+import type { Duplex } from 'node:stream'
 
 // Node still names these as RFC 7231 did; RFC 9110 §15.5.14 and §15.5.21 renamed them.
 const TITLES: Readonly<Record<number, string>> = { 413: 'Content Too Large', 422: 'Unprocessable Content' }
@@ -33,4 +34,39 @@ export function sendProblem(
   headers['content-length'] = String(Buffer.byteLength(body))
   res.writeHead(status, headers)
   res.end(body)
+}
+
+// Node's own answers to what its parser refuses (its default 'clientError' handling).
+const PARSER_STATUS: Readonly<Record<string, number>> = {
+  HPE_HEADER_OVERFLOW: 431,
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: 413,
+  ERR_HTTP_REQUEST_TIMEOUT: 408,
+}
+
+/**
+ * A server's 'clientError' handler: what Node's HTTP parser refuses (a target that is no path, a
+ * malformed header, headers too large) is answered with a problem, as the gateway's own 400s
+ * are, instead of Node's empty one; then the connection closes.
+ *
+ * @example server.on('clientError', answerClientError)
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+  // Nothing can be said once a response on this connection has begun, or to a peer that is gone.
+  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
+  if (error.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent === true) {
+    socket.destroy()
+    return
+  }
+  const status = PARSER_STATUS[error.code ?? ''] ?? 400
+  const body = JSON.stringify({
+    type: 'about:blank',
+    title: TITLES[status] ?? STATUS_CODES[status],
+    status,
+    detail: `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')}).`,
+  })
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/problem+json\r\ncache-control: no-store\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  )
+  // A client that does not close its side is not waited for.
+  setTimeout(() => socket.destroy(), 1000).unref()
 }

@@ -15,7 +15,7 @@ import { canonicalTarget } from '../policy/path.js'
 import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
 import { openStore, type StoreHandle } from '../policy/store.js'
 import { type ForwardSink, openUpstream, type Upstream } from '../proxy/forward.js'
-import { sendProblem } from '../proxy/problem.js'
+import { answerClientError, sendProblem } from '../proxy/problem.js'
 import { type AdminServer, startAdmin } from './admin.js'
 import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
 import { createMetrics, type Metrics } from './metrics.js'
@@ -214,10 +214,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     run(): void {
       try {
         // Rules see, and the upstream gets, one canonical path (ADR 0009).
+        const hosts = hostLines(this.req.rawHeaders)
         const canonical =
-          hostLines(this.req.rawHeaders) > 1
+          hosts > 1
             ? { error: 'The request has more than one Host header.' }
-            : canonicalTarget(this.req.url ?? '/', this.req.headers.host)
+            : hosts === 0 && this.req.httpVersion === '1.1'
+              ? { error: 'The request has no Host header (HTTP/1.1 requires one).' }
+              : canonicalTarget(this.req.url ?? '/', this.req.headers.host)
         if ('error' in canonical) {
           sendProblem(this.res, 400, this.req.url ?? '/', canonical.error)
           this.done(400, 'none')
@@ -299,9 +302,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
   }
 
-  const server: Server = createServer({ keepAliveTimeout: 65_000 }, (req, res) =>
+  // Host is checked in `run`, so that a request without one gets a problem like other 400s.
+  const server: Server = createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, (req, res) =>
     new Handling(req, res).run(),
   )
+  server.on('clientError', answerClientError)
   server.headersTimeout = 66_000
   opened.push(() => new Promise((r) => server.close(r)))
   await starting(() => listen(server, options.port ?? 8080, options.host ?? '127.0.0.1'))
