@@ -8,11 +8,15 @@ import {
 } from '../http/rate-limit.js'
 import { sleep, urlPath } from './shared.js'
 
-/** A Web-standard handler: Cloudflare Workers, Deno, Bun, Vercel Edge, Hono's `app.fetch`… */
-export type FetchHandler<Rest extends unknown[]> = (
+/**
+ * A Web-standard handler: Cloudflare Workers, Deno, Bun, Vercel Edge, Hono's `app.fetch`… `R` is
+ * `Response | undefined` for Bun's WebSocket upgrade (`if (server.upgrade(request)) return`): no
+ * response is passed on as none.
+ */
+export type FetchHandler<Rest extends unknown[], R extends Response | undefined = Response> = (
   request: Request,
   ...rest: Rest
-) => Response | Promise<Response>
+) => R | Promise<R>
 
 /** The direct peer's address, from whatever the runtime passes next to the request. */
 export type FetchPeer<Rest extends unknown[]> = (request: Request, ...rest: Rest) => string | null | undefined
@@ -60,15 +64,19 @@ function setAll(target: Headers, headers: readonly (readonly [string, string])[]
 }
 
 /** `response` with `headers` set; a copy when its headers are immutable (e.g. from `fetch()`). */
-function withHeaders(response: Response, headers: readonly (readonly [string, string])[]): Response {
-  if (headers.length === 0) return response
+function withHeaders<R extends Response | undefined>(
+  response: R,
+  headers: readonly (readonly [string, string])[],
+): R {
+  // No response (a Bun WebSocket upgrade): nothing to set.
+  if (headers.length === 0 || !response) return response
   try {
     setAll(response.headers, headers)
     return response
   } catch {
     const copy = new Response(response.body, response)
     setAll(copy.headers, headers)
-    return copy
+    return copy as R
   }
 }
 
@@ -84,14 +92,14 @@ function withHeaders(response: Response, headers: readonly (readonly [string, st
  * // Cloudflare Workers
  * export default { fetch: withRateLimit(handler, { limiter, identity: { header: 'cf-connecting-ip', trustPlatform: true } }) }
  */
-export function withRateLimit<Rest extends unknown[]>(
-  handler: FetchHandler<Rest>,
+export function withRateLimit<Rest extends unknown[], R extends Response | undefined = Response>(
+  handler: FetchHandler<Rest, R>,
   options: FetchRateLimitOptions<Rest>,
-): (request: Request, ...rest: Rest) => Promise<Response> {
+): (request: Request, ...rest: Rest) => Promise<R | Response> {
   const core = createRateLimitCore(options)
   const peer = options.peer
 
-  function apply(verdict: HttpVerdict, request: Request, rest: Rest): Response | Promise<Response> {
+  function apply(verdict: HttpVerdict, request: Request, rest: Rest): R | Response | Promise<R> {
     if (verdict.action === 'respond' && verdict.response !== undefined) return toResponse(verdict.response)
     const headers = verdict.headers
     if (verdict.delayMs > 0)
@@ -113,13 +121,13 @@ export function withRateLimit<Rest extends unknown[]>(
 }
 
 /** The handler's response, or its promise, with the rate-limit headers. */
-function respond(
-  response: Response | Promise<Response>,
+function respond<R extends Response | undefined>(
+  response: R | Promise<R>,
   headers: readonly (readonly [string, string])[],
-): Response | Promise<Response> {
-  return typeof (response as Partial<PromiseLike<Response>>).then === 'function'
+): R | Promise<R> {
+  return typeof (response as Partial<PromiseLike<R>> | undefined)?.then === 'function'
     ? Promise.resolve(response).then((r) => withHeaders(r, headers))
-    : withHeaders(response as Response, headers)
+    : withHeaders(response as R, headers)
 }
 
 /** A `Request` as the HTTP layer's request; the path is read from the URL when needed. */

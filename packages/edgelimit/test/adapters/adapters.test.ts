@@ -1,6 +1,8 @@
 // What only one adapter can get wrong: its runtime's shapes (immutable Responses, extra handler
 // arguments, mount paths, plugin scopes, error paths). The shared behaviour is in matrix.test.ts.
+import { execFile } from 'node:child_process'
 import { connect } from 'node:net'
+import { join } from 'node:path'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
@@ -22,6 +24,8 @@ function onePerHour(name = 'hourly') {
 }
 
 const req = (path = '/') => new Request(`http://127.0.0.1${path}`)
+/** The repository root (Bun is its devDependency). */
+const root = join(import.meta.dirname, '..', '..', '..', '..')
 
 describe('fetch adapter', () => {
   it('adds the headers to a response whose headers are immutable', async () => {
@@ -54,6 +58,41 @@ describe('fetch adapter', () => {
     expect(bunPeer(req(), { requestIP: () => ({ address: '2001:db8::1' }) })).toBe('2001:db8::1')
     expect(bunPeer(req(), { requestIP: () => null })).toBeUndefined()
     expect(denoPeer(req())).toBeUndefined()
+  })
+
+  it('passes on no response (Bun: `if (server.upgrade(request)) return`) as none, in-process', async () => {
+    const limiter = onePerHour()
+    const handler = withRateLimit((_r: Request): Response | undefined => undefined, { limiter })
+    await expect(handler(req())).resolves.toBeUndefined()
+    const denied = await handler(req())
+    expect(denied?.status).toBe(429)
+    const later = withRateLimit(async (_r: Request): Promise<Response | undefined> => undefined, {
+      limiter: onePerHour(),
+    })
+    await expect(later(req())).resolves.toBeUndefined()
+  })
+
+  it("Bun's WebSocket upgrade behind the wrapper: upgraded, echoing, no error; the third client gets 429", async () => {
+    const script = join(import.meta.dirname, 'support', 'bun-websocket.mjs')
+    const { stdout, stderr, code } = await new Promise<{
+      stdout: string
+      stderr: string
+      code: number | null
+    }>((resolve) => {
+      execFile(
+        join(root, 'node_modules', '.bin', 'bun'),
+        [script],
+        { timeout: 30_000 },
+        (error, stdout, stderr) =>
+          resolve({ stdout, stderr, code: error ? (error.code as number | null) : 0 }),
+      )
+    })
+    expect(code, stderr).toBe(0)
+    expect(JSON.parse(stdout.trim().split('\n')[0] as string)).toEqual({
+      echoes: ['echo:hi', 'echo:hi'],
+      denied: 429,
+      errors: [],
+    })
   })
 
   it('rejects bad options when created, not on the first request', () => {
