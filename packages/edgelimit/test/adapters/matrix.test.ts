@@ -1,6 +1,7 @@
 import { parseDictionary, parseItem, parseList } from 'structured-headers'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { workerdTarget } from '../workerd/support/matrix-target.js'
+import { edgeRuntimeTarget } from './support/edge-runtime-target.js'
 import { type Scenario, type Step, type Syntax, scenarios } from './support/scenarios.js'
 import {
   bunTarget,
@@ -23,6 +24,7 @@ const targets: Target[] = [
   denoTarget,
   bunTarget,
   workerdTarget,
+  edgeRuntimeTarget,
 ]
 
 const isInteger = (value: unknown) => typeof value === 'number' && Number.isInteger(value)
