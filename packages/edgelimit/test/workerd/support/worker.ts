@@ -114,7 +114,7 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
       deadlineLimiter ??= createLimiter({
         rules: [{ name: 'slow', algorithm: fixedWindow({ limit: 1000, window: '1h' }) }],
         store: durableObjectStore({ namespace: env.SLOW as DurableObjectNamespaceLike, prefix: 'slow' }),
-        timeout: 300,
+        timeout: 1000,
         breaker: false,
         denyCache: false,
       })
