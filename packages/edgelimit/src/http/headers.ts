@@ -116,7 +116,8 @@ export function headerRenderer(
   // observes, when all are shown, as the decision's own fields show them.
   function draft10(decision: Decision, pk: string): string {
     const rules = decision.rules
-    const enforced = rules.some((r) => !r.shadow)
+    // One rule is shown whatever its mode: no search on the common path.
+    const enforced = rules.length > 1 && rules.some((r) => !r.shadow)
     let out = ''
     for (let i = 0; i < rules.length; i++) {
       const r = rules[i] as RuleDecision
