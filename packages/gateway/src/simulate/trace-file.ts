@@ -108,6 +108,5 @@ export function traceMs(v: unknown): number | undefined {
   const n =
     typeof v === 'number' ? v : typeof v === 'string' && /^\d+(\.\d+)?$/.test(v) ? Number(v) : undefined
   if (n !== undefined && n >= 0 && n < RELATIVE_BELOW) return Math.round(n)
-  const ms = toMs(v)
-  return ms !== undefined && Math.abs(ms) <= 8.64e15 ? ms : undefined
+  return toMs(v)
 }
