@@ -31,25 +31,30 @@ rules:
   - { name: shut, algorithm: fixed-window, limit: 3, window: 1h, onStoreError: closed, timeout: 500ms }
 `
 
-describe('reset with the store down', () => {
-  let redis: RedisServer
-  let gw: InProcess
+/** A gateway on a redis-server of its own, started before the block's tests (which stop it). */
+function onOwnRedis(): { redis: RedisServer; gw: InProcess } {
+  const own = {} as { redis: RedisServer; gw: InProcess }
   beforeAll(async () => {
-    redis = await startRedis()
-    gw = await startInProcess(onRedis(redis.url), { upstream: origin.url })
+    own.redis = await startRedis()
+    own.gw = await startInProcess(onRedis(own.redis.url), { upstream: origin.url })
   })
   afterAll(async () => {
-    await gw?.close()
-    await redis?.stop()
+    await own.gw?.close()
+    await own.redis?.stop()
   })
+  return own
+}
+
+describe('reset with the store down', () => {
+  const own = onOwnRedis()
 
   test('bad input is a 400 with a code; a store failure a 503 saying the store is unreachable', async () => {
-    expect((await post(gw, '/admin/reset', { rule: 'open', key: 'k' })).status).toBe(200)
-    const bad = await post(gw, '/admin/reset', '{"rule":')
+    expect((await post(own.gw, '/admin/reset', { rule: 'open', key: 'k' })).status).toBe(200)
+    const bad = await post(own.gw, '/admin/reset', '{"rule":')
     expect(bad.status).toBe(400)
     expect(await bad.json()).toMatchObject({ status: 400, code: 'ERR_BODY', detail: 'the body is not JSON' })
-    await redis.stop()
-    const down = await post(gw, '/admin/reset', { rule: 'open', key: 'k' })
+    await own.redis.stop()
+    const down = await post(own.gw, '/admin/reset', { rule: 'open', key: 'k' })
     expect(down.status).toBe(503)
     expect(down.headers.get('content-type')).toBe('application/problem+json')
     const problem = (await down.json()) as { detail: string }
@@ -57,23 +62,14 @@ describe('reset with the store down', () => {
     expect(problem.detail).toBe(
       'The store is unreachable or did not answer in time: the reset is not confirmed. Try again once it is back.',
     )
-    expect(gw.logs.some((l) => l.msg === 'admin: reset failed' && l.rule === 'open')).toBe(true)
+    expect(own.gw.logs.some((l) => l.msg === 'admin: reset failed' && l.rule === 'open')).toBe(true)
   })
 })
 
 describe('peek with the store down', () => {
-  let redis: RedisServer
-  let gw: InProcess
-  beforeAll(async () => {
-    redis = await startRedis()
-    gw = await startInProcess(onRedis(redis.url), { upstream: origin.url })
-  })
-  afterAll(async () => {
-    await gw?.close()
-    await redis?.stop()
-  })
+  const own = onOwnRedis()
   const storeMetrics = async () =>
-    (await (await fetch(`${gw.admin}/metrics`)).text())
+    (await (await fetch(`${own.gw.admin}/metrics`)).text())
       .split('\n')
       .filter((l) =>
         /^edgelimit_(store_errors_total|store_fallbacks_total|store_latency_seconds_count|breaker_state)/.test(
@@ -82,18 +78,18 @@ describe('peek with the store down', () => {
       )
 
   test('an answer from a fallback is a 503 problem, never a state; admin peeks count in no request metric', async () => {
-    for (let i = 0; i < 2; i++) await (await fetch(`${gw.url}/x`)).arrayBuffer()
+    for (let i = 0; i < 2; i++) await (await fetch(`${own.gw.url}/x`)).arrayBuffer()
     const before = await storeMetrics()
-    const up = await post(gw, '/admin/peek', { rule: 'shut', ip: '127.0.0.1' })
+    const up = await post(own.gw, '/admin/peek', { rule: 'shut', ip: '127.0.0.1' })
     expect(up.status).toBe(200)
     expect(((await up.json()) as { plans: { decision: unknown }[] }).plans[0]?.decision).toMatchObject({
       limit: 3,
       remaining: 1,
     })
     expect(await storeMetrics()).toEqual(before)
-    await redis.stop()
+    await own.redis.stop()
     for (const rule of ['open', 'shut']) {
-      const response = await post(gw, '/admin/peek', { rule, ip: '127.0.0.1' })
+      const response = await post(own.gw, '/admin/peek', { rule, ip: '127.0.0.1' })
       expect(response.status).toBe(503)
       expect(await response.json()).toMatchObject({
         status: 503,
@@ -104,7 +100,7 @@ describe('peek with the store down', () => {
     }
     expect(await storeMetrics()).toEqual(before)
     // Requests still count.
-    await (await fetch(`${gw.url}/x`)).arrayBuffer()
+    await (await fetch(`${own.gw.url}/x`)).arrayBuffer()
     expect(await storeMetrics()).not.toEqual(before)
   })
 })
