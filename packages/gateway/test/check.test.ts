@@ -7,7 +7,7 @@ import { createLimiter, fixedWindow } from 'edgelimit'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { parse } from 'yaml'
 import { type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
-import { startUpstashBridge, type UpstashBridge } from '../../edgelimit/test/support/upstash-bridge.js'
+import { upstashFixture } from '../../edgelimit/test/support/redis-client.js'
 import { checkFiles } from '../src/check.js'
 import { parsePolicyText } from '../src/config/source.js'
 import { checkSource, ISSUE_CODES, loadPolicy } from '../src/config/validate.js'
@@ -125,16 +125,7 @@ rules:
 
 describe('check and serve agree', () => {
   // BRIDGE: a REST bridge in front of a real Redis, where serve must also decide through the URL.
-  let redis: RedisServer
-  let bridge: UpstashBridge
-  beforeAll(async () => {
-    redis = await startRedis()
-    bridge = await startUpstashBridge(redis)
-  })
-  afterAll(async () => {
-    await bridge?.close()
-    await redis?.stop()
-  })
+  const upstash = upstashFixture()
 
   test.each([
     'https://example.upstash.io',
@@ -158,8 +149,8 @@ describe('check and serve agree', () => {
   ])(
     'an Upstash URL %j passes check exactly when the Upstash client takes it and decides through it',
     async (template) => {
-      const url = template.replace('BRIDGE', new URL(bridge.url).host)
-      const token = template.includes('BRIDGE') ? bridge.token : 't'
+      const url = template.replace('BRIDGE', new URL(upstash.bridge.url).host)
+      const token = template.includes('BRIDGE') ? upstash.bridge.token : 't'
       const text = `store: { type: upstash, url: ${JSON.stringify(url)}, token: ${token} }\nrules: []\n`
       const { config, issues } = checkSource(parsePolicyText(text, 'upstash.yaml', {}))
       const works = await openStore({

@@ -1,33 +1,23 @@
 // The Redis store over @upstash/redis when the REST endpoint misbehaves: a request that never
 // answers, an error answer after the script ran, a reply that is not the script's.
 import { Redis as Upstash } from '@upstash/redis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createLimiter, fixedWindow, type LimiterEvent } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
-import { type RedisServer, startRedis } from '../support/redis.js'
-import {
-  type BridgeFault,
-  type BridgeRequest,
-  startUpstashBridge,
-  type UpstashBridge,
-} from '../support/upstash-bridge.js'
+import { upstashFixture } from '../support/redis-client.js'
+import type { BridgeFault, BridgeRequest } from '../support/upstash-bridge.js'
 
-let redis: RedisServer
-let bridge: UpstashBridge
 // The fault for the next requests, as the test sets it.
 let fault: (request: BridgeRequest) => BridgeFault | undefined = () => undefined
-
-beforeAll(async () => {
-  redis = await startRedis()
-  bridge = await startUpstashBridge(redis, { fault: (request) => fault(request) })
-})
-afterAll(async () => {
-  await bridge?.close()
-  await redis?.stop()
-})
+const fixture = upstashFixture({ fault: (request) => fault(request) })
 
 const client = () =>
-  new Upstash({ url: bridge.url, token: bridge.token, enableTelemetry: false, retry: { retries: 0 } })
+  new Upstash({
+    url: fixture.bridge.url,
+    token: fixture.bridge.token,
+    enableTelemetry: false,
+    retry: { retries: 0 },
+  })
 
 /** A request whose commands mention the client key `key`. */
 const about = (key: string) => (request: BridgeRequest) => JSON.stringify(request.body).includes(`{${key}}`)
@@ -85,8 +75,8 @@ describe('NOSCRIPT', () => {
     'a real NOSCRIPT (SCRIPT FLUSH) is recovered, enableAutoPipelining: %s',
     async (auto) => {
       const upstash = new Upstash({
-        url: bridge.url,
-        token: bridge.token,
+        url: fixture.bridge.url,
+        token: fixture.bridge.token,
         enableTelemetry: false,
         retry: { retries: 0 },
         enableAutoPipelining: auto,

@@ -4,7 +4,7 @@ import { Redis as Upstash } from '@upstash/redis'
 import { Cluster, Redis as IORedis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { type RedisCluster, type RedisServer, startCluster, startDelayProxy, startRedis } from './redis.js'
-import { startUpstashBridge, type UpstashBridge } from './upstash-bridge.js'
+import { upstashFixture } from './redis-client.js'
 
 function isAlive(pid: number): boolean {
   try {
@@ -176,19 +176,10 @@ describe('startCluster', () => {
 })
 
 describe('startUpstashBridge', () => {
-  let redis: RedisServer
-  let bridge: UpstashBridge
-  beforeAll(async () => {
-    redis = await startRedis()
-    bridge = await startUpstashBridge(redis)
-  })
-  afterAll(async () => {
-    await bridge?.close()
-    await redis?.stop()
-  })
+  const fixture = upstashFixture()
 
   const upstash = (options: { enableAutoPipelining?: boolean; responseEncoding?: false } = {}): Upstash =>
-    new Upstash({ url: bridge.url, token: bridge.token, enableTelemetry: false, ...options })
+    new Upstash({ url: fixture.bridge.url, token: fixture.bridge.token, enableTelemetry: false, ...options })
 
   it('does set/get/incr with the default client (base64 responses, auto-pipelining)', async () => {
     const u = upstash()
@@ -200,7 +191,7 @@ describe('startUpstashBridge', () => {
     expect(await u.get('counter')).toBe(42) // @upstash/redis JSON-parses values
     await u.hset('hash', { a: 'x', b: 'OK' })
     expect(await u.hgetall('hash')).toEqual({ a: 'x', b: 'OK' })
-    expect(await client(redis).get('greeting')).toBe('héllo ✓ 🚀')
+    expect(await client(fixture.redis).get('greeting')).toBe('héllo ✓ 🚀')
   })
 
   it('works without base64 encoding and without auto-pipelining (POST /)', async () => {
@@ -240,7 +231,7 @@ describe('startUpstashBridge', () => {
   })
 
   it('rejects a wrong token', async () => {
-    const u = new Upstash({ url: bridge.url, token: 'wrong', enableTelemetry: false })
+    const u = new Upstash({ url: fixture.bridge.url, token: 'wrong', enableTelemetry: false })
     await expect(u.get('greeting')).rejects.toThrow(/Unauthorized/)
   })
 })
