@@ -1,40 +1,26 @@
-import { remember } from '../remember.js'
+import type { Decision } from '../decision.js'
 
 /**
- * Recent denials, answered in-process until they expire: a key denied with `retryAfterMs = d` for
- * a cost `c` is denied again for the same cost until `d` has passed — as the store would answer,
- * since admission only becomes possible as time passes (other clients can only push it further
- * out). Bounded, least recently used first.
+ * A denial the store would repeat, waits aside, until `until`: for `cost`, made at `at`. The
+ * remote path keeps them per key in a `Map` bounded with `remember` (least recently used first).
  */
-export interface DenyCache<T> {
-  /** What was cached with `key`'s denial for `cost`, while the denial lasts. */
-  get(key: string, cost: number, now: number): T | undefined
-  set(key: string, cost: number, until: number, value: T): void
-  delete(key: string): void
+export interface Denial {
+  readonly at: number
+  readonly until: number
+  readonly cost: number
+  readonly decision: Decision
 }
 
 /**
- * Creates a denial cache holding at most `maxKeys` keys.
- * @example const cache = createDenyCache<Decision>(10_000)
+ * `key`'s cached denial of `cost` at `now`, if there is one: not over, and not made after `now`
+ * (a clock that stepped back asks the store). A hit is a use: it moves to the newest end.
+ * @example const hit = cachedDenial(cache, 'ip:1.2.3.4', 1, clock.now())
  */
-export function createDenyCache<T>(maxKeys: number): DenyCache<T> {
-  const entries = new Map<string, { until: number; cost: number; value: T }>()
-  return {
-    get(key, cost, now) {
-      const e = entries.get(key)
-      if (e === undefined) return undefined
-      // Taken out, and put back at the newest end while it lasts: a hit is a use.
-      entries.delete(key)
-      if (e.until <= now) return undefined
-      entries.set(key, e)
-      return cost === e.cost ? e.value : undefined
-    },
-    set(key, cost, until, value) {
-      entries.delete(key)
-      remember(entries, key, { until, cost, value }, maxKeys)
-    },
-    delete(key) {
-      entries.delete(key)
-    },
-  }
+export function cachedDenial(cache: Map<string, Denial>, key: string, cost: number, now: number) {
+  const e = cache.get(key)
+  if (e === undefined) return undefined
+  cache.delete(key)
+  if (e.until <= now) return undefined
+  cache.set(key, e)
+  return cost === e.cost && e.at <= now ? e : undefined
 }

@@ -3,12 +3,13 @@ import { type Decision, limitOf } from '../decision.js'
 import { EdgelimitError } from '../errors.js'
 import type { DecisionSource } from '../events.js'
 import type { RuleConfig } from '../options.js'
+import { remember } from '../remember.js'
 import { memoryStore } from '../stores/memory.js'
 import type { BoundRules, Decider, EvaluateOptions, RuleVerdict } from '../stores/types.js'
 import type { ApproximateConsistency, StoreAnswer } from './approximate.js'
 import { createBreaker } from './breaker.js'
 import { deadlineClock } from './deadline.js'
-import { createDenyCache } from './deny-cache.js'
+import { cachedDenial, type Denial } from './deny-cache.js'
 
 /** What a store call ends in: `ok` maps the store's verdicts, `fail` the rules' fallbacks. */
 interface Outcome<T> {
@@ -81,10 +82,7 @@ export const remoteDecider: Decider = (context) => {
     config.breaker === undefined
       ? undefined
       : createBreaker(config.breaker, (state) => emit?.({ type: 'breaker', state }))
-  const cache =
-    allStrict && config.denyCacheKeys > 0
-      ? createDenyCache<{ decision: Decision; at: number }>(config.denyCacheKeys)
-      : undefined
+  const cache = allStrict && config.denyCacheKeys > 0 ? new Map<string, Denial>() : undefined
   const deadline = config.timeoutMs === undefined ? undefined : deadlineClock(config.timeoutMs, true)
   const approx =
     approxGroup === undefined
@@ -139,7 +137,7 @@ export const remoteDecider: Decider = (context) => {
       const now = clock.now()
       const shadow = shadowOf(key)
       if (cache !== undefined && cost > 0) {
-        const hit = cache.get(key, cost, now)
+        const hit = cachedDenial(cache, key, cost, now)
         if (hit !== undefined) return Promise.resolve(report(key, aged(hit.decision, now - hit.at), 'cache'))
       }
       return strict !== undefined && allStrict
@@ -154,8 +152,17 @@ export const remoteDecider: Decider = (context) => {
   const STRICT: Outcome<Decision> = {
     ok(key, cost, now, shadow, verdicts) {
       const decision = build(verdicts, shadow)
-      if (cache !== undefined && !decision.allowed && Number.isFinite(decision.retryAfterMs))
-        cache.set(key, cost, now + decision.retryAfterMs, { decision, at: now })
+      if (cache !== undefined) {
+        // Cached only while the store would answer the same, waits aside: every rule denied and
+        // one short of the cost (it has `cost - 1` left, and gets no more until its retry time),
+        // until the first rule's retry time (for good when every rule is a cost it never admits).
+        // Anything else, an admission too, clears the key.
+        cache.delete(key)
+        if (!decision.allowed && verdicts.every((v) => !v.allowed && v.remaining === cost - 1)) {
+          const until = now + Math.min(...verdicts.map((v) => v.retryAfterMs))
+          remember(cache, key, { at: now, until, cost, decision }, config.denyCacheKeys)
+        }
+      }
       return report(key, decision, 'store')
     },
     fail: (g, key, cost, now, shadow) =>
@@ -305,16 +312,19 @@ export const remoteDecider: Decider = (context) => {
   return {
     decide,
     reset(key) {
+      // Cleared at once, so decisions from now on ask the store…
       cache?.delete(key)
       approx?.reset(key)
       // A store waits for its calls in flight no longer than their deadline (see BoundRules.reset).
-      return Promise.all([
+      const done = Promise.all([
         strict?.bound.reset(key, config.timeoutMs),
         approxGroup?.bound.reset(key, config.timeoutMs),
         local?.reset(key),
         strict?.fallback?.reset(key),
         approxGroup?.fallback?.reset(key),
       ])
+      // …and again once the store has forgotten the key: a denial in flight may have cached it.
+      return done.finally(() => cache?.delete(key))
     },
     flush: () => approx?.flush(clock.now()) ?? Promise.resolve(),
   }
@@ -325,17 +335,15 @@ function storeErrorKind(error: unknown): 'timeout' | 'error' {
   return error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error'
 }
 
-/** A cached denial as it stands `ms` later: every wait shortened by the time passed. */
+/**
+ * A cached denial as it stands `ms` later, before the first rule's retry time: every rule still
+ * denies, its waits shortened by the time passed (a wait of `Infinity` stays).
+ */
 function aged(decision: Decision, ms: number): Decision {
-  const less = (x: number) => (Number.isFinite(x) ? Math.max(0, x - ms) : x)
-  return {
-    ...decision,
-    retryAfterMs: Math.max(1, less(decision.retryAfterMs)),
-    resetAfterMs: less(decision.resetAfterMs),
-    rules: decision.rules.map((r) => ({
-      ...r,
-      retryAfterMs: r.allowed ? 0 : Math.max(1, less(r.retryAfterMs)),
-      resetAfterMs: less(r.resetAfterMs),
-    })),
-  }
+  const age = <T extends { retryAfterMs: number; resetAfterMs: number }>(r: T): T => ({
+    ...r,
+    retryAfterMs: r.retryAfterMs - ms,
+    resetAfterMs: Math.max(0, r.resetAfterMs - ms),
+  })
+  return { ...age(decision), rules: decision.rules.map(age) }
 }

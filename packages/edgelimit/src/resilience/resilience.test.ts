@@ -1,15 +1,17 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { faultyStore } from '../../test/support/faulty-store.js'
 import { fixedWindow, gcra, tokenBucket } from '../algorithms.js'
+import type { Decision } from '../decision.js'
 import type { LimiterEvent } from '../events.js'
 import { createLimiter } from '../limiter.js'
 import type { Rule } from '../options.js'
+import { remember } from '../remember.js'
 import { memoryStore } from '../stores/memory.js'
 import { manualClock } from '../testing/index.js'
 import { approximate } from './approximate.js'
 import { createBreaker } from './breaker.js'
 import { createDeadline, withDeadline } from './deadline.js'
-import { createDenyCache } from './deny-cache.js'
+import { cachedDenial, type Denial } from './deny-cache.js'
 import { enforcedFor } from './rollout.js'
 
 afterEach(() => {
@@ -48,21 +50,28 @@ describe('circuit breaker', () => {
 })
 
 describe('denial cache', () => {
-  it('answers the same cost until the retry time, bounded and least recently used first', () => {
-    const cache = createDenyCache<string>(2)
-    cache.set('a', 1, 100, 'A')
-    expect(cache.get('a', 1, 50)).toBe('A')
-    expect(cache.get('a', 2, 50)).toBeUndefined()
-    expect(cache.get('a', 1, 100)).toBeUndefined()
-    cache.set('a', 1, 100, 'A')
-    cache.set('b', 1, 100, 'B')
-    cache.set('c', 1, 100, 'C')
-    // Two keys at most: the least recently used one went.
-    expect([cache.get('a', 1, 0), cache.get('b', 1, 0), cache.get('c', 1, 0)]).toEqual([undefined, 'B', 'C'])
-    // A hit is a use: read last, 'b' outlives 'c', set before it.
-    expect(cache.get('b', 1, 0)).toBe('B')
-    cache.set('d', 1, 100, 'D')
-    expect([cache.get('b', 1, 0), cache.get('c', 1, 0), cache.get('d', 1, 0)]).toEqual(['B', undefined, 'D'])
+  const denial = (cost: number, at: number, until: number) => ({ at, until, cost, decision: {} as Decision })
+  it('answers the same cost from the denial until the first retry time, least recently used first', () => {
+    const cache = new Map<string, Denial>()
+    const a = denial(1, 10, 100)
+    cache.set('a', a)
+    expect(cachedDenial(cache, 'a', 1, 50)).toBe(a)
+    expect(cachedDenial(cache, 'a', 1, 10)).toBe(a)
+    expect(cachedDenial(cache, 'a', 2, 50)).toBeUndefined()
+    // A clock that stepped back before the denial asks the store; the entry stays.
+    expect(cachedDenial(cache, 'a', 1, 9)).toBeUndefined()
+    expect(cachedDenial(cache, 'nobody', 1, 50)).toBeUndefined()
+    expect(cache.size).toBe(1)
+    // Over: gone.
+    expect(cachedDenial(cache, 'a', 1, 100)).toBeUndefined()
+    expect(cache.size).toBe(0)
+    const [b, c] = [denial(1, 0, 100), denial(1, 0, 100)]
+    cache.set('b', b)
+    cache.set('c', c)
+    // A hit is a use: 'b' moves to the newest end, so `remember` drops 'c' first.
+    expect(cachedDenial(cache, 'b', 1, 0)).toBe(b)
+    remember(cache, 'd', denial(1, 0, 100), 2)
+    expect([...cache.keys()]).toEqual(['b', 'd'])
   })
 })
 

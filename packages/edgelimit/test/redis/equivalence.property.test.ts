@@ -1,9 +1,10 @@
 import fc from 'fast-check'
-import { describe, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { AlgorithmSpec } from '../../src/algorithms.js'
 import { type PlainState, step } from '../../src/core/index.js'
 import {
   createLimiter,
+  type Decision,
   fixedWindow,
   gcra,
   leakyBucket,
@@ -76,4 +77,97 @@ describe('Lua scripts ≡ TypeScript core (client clock), field by field', () =>
       )
     })
   }
+})
+
+/** A decision as plain data, field by field (the per-rule entries too). */
+const plain = (d: Decision) =>
+  JSON.stringify([
+    d.allowed,
+    d.remaining,
+    d.resetAfterMs,
+    d.retryAfterMs,
+    d.delayMs ?? 0,
+    d.reason,
+    d.rules.map((r) => [
+      r.name,
+      r.allowed,
+      r.remaining,
+      r.resetAfterMs,
+      r.retryAfterMs,
+      r.delayMs ?? 0,
+      r.reason,
+    ]),
+  ])
+
+describe('Redis with the default denial cache ≡ memory store, decision by decision', () => {
+  const anyAlgorithm = fc.oneof(...Object.values(algorithms))
+  const op = fc.record({
+    // Mostly a flood (the denial cache's case), now and then a pause or a clock stepping back.
+    dt: fc.oneof(
+      { weight: 12, arbitrary: fc.integer({ min: 0, max: 40 }) },
+      { weight: 1, arbitrary: fc.integer({ min: 0, max: 1500 }) },
+      { weight: 1, arbitrary: fc.integer({ min: -800, max: -1 }) },
+    ),
+    key: fc.constantFrom('a', 'a', 'a', 'b'),
+    cost: fc.oneof(
+      { weight: 8, arbitrary: fc.constant(1) },
+      { weight: 2, arbitrary: fc.integer({ min: 0, max: 4 }) },
+    ),
+    what: fc.oneof(
+      { weight: 30, arbitrary: fc.constant('limit') },
+      { weight: 2, arbitrary: fc.constant('peek') },
+      { weight: 1, arbitrary: fc.constant('reset') },
+    ),
+  })
+  it('over random rule sets (1–3 rules), keys, costs and resets', async () => {
+    let cacheHits = 0
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          { weight: 3, arbitrary: fc.array(anyAlgorithm, { minLength: 1, maxLength: 1 }) },
+          { weight: 2, arbitrary: fc.array(anyAlgorithm, { minLength: 2, maxLength: 3 }) },
+        ),
+        fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
+        fc.array(op, { minLength: 20, maxLength: 80 }),
+        async (specs, shadows, ops) => {
+          const clock = manualClock(1_000_000)
+          const rules = specs.map((algorithm, i) => ({
+            name: `r${i}`,
+            algorithm,
+            ...(shadows[i] && i > 0 ? { mode: 'shadow' as const } : {}),
+          }))
+          const memory = createLimiter({ rules, clock })
+          const redis = createLimiter({
+            rules,
+            store: redisStore({ client: fixture.client, clock: 'client', prefix: `dc${run++}` }),
+            clock,
+            timeout: false,
+            breaker: false,
+            onEvent: (e) => {
+              if (e.type === 'decision' && e.source === 'cache') cacheHits++
+            },
+          })
+          const log: string[] = []
+          for (const { dt, key, cost, what } of ops) {
+            clock.set(Math.max(0, clock.now() + dt))
+            log.push(`t=${clock.now()} ${what}(${key}, ${cost})`)
+            if (what === 'reset') {
+              await Promise.all([memory.reset(key), redis.reset(key)])
+              continue
+            }
+            const [m, r] =
+              what === 'peek'
+                ? [await memory.peek(key), await redis.peek(key)]
+                : [await memory.limit(key, { cost }), await redis.limit(key, { cost })]
+            if (plain(m) !== plain(r)) {
+              throw new Error(`${log.join('; ')}\n  memory ${plain(m)}\n  redis  ${plain(r)}`)
+            }
+          }
+        },
+      ),
+      { numRuns: 150 },
+    )
+    // The cache answered some of them (else this compares the scripts alone).
+    expect(cacheHits).toBeGreaterThan(200)
+  })
 })

@@ -567,6 +567,29 @@ describe('4. denial cache: one exhausted key hammered', () => {
     expect(sources.cache).toBeGreaterThanOrEqual(100_000 - 11 * windows - 3)
   })
 
+  it('reset() with a denial in flight: the key is fresh once reset() resolves', async () => {
+    const c = client()
+    await ready(c)
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 2, window: '1h' }) }],
+      store: redisStore({ client: c, prefix: `deny-reset-${Date.now()}` }),
+      timeout: '2s',
+    })
+    for (let round = 0; round < 20; round++) {
+      const key = `k${round}`
+      await limiter.limit(key)
+      await limiter.limit(key)
+      // Sent before the reset, answered (a denial, cached) before the store's reset answers.
+      const inFlight = limiter.limit(key)
+      await limiter.reset(key)
+      expect((await inFlight).allowed).toBe(false)
+      const after = await limiter.limit(key)
+      // The cached denial outlived the reset: denied for the rest of the hour.
+      expect(after.allowed).toBe(true)
+      expect(after.remaining).toBe(1)
+    }
+  })
+
   it('without the cache every call is a store call (so the count above can fail)', async () => {
     const c = client()
     const admin = client()
