@@ -151,6 +151,14 @@ describe('EdgelimitDurableObject in workerd', () => {
     const res = await rpc(worker, { object: 'bad', rules, key: 'k', cost: -1 })
     expect(res.status).toBe(500)
     expect(res.body.error).toMatch(/non-negative integer cost/)
+    // A caller's time that is not an integer of ms: refused, not turned into NaN state.
+    for (const now of ['abc', 1.5, Number.MAX_SAFE_INTEGER * 2]) {
+      const bad = await rpc(worker, { object: 'bad', rules, key: 'k', cost: 1, now })
+      expect([bad.status, bad.body.error]).toEqual([500, expect.stringMatching(/integer cost and time/)])
+    }
+    expect((await rpc(worker, { object: 'bad', rules, key: 'k', cost: 1, now: T0 })).body[0]?.allowed).toBe(
+      true,
+    )
   })
 
   it("the object's errors reach the limiter as ERR_EDGELIMIT_STORE, with their message", async () => {

@@ -90,12 +90,12 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
     /** Decides one request for one key, all-or-nothing over the rule set (RPC). */
     evaluate(request: EvaluateRequest): RuleVerdict[] {
       const { key, cost } = request
-      if (typeof key !== 'string' || !Number.isSafeInteger(cost) || cost < 0) {
-        throw new EdgelimitError(STORE, 'Expected a string key and a non-negative integer cost')
-      }
-      const set = this.#ruleSet(request.rules)
       const clockNow = systemClock.now()
       const now = request.now ?? clockNow
+      if (typeof key !== 'string' || !Number.isSafeInteger(cost) || cost < 0 || !Number.isSafeInteger(now)) {
+        throw new EdgelimitError(STORE, 'Expected a string key, a non-negative integer cost and time')
+      }
+      const set = this.#ruleSet(request.rules)
       // Read from SQLite on every decision: the object's database is local and synchronous, and a
       // parsed copy kept in memory would cost more code than the reads it saves.
       const states: (RuleState | undefined)[] = new Array(set.rules.length)
