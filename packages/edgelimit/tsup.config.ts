@@ -23,4 +23,7 @@ export default defineConfig({
   target: 'es2022',
   platform: 'neutral',
   treeshake: true,
+  // Shared chunks for CJS too (ESM splits by default): one EdgelimitError class per module system,
+  // so `instanceof` and the adapters' checks hold across entry points under require().
+  splitting: true,
 })

@@ -537,7 +537,8 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
       try {
         return answer(request, t, key, t.limiter.limitSync(key, cost))
       } catch (error) {
-        if (!(error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_SYNC_UNSUPPORTED')) throw error
+        // By code, not class: a limiter from the other module system (ESM vs CJS) has its own class.
+        if ((error as EdgelimitError | undefined)?.code !== 'ERR_EDGELIMIT_SYNC_UNSUPPORTED') throw error
         t.sync = false
       }
     }

@@ -332,7 +332,7 @@ export const remoteDecider: Decider = (context) => {
 
 /** How a failed store call is reported: a missed deadline, or any other error. */
 function storeErrorKind(error: unknown): 'timeout' | 'error' {
-  return error instanceof EdgelimitError && error.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error'
+  return (error as EdgelimitError | undefined)?.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error'
 }
 
 /**

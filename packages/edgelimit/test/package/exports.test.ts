@@ -61,4 +61,54 @@ describe('built package', () => {
       run(code("const m = require('edgelimit'); const t = require('edgelimit/testing')"), 'commonjs'),
     ).toBe(expected)
   })
+
+  it("one error class per module system: every entry point throws the root's classes, and the HTTP layer falls back from limitSync on an async store", () => {
+    // Under require() each entry point once carried its own copy of the core: the HTTP layer did
+    // not recognise the limiter's ERR_EDGELIMIT_SYNC_UNSUPPORTED, and rethrew it on every request.
+    const code = (load: (entry: string) => string) => `
+      const m = ${load('edgelimit')}, h = ${load('edgelimit/http')}, r = ${load('edgelimit/redis')}
+      const thrown = (f) => { try { f() } catch (e) { return e } }
+      const errors = [
+        thrown(() => r.redisStore({})),
+        thrown(() => h.createRateLimit({ limiter: 'nope' })),
+        thrown(() => m.createLimiter({ rules: [] })),
+      ].map((e) => [e instanceof m.ConfigError, e instanceof m.EdgelimitError])
+      // An async store (a remote one's shape: no limitSync) behind the HTTP layer.
+      const store = { name: 'async', decider: m.remoteDecider, bind(rules) {
+        const b = m.memoryStore().bind(rules)
+        return { evaluate: (k, c, n, o) => Promise.resolve(b.evaluateSync(k, c, n, o)), reset: (k) => b.reset(k) }
+      } }
+      const limiter = m.createLimiter({ rules: [{ name: 'api', algorithm: m.fixedWindow({ limit: 1, window: '1h' }) }], store })
+      const rl = h.createRateLimit({ limiter })
+      const request = { method: 'GET', path: '/', peer: '203.0.113.5', header: () => null }
+      const verdicts = []
+      for (let i = 0; i < 2; i++) verdicts.push((await rl.check(request)).action)
+      console.log(JSON.stringify({ errors, verdicts }))`
+    const expected = {
+      errors: [
+        [true, true],
+        [true, true],
+        [true, true],
+      ],
+      verdicts: ['continue', 'respond'],
+    }
+    expect(
+      JSON.parse(
+        run(
+          code((e) => `await import('${e}')`),
+          'module',
+        ),
+      ),
+    ).toEqual(expected)
+    expect(JSON.parse(run(`(async () => { ${code((e) => `require('${e}')`)} })()`, 'commonjs'))).toEqual(
+      expected,
+    )
+    // Both module systems in one app (the dual-package hazard): the ESM limiter behind the CJS
+    // HTTP layer still falls back to limit(), since errors are told apart by code.
+    const mixed = code((e) =>
+      e === 'edgelimit/http' ? `createRequire(process.cwd() + '/')('${e}')` : `await import('${e}')`,
+    )
+    const both = JSON.parse(run(`import { createRequire } from 'node:module'\n${mixed}`, 'module'))
+    expect(both.verdicts).toEqual(expected.verdicts)
+  })
 })
