@@ -15,6 +15,7 @@ import {
 import { redisStore } from '../../src/redis.js'
 import { manualClock } from '../../src/testing/index.js'
 import { redisFixture } from '../support/redis-client.js'
+import { summary } from '../workerd/support/trace.js'
 
 const fixture = redisFixture()
 
@@ -80,24 +81,7 @@ describe('Lua scripts ≡ TypeScript core (client clock), field by field', () =>
 })
 
 /** A decision as plain data, field by field (the per-rule entries too). */
-const plain = (d: Decision) =>
-  JSON.stringify([
-    d.allowed,
-    d.remaining,
-    d.resetAfterMs,
-    d.retryAfterMs,
-    d.delayMs ?? 0,
-    d.reason,
-    d.rules.map((r) => [
-      r.name,
-      r.allowed,
-      r.remaining,
-      r.resetAfterMs,
-      r.retryAfterMs,
-      r.delayMs ?? 0,
-      r.reason,
-    ]),
-  ])
+const plain = (d: Decision) => JSON.stringify(summary(d))
 
 describe('Redis with the default denial cache ≡ memory store, decision by decision', () => {
   const anyAlgorithm = fc.oneof(...Object.values(algorithms))

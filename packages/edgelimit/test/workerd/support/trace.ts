@@ -27,6 +27,7 @@ export function summary(d: Decision) {
       r.resetAfterMs,
       r.retryAfterMs,
       r.delayMs ?? 0,
+      r.reason,
     ]),
   }
 }
