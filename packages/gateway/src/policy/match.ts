@@ -7,13 +7,54 @@ export type Matcher = (request: RequestInfo) => string | undefined
 
 const ANY_ROUTE = '*'
 
-function escapeRegExp(text: string): string {
-  return text.replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+// What RegExp `.` never matched, so neither does `*` (Node rejects them in header lines anyway).
+const LINE_TERMINATOR = /[\n\r\u2028\u2029]/
+const NON_ASCII = /[^\x00-\x7f]/
+
+/** Case folding as RegExp's `i` flag (without `u`) does it: each UTF-16 unit upper-cased alone. */
+function foldCase(text: string): string {
+  if (!NON_ASCII.test(text)) return text.toUpperCase()
+  let folded = ''
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charAt(i)
+    const upper = unit.toUpperCase()
+    // Kept when upper-casing would change its length or take it into ASCII (`ß`, `ſ`).
+    folded += upper.length !== 1 || (unit >= '\x80' && upper < '\x80') ? unit : upper
+  }
+  return folded
 }
 
-/** `*` is any run of characters (`*.example.com` matches every subdomain). */
-function wildcard(glob: string, flags = ''): RegExp {
-  return new RegExp(`^${glob.split('*').map(escapeRegExp).join('.*')}$`, flags)
+/**
+ * A host or header value glob: `*` is any run of characters (`*.example.com` matches every
+ * subdomain), nothing else is special. Read in linear time whatever the glob: the text must start
+ * with the part before the first `*` and end with the part after the last; the parts between are
+ * found left to right, each at its first place (the earliest leaves the most room to the rest). A
+ * RegExp of several `.*` backtracks for seconds on a hostile 3 KB Host.
+ *
+ * @example wildcard('*.example.com', true).test('API.example.com') // true
+ */
+export function wildcard(glob: string, ignoreCase = false): { test(text: string): boolean } {
+  const fold = ignoreCase ? foldCase : (text: string) => text
+  const parts = fold(glob).split('*')
+  const first = parts[0] as string
+  const last = parts[parts.length - 1] as string
+  const middle = parts.slice(1, -1).filter((part) => part !== '')
+  if (parts.length === 1) return { test: (text) => fold(text) === first }
+  return {
+    test(input) {
+      const text = fold(input)
+      const end = text.length - last.length
+      if (end < first.length || !text.startsWith(first) || !text.endsWith(last)) return false
+      let at = first.length
+      for (const part of middle) {
+        const found = text.indexOf(part, at)
+        if (found === -1 || found + part.length > end || LINE_TERMINATOR.test(text.slice(at, found)))
+          return false
+        at = found + part.length
+      }
+      return !LINE_TERMINATOR.test(text.slice(at, end))
+    },
+  }
 }
 
 /**
@@ -25,7 +66,7 @@ function wildcard(glob: string, flags = ''): RegExp {
 export function compileMatch(match: MatchConfig): Matcher {
   const paths = match.paths.map((p) => ({ pattern: p, regexp: pathGlob(p) }))
   const methods = match.methods.length === 0 ? undefined : new Set(match.methods)
-  const hosts = match.hosts.map((h) => ({ withPort: h.includes(':'), regexp: wildcard(h, 'i') }))
+  const hosts = match.hosts.map((h) => ({ withPort: h.includes(':'), glob: wildcard(h, true) }))
   const headers = match.headers.map(([name, expected]) => ({
     name,
     test: typeof expected === 'boolean' ? undefined : wildcard(expected),
@@ -44,7 +85,7 @@ export function compileMatch(match: MatchConfig): Matcher {
       const full = request.host
       const colon = full.lastIndexOf(':')
       const name = colon > full.lastIndexOf(']') ? full.slice(0, colon) : full
-      if (!hosts.some((h) => h.regexp.test(h.withPort ? full : name))) return undefined
+      if (!hosts.some((h) => h.glob.test(h.withPort ? full : name))) return undefined
     }
     for (const h of headers) {
       const value = request.header(h.name)
