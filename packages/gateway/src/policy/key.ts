@@ -1,6 +1,7 @@
 import { createHash, createHmac } from 'node:crypto'
 import type { KeyPart } from '../config/types.js'
 import { type ClientKeyOptions, resolveClientIp, subnetKey } from '../library.js'
+import { type Memo, memo } from './memo.js'
 import type { RequestInfo } from './request.js'
 
 /** A request's key for one rule. */
@@ -21,19 +22,19 @@ export interface Hasher {
   hash(descriptor: string): string
 }
 
-const CACHE = 50_000
-
-/** @example createHasher('s3cret').hash('ip=203.0.113.9') // 43 base64url characters */
-export function createHasher(secret: string | undefined): Hasher {
-  const cache = new Map<string, string>()
+/**
+ * `cache` holds the hashes of short descriptors only (see `memo`): a long header or query value
+ * is hashed on every request, so a flood of distinct long keys costs hashing, not memory.
+ *
+ * @example createHasher('s3cret').hash('ip=203.0.113.9') // 43 base64url characters
+ */
+export function createHasher(secret: string | undefined, cache: Memo<string> = memo()): Hasher {
   return {
     hash(descriptor) {
       let key = cache.get(descriptor)
       if (key === undefined) {
         const h = secret === undefined ? createHash('sha256') : createHmac('sha256', secret)
         key = h.update(descriptor).digest('base64url')
-        // A flood of distinct keys only costs re-hashing, never memory.
-        if (cache.size >= CACHE) cache.clear()
         cache.set(descriptor, key)
       }
       return key
@@ -44,8 +45,16 @@ export function createHasher(secret: string | undefined): Hasher {
 /** Resolves client addresses (subnet-grouped, or the fallback), cached by what they depend on. */
 export type ClientResolver = (request: RequestInfo, context: KeyContext) => string
 
-/** @example const clientOf = createClientResolver({ trustedProxies: ['10.0.0.0/8'] }) */
-export function createClientResolver(identity: ClientKeyOptions): ClientResolver {
+/**
+ * `cache` is keyed by the peer and the forwarding header; a long header (a client's padded
+ * X-Forwarded-For) is resolved on every request and never held (see `memo`).
+ *
+ * @example const clientOf = createClientResolver({ trustedProxies: ['10.0.0.0/8'] })
+ */
+export function createClientResolver(
+  identity: ClientKeyOptions,
+  cache: Memo<string> = memo(),
+): ClientResolver {
   const { trustedProxies, trustPlatform } = identity
   // Without trusted proxies the address depends on the peer alone; with them, on the header too.
   const header =
@@ -53,7 +62,6 @@ export function createClientResolver(identity: ClientKeyOptions): ClientResolver
     (typeof trustedProxies === 'number' ? trustedProxies > 0 : (trustedProxies?.length ?? 0) > 0)
       ? (identity.header ?? 'x-forwarded-for').toLowerCase()
       : undefined
-  const cache = new Map<string, string>()
   return (request, context) => {
     if (context.client !== undefined) return context.client
     const id =
@@ -63,7 +71,6 @@ export function createClientResolver(identity: ClientKeyOptions): ClientResolver
       const { ip } = resolveClientIp(request, identity)
       client =
         ip === undefined ? (identity.fallback ?? 'unknown-client') : (subnetKey(ip, identity) as string)
-      if (cache.size >= CACHE) cache.clear()
       cache.set(id, client)
     }
     context.client = client
@@ -103,13 +110,12 @@ export function compileKey(
 ): (request: RequestInfo, route: string, context: KeyContext) => RuleKey {
   // The commonest key, the client address alone: one lookup per request once a client is known.
   if (parts.length === 1 && parts[0]?.kind === 'ip') {
-    const byClient = new Map<string, RuleKey>()
+    const byClient = memo<RuleKey>()
     return (request, _route, context) => {
       const client = clientOf(request, context)
       let key = byClient.get(client)
       if (key === undefined) {
         key = { key: hasher.hash(`ip=${encodeURIComponent(client)}`), raw: client }
-        if (byClient.size >= CACHE) byClient.clear()
         byClient.set(client, key)
       }
       return key

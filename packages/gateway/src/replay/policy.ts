@@ -4,6 +4,7 @@ import type { GatewayConfig, KeyPart, RuleConfig } from '../config/types.js'
 import { loadPolicy as loadGatewayPolicy, validatePolicy } from '../config/validate.js'
 import { type ClientKeyOptions, subnetKey } from '../library.js'
 import { compileMatch } from '../policy/match.js'
+import { memo } from '../policy/memo.js'
 import { canonicalPath, hostForm, routeForm } from '../policy/path.js'
 import type { RequestInfo } from '../policy/request.js'
 import { headerOf, type LogRecord } from './record.js'
@@ -172,14 +173,13 @@ function keyPart(part: KeyPart, client: (ip: string) => string): KeyFn {
  */
 function clientKey(identity: ClientKeyOptions): (ip: string) => string {
   const ipv4Whole = (identity.ipv4Prefix ?? 32) === 32
-  const cache = new Map<string, string>()
+  const cache = memo<string>()
   return (ip) => {
     // IPv4 kept whole is its own key (a host name too: it does not parse either way).
     if (ipv4Whole && !ip.includes(':')) return ip
     let key = cache.get(ip)
     if (key === undefined) {
       key = subnetKey(ip, identity) ?? ip
-      if (cache.size >= 50_000) cache.clear()
       cache.set(ip, key)
     }
     return key
@@ -207,7 +207,7 @@ function decode(text: string): string {
   }
 }
 
-const routes = new Map<string, string>()
+const routes = memo<string>(100_000)
 
 /**
  * A logged path as the gateway's rules would see it: canonical, then in route form. Logs hold
@@ -217,7 +217,6 @@ function routeOf(path: string): string {
   let route = routes.get(path)
   if (route === undefined) {
     route = routeForm(canonicalPath(path) ?? path)
-    if (routes.size >= 100_000) routes.clear()
     routes.set(path, route)
   }
   return route
