@@ -33,7 +33,10 @@ export interface Limiter {
   peek(key: string): Promise<Decision>
   /** Forgets `key` in every rule. */
   reset(key: string): Promise<void>
-  /** Sends counts that approximate rules still hold in-process (call before shutdown). */
+  /**
+   * Sends counts that approximate rules still hold in-process (call before shutdown). Rejects
+   * (`ERR_EDGELIMIT_STORE`) when some could not be sent: they stay pending for the next sync.
+   */
   flush(): Promise<void>
   /** The rules as validated. */
   readonly rules: readonly RuleConfig[]

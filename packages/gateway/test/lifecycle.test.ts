@@ -2,7 +2,9 @@
 import { mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
+import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type RedisServer, startRedis } from '../../edgelimit/test/support/redis.js'
 import { REPO_ROOT, runCli, spawnGateway, startInProcess, tempDir, writePolicy } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
@@ -283,6 +285,84 @@ describe('file watching through a symlink to another directory', () => {
       expect(await gateway.stop()).toBe(0)
     } finally {
       await gateway.stop('SIGKILL')
+    }
+  })
+})
+
+describe('approximate counts on Redis: reload and shutdown', () => {
+  let redis: RedisServer
+  let client: Redis
+  beforeAll(async () => {
+    redis = await startRedis()
+    client = new Redis(redis.url)
+  })
+  afterAll(async () => {
+    client?.disconnect()
+    await redis?.stop()
+  })
+
+  const policy = (url: string, prefix: string, defaults = '') => `
+store: { type: redis, url: "${url}", prefix: ${prefix} }
+identity: { secret: s }
+${defaults}
+rules:
+  - { name: approx, algorithm: fixed-window, limit: 1000, window: 1h, key: global, consistency: approximate, syncInterval: 1m }
+`
+
+  /** The count of the one fixed window under `prefix` ("windowIndex:count"), 0 before there is one. */
+  async function stored(prefix: string): Promise<number> {
+    const keys = await client.keys(`${prefix}:*`)
+    expect(keys.length).toBeLessThanOrEqual(1)
+    const value = keys[0] === undefined ? null : await client.get(keys[0])
+    return value === null ? 0 : Number(value.split(':')[1])
+  }
+
+  /** Polls `test` (every 20 ms, 5 s at most): the flush of a retired policy runs after the reload returns. */
+  async function eventually(test: () => boolean | Promise<boolean>): Promise<void> {
+    for (let i = 0; i < 250 && !(await test()); i++) await new Promise((r) => setTimeout(r, 20))
+  }
+
+  async function admit(url: string, n: number): Promise<void> {
+    for (let i = 0; i < n; i++) expect((await fetch(`${url}/ok`)).status).toBe(200)
+  }
+
+  test('a reload that changes only the store (the same Redis spelled differently) flushes the counts it retires', async () => {
+    const gw = await startInProcess(policy(redis.url, 'ar'), { upstream: origin.url })
+    try {
+      // The first request is the store's (count 1); the next 49 are counted in-process.
+      await admit(gw.url, 50)
+      expect(await stored('ar')).toBe(1)
+      writeFileSync(gw.file, policy(`${redis.url}/0`, 'ar'))
+      expect(await gw.gateway.reload()).toMatchObject({ ok: true })
+      expect(gw.logs.find((l) => l.msg === 'policy reloaded')).toMatchObject({ storeKept: false })
+      await eventually(async () => (await stored('ar')) === 50)
+      expect(await stored('ar')).toBe(50)
+      expect(gw.logs.filter((l) => l.level >= 40)).toEqual([])
+    } finally {
+      await gw.close()
+    }
+  })
+
+  test('a retired flush that fails (its Redis is gone) is logged with its rules', async () => {
+    const gone = await startRedis()
+    const gw = await startInProcess(policy(gone.url, 'ag'), { upstream: origin.url })
+    try {
+      await admit(gw.url, 5)
+      await gone.stop()
+      writeFileSync(gw.file, policy(redis.url, 'ag'))
+      expect(await gw.gateway.reload()).toMatchObject({ ok: true })
+      const unflushed = () =>
+        gw.logs.find((l) => l.msg === 'approximate counts of a retired policy not flushed')
+      await eventually(() => unflushed() !== undefined)
+      expect(unflushed()).toMatchObject({
+        level: 40,
+        generation: 1,
+        rules: ['approx'],
+        err: expect.any(String),
+      })
+    } finally {
+      await gw.close()
+      await gone.stop()
     }
   })
 })

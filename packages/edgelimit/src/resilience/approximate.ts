@@ -1,3 +1,4 @@
+import { EdgelimitError } from '../errors.js'
 import type { DecisionSource } from '../events.js'
 import type { RuleVerdict } from '../stores/types.js'
 
@@ -7,7 +8,8 @@ interface Entry {
   resetAt: number[]
   pending: number
   syncedAt: number
-  syncing: Promise<void> | undefined
+  /** The sync in flight: resolves whether its batch reached the store. */
+  syncing: Promise<boolean> | undefined
 }
 
 /** A store call's outcome: the verdicts (`store`), or the rules' fallbacks when it failed. */
@@ -42,7 +44,10 @@ export interface Approximate {
     shadow: number,
     call: () => Promise<StoreAnswer>,
   ): Promise<{ readonly verdicts: readonly RuleVerdict[]; readonly source: DecisionSource }>
-  /** Sends every pending count now (for shutdown and tests). */
+  /**
+   * Sends every pending count now (for shutdown and tests); rejects (`ERR_EDGELIMIT_STORE`) when
+   * some could not be sent, which stay pending for the next sync.
+   */
   flush(now: number): Promise<void>
   /** Forgets a key's counts, pending ones too (`limiter.reset`: the store's state goes with them). */
   reset(key: string): void
@@ -64,7 +69,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
   const entries = new Map<string, Entry>()
   let syncs = 0
 
-  function sync(key: string, entry: Entry, now: number): Promise<void> {
+  function sync(key: string, entry: Entry, now: number): Promise<boolean> {
     const cost = entry.pending
     entry.pending = 0
     // The next sync is due an interval after this one starts, however it ends.
@@ -78,10 +83,12 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
           entry.remaining[i] = Math.max(0, after - entry.pending)
           entry.resetAt[i] = now + v.resetAfterMs
         })
+        return true
       })
       .catch(() => {
         // Nothing was counted (the path reported why): keep the batch for the next sync.
         entry.pending += cost
+        return false
       })
       .finally(() => {
         entry.syncing = undefined
@@ -163,12 +170,18 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       return answer
     },
     async flush(now) {
-      const work: Promise<void>[] = []
+      const work: Promise<boolean>[] = []
       for (const [key, entry] of entries) {
         if (entry.syncing !== undefined) work.push(entry.syncing)
         if (entry.pending > 0) work.push(sync(key, entry, now))
       }
-      await Promise.all(work)
+      const failed = (await Promise.all(work)).filter((sent) => !sent).length
+      if (failed > 0) {
+        throw new EdgelimitError(
+          'ERR_EDGELIMIT_STORE',
+          `${failed} sync${failed === 1 ? '' : 's'} of approximate counts failed; the counts stay pending for the next sync`,
+        )
+      }
     },
     reset(key) {
       entries.delete(key)

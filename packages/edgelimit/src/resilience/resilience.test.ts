@@ -7,6 +7,7 @@ import { createLimiter } from '../limiter.js'
 import type { Rule } from '../options.js'
 import { remember } from '../remember.js'
 import { memoryStore } from '../stores/memory.js'
+import type { BoundRules } from '../stores/types.js'
 import { manualClock } from '../testing/index.js'
 import { approximate } from './approximate.js'
 import { createBreaker } from './breaker.js'
@@ -353,6 +354,40 @@ describe('consistency modes', () => {
     // strict mode.
     expect(faults.calls).toBeGreaterThanOrEqual(2)
     expect(faults.calls).toBeLessThanOrEqual(3)
+  })
+
+  it('a flush whose sync fails rejects (ERR_EDGELIMIT_STORE); its counts stay pending and a later flush sends them', async () => {
+    const clock = manualClock(1_000_000)
+    // The memory store keeps a table per binding: the last one is the approximate group's.
+    const memory = memoryStore()
+    const tables: BoundRules[] = []
+    const { store, faults } = faultyStore({
+      ...memory,
+      bind: (rules) => tables[tables.push(memory.bind(rules)) - 1] as BoundRules,
+    })
+    const limiter = createLimiter({
+      rules: [
+        {
+          name: 'api',
+          algorithm: fixedWindow({ limit: 10, window: '1h' }),
+          consistency: approximate,
+          syncInterval: '1m',
+        },
+      ],
+      store,
+      clock,
+      breaker: false,
+    })
+    const stored = async () =>
+      (await (tables.at(-1) as BoundRules).evaluate('k', 0, clock.now()))[0]?.remaining
+    // The first call is the store's; the next four are counted here, pending a sync.
+    for (let i = 0; i < 5; i++) expect((await limiter.limit('k')).allowed).toBe(true)
+    faults.fail = new Error('connection reset')
+    await expect(limiter.flush()).rejects.toMatchObject({ code: 'ERR_EDGELIMIT_STORE' })
+    expect(await stored()).toBe(9)
+    faults.fail = undefined
+    await limiter.flush()
+    expect(await stored()).toBe(5)
   })
 
   it("an approximate denial waits for the next sync, or, with the quota spent and nothing pending, for the rule's reset", async () => {

@@ -3,7 +3,7 @@ import { type FSWatcher, realpathSync, watch } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { dirname, resolve } from 'node:path'
-import { type Clock, systemClock } from 'edgelimit'
+import { type Clock, type Limiter, systemClock } from 'edgelimit'
 import type { Logger } from 'pino'
 import { formatIssue, type Issue } from '../config/issues.js'
 import { readPolicySource } from '../config/source.js'
@@ -156,20 +156,46 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   let draining = false
   let drained: (() => void) | undefined
 
+  // What retired generations leave behind while their counts are flushed: shutdown flushes and
+  // closes them too.
+  const retiring = new Set<Limiter>()
+  const unused = new Set<StoreHandle | Upstream>()
+
+  /**
+   * Puts a drained, retired generation away: its limiters that the policy in force does not keep
+   * flush their approximate counts, and only then are the resources no generation uses any more
+   * closed (a flush needs its store's connection).
+   */
   function release(gen: Generation): void {
+    const idle: (StoreHandle | Upstream)[] = []
     for (const resource of [gen.policy.store, gen.upstream]) {
       const n = (users.get(resource) ?? 1) - 1
       if (n > 0) users.set(resource, n)
       else {
         users.delete(resource)
-        resource
+        unused.add(resource)
+        idle.push(resource)
+      }
+    }
+    const retired = [...gen.policy.limiters]
+      .filter(([signature, limiter]) => current.policy.limiters.get(signature) !== limiter)
+      .map(([, limiter]) => limiter)
+    for (const limiter of retired) retiring.add(limiter)
+    void flushAll(retired).then(async (result) => {
+      for (const limiter of retired) retiring.delete(limiter)
+      if (result.unsent.length > 0) {
+        log.warn(
+          { generation: gen.id, rules: ruleNames(result.unsent), err: result.error },
+          'approximate counts of a retired policy not flushed',
+        )
+      }
+      for (const resource of idle) {
+        if (!unused.delete(resource)) continue // closed by shutdown meanwhile
+        await resource
           .close()
           .catch((error: Error) => log.warn({ err: error.message }, 'closing a retired resource failed'))
       }
-    }
-    for (const [signature, limiter] of gen.policy.limiters) {
-      if (current.policy.limiters.get(signature) !== limiter) void limiter.flush().catch(() => {})
-    }
+    })
   }
 
   function observe(verdict: Verdict, request: RequestInfo): void {
@@ -500,8 +526,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     server.closeAllConnections()
     await stopped
     unwatch()
-    await Promise.allSettled([...current.policy.limiters.values()].map((l) => l.flush()))
-    await Promise.allSettled([...users.keys()].map((r) => r.close()))
+    const flushed = await flushAll(new Set([...current.policy.limiters.values(), ...retiring]))
+    if (flushed.unsent.length > 0) {
+      log.warn({ rules: ruleNames(flushed.unsent), err: flushed.error }, 'approximate counts not flushed')
+    }
+    const resources = [...users.keys(), ...unused]
+    unused.clear()
+    await Promise.allSettled(resources.map((r) => r.close()))
     await demo?.close()
     await admin.close()
     log.info('stopped')
@@ -530,6 +561,31 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       return closing
     },
   }
+}
+
+/** Flushes the limiters' approximate counts: resolves the limiters whose flush failed, and the first error. */
+async function flushAll(
+  limiters: Iterable<Limiter>,
+): Promise<{ unsent: Limiter[]; error: string | undefined }> {
+  const left = new Set(limiters)
+  let error: string | undefined
+  const all = Promise.all(
+    [...left].map((limiter) =>
+      limiter.flush().then(
+        () => void left.delete(limiter),
+        (e: unknown) => {
+          error ??= e instanceof Error ? e.message : String(e)
+        },
+      ),
+    ),
+  )
+  await all
+  return { unsent: [...left], error }
+}
+
+/** The rule names (`<rule>` or `<rule>.<tier>`) of limiters, for logs. */
+function ruleNames(limiters: readonly Limiter[]): string[] {
+  return limiters.flatMap((l) => l.rules.map((r) => r.name))
 }
 
 function digest(text: string): string {
