@@ -365,6 +365,37 @@ rules:
       await gone.stop()
     }
   })
+
+  test('SIGTERM with the store hung (timeout: false): the final flush gives up, names the rules, exit 0', async () => {
+    const hung = await startRedis()
+    const file = writePolicy(tempDir(), policy(hung.url, 'ah', 'defaults: { timeout: false }'))
+    const gateway = await spawnGateway([
+      '--config',
+      file,
+      '--upstream',
+      origin.url,
+      '--drain-timeout',
+      '200ms',
+    ])
+    try {
+      await admit(gateway.url, 5)
+      // Frozen: it keeps its connections and answers nothing, and no deadline ends the calls.
+      hung.pause()
+      gateway.child.kill('SIGTERM')
+      // Bounded here too, so that a gateway that never exits fails the test instead of hanging it.
+      const still = new Promise((r) => setTimeout(() => r('still running'), 15_000).unref())
+      expect(await Promise.race([gateway.exited, still])).toBe(0)
+      expect(gateway.logs.find((l) => l.msg === 'approximate counts not flushed')).toMatchObject({
+        level: 40,
+        rules: ['approx'],
+      })
+      expect(gateway.logs.at(-1)?.msg).toBe('stopped')
+    } finally {
+      await gateway.stop('SIGKILL')
+      hung.resume()
+      await hung.stop()
+    }
+  }, 20_000)
 })
 
 describe('start-up failures', () => {

@@ -39,7 +39,11 @@ export interface GatewayOptions {
   logger: Logger
   /** Reload when the file changes. @default true */
   watch?: boolean
-  /** How long `close()` waits for requests in flight. @default 30_000 */
+  /**
+   * How long `close()` waits for requests in flight; the final flush of approximate counts and
+   * the store's close get what is left of it (at least 3 s), then the gateway stops anyway.
+   * @default 30_000
+   */
   drainTimeoutMs?: number
   /** How long to wait for a remote store's connection at start and on reload. @default 10_000 */
   storeTimeoutMs?: number
@@ -67,7 +71,11 @@ export interface Gateway {
    * rejected (and logged) and the current policy stays. Never rejects.
    */
   reload(reason?: string): Promise<ReloadResult>
-  /** Stops accepting, drains requests in flight (up to the drain timeout), then closes everything. */
+  /**
+   * Stops accepting, drains requests in flight (up to the drain timeout), flushes approximate
+   * counts (for what is left of it, at least 3 s: rules whose counts were not sent are logged),
+   * then closes everything. Never waits on a store that does not answer.
+   */
   close(): Promise<void>
 }
 
@@ -504,35 +512,42 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   let closing: Promise<void> | undefined
   async function close(): Promise<void> {
     draining = true
+    const started = performance.now()
+    const drainTimeoutMs = options.drainTimeoutMs ?? 30_000
     log.info({ inFlight }, 'draining')
     const stopped = new Promise<void>((r) => server.close(() => r()))
     server.closeIdleConnections()
     if (inFlight > 0) {
-      const timeout = options.drainTimeoutMs ?? 30_000
-      let timer: NodeJS.Timeout | undefined
-      await Promise.race([
+      const finished = await within(
         new Promise<void>((r) => {
           drained = r
         }),
-        new Promise<void>((r) => {
-          timer = setTimeout(() => {
-            log.warn({ inFlight }, 'drain timeout: closing connections with requests in flight')
-            r()
-          }, timeout)
-        }),
-      ])
-      clearTimeout(timer)
+        drainTimeoutMs,
+      )
+      if (!finished) log.warn({ inFlight }, 'drain timeout: closing connections with requests in flight')
     }
     server.closeAllConnections()
     await stopped
     unwatch()
-    const flushed = await flushAll(new Set([...current.policy.limiters.values(), ...retiring]))
+    // A store that hangs must not hold the exit: the final flush and the closes get what is left of
+    // the drain timeout (at least FINAL_FLUSH_MS); counts not sent by then are logged, not waited for.
+    const limiters = new Set([...current.policy.limiters.values(), ...retiring])
+    const left = Math.max(drainTimeoutMs - (performance.now() - started), FINAL_FLUSH_MS)
+    const deadline = performance.now() + left
+    const flushed = await flushAll(limiters, left)
     if (flushed.unsent.length > 0) {
-      log.warn({ rules: ruleNames(flushed.unsent), err: flushed.error }, 'approximate counts not flushed')
+      log.warn(
+        { rules: ruleNames(flushed.unsent), err: flushed.error ?? `no answer within ${Math.round(left)} ms` },
+        'approximate counts not flushed',
+      )
     }
     const resources = [...users.keys(), ...unused]
     unused.clear()
-    await Promise.allSettled(resources.map((r) => r.close()))
+    const closed = await within(
+      Promise.allSettled(resources.map((r) => r.close())),
+      Math.max(deadline - performance.now(), 0),
+    )
+    if (!closed) log.warn('closing the store or the upstream did not end in time')
     await demo?.close()
     await admin.close()
     log.info('stopped')
@@ -563,9 +578,16 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
 }
 
-/** Flushes the limiters' approximate counts: resolves the limiters whose flush failed, and the first error. */
+/** How long the final flush may take when the drain timeout is spent (or has less left). */
+const FINAL_FLUSH_MS = 3_000
+
+/**
+ * Flushes the limiters' approximate counts, for at most `ms` when given: resolves the limiters
+ * whose flush failed or had not ended by then, and the first error.
+ */
 async function flushAll(
   limiters: Iterable<Limiter>,
+  ms?: number,
 ): Promise<{ unsent: Limiter[]; error: string | undefined }> {
   const left = new Set(limiters)
   let error: string | undefined
@@ -579,13 +601,26 @@ async function flushAll(
       ),
     ),
   )
-  await all
+  await (ms === undefined ? all : within(all, ms))
   return { unsent: [...left], error }
 }
 
 /** The rule names (`<rule>` or `<rule>.<tier>`) of limiters, for logs. */
 function ruleNames(limiters: readonly Limiter[]): string[] {
   return limiters.flatMap((l) => l.rules.map((r) => r.name))
+}
+
+/** Waits for `work` at most `ms`: resolves whether it ended in time. */
+async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const ended = await Promise.race([
+    work.then(() => true),
+    new Promise<false>((r) => {
+      timer = setTimeout(() => r(false), ms)
+    }),
+  ])
+  clearTimeout(timer)
+  return ended
 }
 
 function digest(text: string): string {
