@@ -226,6 +226,56 @@ describe('headers', () => {
     }
   })
 
+  // CGI, WSGI and Rack name a header HTTP_<NAME with "-" as "_">: X_Forwarded_For would be read
+  // as X-Forwarded-For (cf. Puma CVE-2024-45614).
+  const UNDERSCORE_CLAIMS = [
+    'X_Forwarded_For',
+    '198.51.100.7',
+    'X-Real_IP',
+    '198.51.100.7',
+    'X_Forwarded_Host',
+    'evil.example',
+    'x_forwarded_proto',
+    'https',
+    'True_Client_IP',
+    '198.51.100.7',
+    'CF_Connecting_IP',
+    '198.51.100.7',
+    'X_Custom_Id',
+    'kept',
+    'api_key',
+    'kept too',
+  ]
+  /** The header names the origin received, each with "_" read as "-", as a CGI-style upstream reads them. */
+  const cgiNames = (seen: Echo) =>
+    seen.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase().replaceAll('_', '-'))
+
+  test.each([
+    ['no trusted proxy', ''],
+    ['a trusted proxy', 'identity: { trustedProxies: [127.0.0.1/32] }\n'],
+  ])(
+    'underscore spellings of forwarding headers never reach the upstream (from %s); other underscore names pass',
+    async (_, identity) => {
+      const gateway = await startInProcess(`${identity}rules: []\n`, { upstream: origin.url })
+      try {
+        const response = await rawRequest(`${gateway.url}/echo`, { headers: UNDERSCORE_CLAIMS })
+        const seen = JSON.parse(response.body.toString()) as Echo
+        const names = cgiNames(seen)
+        for (const name of ['x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto'])
+          expect([name, names.filter((n) => n === name).length]).toEqual([name, 1])
+        for (const name of ['x-real-ip', 'true-client-ip', 'cf-connecting-ip'])
+          expect([name, names.includes(name)]).toEqual([name, false])
+        expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1')
+        expect(seen.headers['x-forwarded-host']).toBe(`127.0.0.1:${gateway.gateway.port}`)
+        expect(seen.headers['x-forwarded-proto']).toBe('http')
+        expect(seen.headers.x_custom_id).toBe('kept')
+        expect(seen.headers.api_key).toBe('kept too')
+      } finally {
+        await gateway.close()
+      }
+    },
+  )
+
   test('hop-by-hop response headers are stripped; repeated Set-Cookie lines survive; rate-limit fields added', async () => {
     const response = await rawRequest(`${gw.url}/cookies`)
     expect(response.status).toBe(200)

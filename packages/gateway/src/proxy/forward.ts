@@ -47,7 +47,8 @@ const HOP_BY_HOP = new Set([
  * What a client says about itself to the upstream, believed only from a trusted proxy: the
  * `X-Forwarded-*` family (by prefix) and these. From anyone else they are dropped and the
  * gateway sets its own, so that `X-Forwarded-Host: evil.example` cannot poison password-reset
- * links and `X-Real-IP` cannot name another client.
+ * links and `X-Real-IP` cannot name another client. Their spellings with `_` for `-` are dropped
+ * from everyone (see `isClaim`).
  */
 const CLIENT_CLAIMS = new Set([
   'forwarded',
@@ -58,6 +59,10 @@ const CLIENT_CLAIMS = new Set([
   'cf-connecting-ip',
   'fastly-client-ip',
 ])
+/** Whether a lower-case header name is one of the client claims above. */
+function isClaim(lower: string): boolean {
+  return CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-')
+}
 const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 
 /** Names listed in a Connection header, which are hop-by-hop too. */
@@ -93,7 +98,11 @@ function requestHeaders(req: IncomingMessage, preserveHost: boolean, trusted: bo
     // httpoxy (https://httpoxy.org): a CGI-style upstream would read it as HTTP_PROXY.
     if (lower === 'proxy') continue
     if (lower === 'host' && !preserveHost) continue
-    if (!trusted && (CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-'))) continue
+    if (!trusted && isClaim(lower)) continue
+    // CGI, WSGI and Rack read `X_Forwarded_For` as HTTP_X_FORWARDED_FOR, the same variable as
+    // X-Forwarded-For (cf. Puma CVE-2024-45614): no proxy sends that spelling, so it is dropped
+    // even from a trusted one. Other names with `_` pass (nginx would drop them all by default).
+    if (lower.includes('_') && isClaim(lower.replaceAll('_', '-'))) continue
     if (lower === 'x-forwarded-for') {
       forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
       continue
