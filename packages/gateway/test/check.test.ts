@@ -5,14 +5,14 @@ import { join } from 'node:path'
 import { Ajv } from 'ajv'
 import { createLimiter, fixedWindow } from 'edgelimit'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { parse } from 'yaml'
+import { parse, parseDocument } from 'yaml'
 import { type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
 import { upstashFixture } from '../../edgelimit/test/support/redis-client.js'
 import { checkFiles } from '../src/check.js'
 import { parsePolicyText } from '../src/config/source.js'
 import { checkSource, ISSUE_CODES, loadPolicy } from '../src/config/validate.js'
 import { openStore } from '../src/policy/store.js'
-import { GATEWAY_ROOT, REPO_ROOT, runCli } from './support/gateway.js'
+import { GATEWAY_ROOT, REPO_ROOT, runCli, tempDir, writePolicy } from './support/gateway.js'
 
 const FIXTURES = join(GATEWAY_ROOT, 'test/fixtures')
 const bad = readdirSync(join(FIXTURES, 'bad')).filter((f) => f.endsWith('.yaml'))
@@ -75,6 +75,76 @@ describe('bad policies: one fixture per error class', () => {
       '5 ERR_DURATION',
     ])
   })
+})
+
+describe('keys named like Object.prototype members', () => {
+  const HIDDEN = `version: 1
+store: memory
+identity: { secret: x }
+__proto__: { admin: { token: hidden-token } }
+rules:
+  - name: login
+    algorithm: fixed-window
+    window: 1m
+    __proto__: { limit: 3 }
+`
+
+  test('a `__proto__:` key is an unknown field, and what it holds is not read (no limit, no admin token)', () => {
+    const { value } = parsePolicyText(HIDDEN, 'proto.yaml', {}) as { value: Record<string, unknown> }
+    expect(Object.getPrototypeOf(value)).toBe(Object.prototype)
+    expect([value.admin, (value.rules as Record<string, unknown>[])[0]?.limit]).toEqual([
+      undefined,
+      undefined,
+    ])
+    const file = writePolicy(tempDir(), HIDDEN, 'proto.yaml')
+    const report = checkFiles([file], {})
+    expect(report.ok).toBe(false)
+    // Each line without its file name (the last line is `✖ <file>: 3 problems`).
+    expect(report.lines.map((l) => l.replace(/^.*proto\.yaml:/, ''))).toEqual([
+      expect.stringMatching(/^4:1 {2}__proto__: unknown field "__proto__"; .* \[ERR_UNKNOWN_FIELD\]$/),
+      expect.stringMatching(/^6:5 {2}rules\[0\]\.limit: .*required.* \[ERR_REQUIRED\]$/),
+      expect.stringMatching(/^9:5 {2}rules\[0\]\.__proto__: unknown field .* \[ERR_UNKNOWN_FIELD\]$/),
+      ' 3 problems',
+    ])
+  })
+
+  test('through a merge key (`<<`) as well; `constructor` and `prototype` are unknown fields too', () => {
+    const text = `base: &base { __proto__: { limit: 3 }, constructor: 1, prototype: 2 }
+rules:
+  - { name: a, algorithm: fixed-window, window: 1m, <<: *base }
+`
+    const { config, issues } = checkSource(parsePolicyText(text, 'merge.yaml', {}))
+    expect(config).toBeUndefined()
+    expect(issues.map((i) => `${i.path.join('.')} ${i.code}`).sort()).toEqual([
+      'base ERR_UNKNOWN_FIELD',
+      'rules.0.__proto__ ERR_UNKNOWN_FIELD',
+      'rules.0.constructor ERR_UNKNOWN_FIELD',
+      'rules.0.limit ERR_REQUIRED',
+      'rules.0.prototype ERR_UNKNOWN_FIELD',
+    ])
+  })
+
+  // Every mapping of the full policy, the free-form ones (tiers.keys, tiers.plans, match.headers) too.
+  const FULL = readFileSync(join(FIXTURES, 'good/full.yaml'), 'utf8')
+  const mappings = (value: unknown, at: (string | number)[] = []): (string | number)[][] => {
+    if (value === null || typeof value !== 'object') return []
+    const inner = Object.entries(value).flatMap(([k, v]) =>
+      mappings(v, [...at, Array.isArray(value) ? Number(k) : k]),
+    )
+    return Array.isArray(value) ? inner : [at, ...inner]
+  }
+  const MAPPINGS = mappings(parsePolicyText(FULL, 'full.yaml', {}).value)
+
+  test.each(MAPPINGS.map((p) => [p.join('.') || '(root)', p] as const))(
+    'a `__proto__` mapping added at %s is reported at its own path',
+    (_, path) => {
+      const doc = parseDocument(FULL)
+      doc.setIn([...path, '__proto__'], doc.createNode({ limit: 3, token: 'x', url: 'http://a' }))
+      const { config, issues } = checkSource(parsePolicyText(doc.toString(), 'full.yaml', {}))
+      expect(config).toBeUndefined()
+      expect(issues.filter((i) => i.path.join('.') === [...path, '__proto__'].join('.'))).not.toEqual([])
+    },
+  )
 })
 
 describe('good policies', () => {

@@ -73,6 +73,7 @@ function applied(edits: readonly Edit[]): unknown {
 const YAML_TOKENS = fc.constantFrom(
   ...[': ', '- ', '[', ']', '{', '}', ', ', '#', '&a ', '*a', '!', '|', '>', "'", '"', '%', '@', '`'],
   ...['\n', '\n  ', '\t', ' ', 'rules', 'name', 'limit', 'window', '1m', '5', '$', '{X:-1}', '<<'],
+  ...['__proto__', 'constructor'],
 )
 
 const request: fc.Arbitrary<RequestInfo> = fc

@@ -48,14 +48,16 @@ export function substituteEnv(
     if (typeof v === 'string') return text(v, path)
     if (Array.isArray(v)) return v.map((item, i) => walk(item, [...path, i]))
     if (typeof v === 'object' && v !== null) {
-      const out: Record<string, unknown> = {}
+      const fields: [string, unknown][] = []
       for (const [k, item] of Object.entries(v)) {
         const value = walk(item, [...path, k])
         // `token: ${ADMIN_TOKEN:-}` with the variable unset: the field is absent.
         if (value === '' && typeof item === 'string' && WHOLE.test(item)) continue
-        out[k] = value
+        fields.push([k, value])
       }
-      return out
+      // Own data properties: `out[k] = value` would make a `__proto__:` key the prototype, its
+      // fields read but never checked; as an own field it is refused like any unknown one.
+      return Object.fromEntries(fields)
     }
     return v
   }
