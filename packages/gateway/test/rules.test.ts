@@ -277,6 +277,60 @@ describe('keys', () => {
   })
 })
 
+test('headers named like Object.prototype members (constructor, __proto__) are missing unless sent: keys, tiers, match', async () => {
+  const own = await startInProcess(
+    `admin: { token: t }
+rules:
+  - { name: by-ctor, match: { path: /ctor }, key: header:constructor, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: by-proto, match: { path: /proto }, key: header:__proto__, algorithm: fixed-window, limit: 1, window: 1h }
+  - name: tiered
+    match: { path: /tier }
+    key: header:x-user
+    algorithm: fixed-window
+    window: 1h
+    tiers: { header: constructor, default: free, plans: { free: { limit: 1 }, constructor: { limit: 2 } } }
+  - { name: unless-ctor, match: { path: /unless, headers: { constructor: false } }, algorithm: fixed-window, limit: 1, window: 1h }
+`,
+    { upstream: origin.url },
+  )
+  const send = async (path: string, headers: Record<string, string> = {}) => {
+    const response = await fetch(`${own.url}${path}`, { headers })
+    await response.arrayBuffer()
+    return response.status
+  }
+  try {
+    // Without the header: keyed by address (one bucket); with it: by its value.
+    expect([await send('/ctor'), await send('/ctor')]).toEqual([200, 429])
+    expect([await send('/ctor', { constructor: 'u1' }), await send('/ctor', { constructor: 'u2' })]).toEqual([
+      200, 200,
+    ])
+    expect([await send('/proto'), await send('/proto')]).toEqual([200, 429])
+    // Tier by header: absent is the default plan (1); `constructor: constructor` names the plan (2).
+    expect([await send('/tier', { 'x-user': 'a' }), await send('/tier', { 'x-user': 'a' })]).toEqual([
+      200, 429,
+    ])
+    const pro = { 'x-user': 'b', constructor: 'constructor' }
+    expect([await send('/tier', pro), await send('/tier', pro), await send('/tier', pro)]).toEqual([
+      200, 200, 429,
+    ])
+    // `constructor: false` holds without the header: the rule applies; with it, it does not.
+    expect([await send('/unless'), await send('/unless')]).toEqual([200, 429])
+    expect(await send('/unless', { constructor: 'x' })).toBe(200)
+    // The admin API keys a described request without the header as the proxy does: by address.
+    const reset = await fetch(`${own.admin}/admin/reset`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer t' },
+      body: JSON.stringify({ rule: 'by-ctor', ip: '127.0.0.1', headers: { 'x-other': '1' } }),
+    })
+    expect(reset.status).toBe(200)
+    await reset.arrayBuffer()
+    expect([await send('/ctor'), await send('/ctor')]).toEqual([200, 429])
+    expect(own.logs.filter((l) => l.msg === 'request failed')).toEqual([])
+  } finally {
+    await own.close()
+  }
+})
+
 test('match: host glob, methods and header conditions must all hold', async () => {
   const send = async (method: string, headers: Record<string, string>) =>
     (await rawRequest(`${gw.url}/m`, { method, headers })).status

@@ -40,6 +40,8 @@ class NodeRequestInfo implements RequestInfo {
     this.peer = req.socket.remoteAddress
   }
   header(name: string): string | undefined {
+    // Own fields only: `constructor` or `__proto__` would read Object.prototype's members.
+    if (!Object.hasOwn(this.headers, name)) return undefined
     const value = this.headers[name]
     return value === undefined || typeof value === 'string' ? value : value.join(', ')
   }

@@ -38,14 +38,19 @@ export function emptyRecord(): LogRecord {
   }
 }
 
-/** `obj[name]`, else the dotted path `a.b.c`. */
+/** `obj[name]` if the line has that field (never an inherited member such as `constructor`). */
+function own(obj: object, name: string): unknown {
+  return Object.hasOwn(obj, name) ? (obj as Record<string, unknown>)[name] : undefined
+}
+
+/** `obj[name]`, else the dotted path `a.b.c`; fields of the line only. */
 export function get(obj: Record<string, unknown>, name: string): unknown {
-  if (name in obj) return obj[name]
+  if (Object.hasOwn(obj, name)) return obj[name]
   if (!name.includes('.')) return undefined
   let cur: unknown = obj
   for (const part of name.split('.')) {
     if (typeof cur !== 'object' || cur === null) return undefined
-    cur = (cur as Record<string, unknown>)[part]
+    cur = own(cur, part)
   }
   return cur
 }
@@ -64,8 +69,8 @@ export function headerOf(r: LogRecord, name: string): string | undefined {
   if (r.json === undefined) return undefined
   const v =
     get(r.json, `headers.${name}`) ??
-    r.json[`http_${name.replace(/-/g, '_')}`] ??
-    r.json[name] ??
+    own(r.json, `http_${name.replace(/-/g, '_')}`) ??
+    own(r.json, name) ??
     get(r.json, `request.headers.${name}`)
   return v === undefined || v === null || v === '' ? undefined : String(v)
 }

@@ -142,10 +142,11 @@ function refuse(req: IncomingMessage, res: ServerResponse, error: Answered): voi
   req.socket.once('close', () => clearTimeout(timer))
 }
 
-function strings(value: unknown): Record<string, string> {
-  const out: Record<string, string> = {}
+/** The string fields of a JSON object (a Map: a name like `constructor` is no inherited member). */
+function strings(value: unknown): Map<string, string> {
+  const out = new Map<string, string>()
   if (typeof value === 'object' && value !== null) {
-    for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out[k.toLowerCase()] = v
+    for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out.set(k.toLowerCase(), v)
   }
   return out
 }
@@ -153,15 +154,15 @@ function strings(value: unknown): Record<string, string> {
 /** A request as described in an admin call, for keying it as the proxy would. */
 function describedRequest(q: KeyQuery): RequestInfo {
   const headers = strings(q.headers)
-  const query = new URLSearchParams(strings(q.query)).toString()
+  const query = new URLSearchParams([...strings(q.query)]).toString()
   const path = typeof q.path === 'string' ? (canonicalPath(q.path) ?? q.path) : '/'
   return {
     method: typeof q.method === 'string' ? q.method.toUpperCase() : 'GET',
     path,
     routePath: routeForm(path),
     query,
-    host: hostForm(typeof q.host === 'string' ? q.host : headers.host),
-    header: (name) => headers[name],
+    host: hostForm(typeof q.host === 'string' ? q.host : headers.get('host')),
+    header: (name) => headers.get(name),
     peer: typeof q.ip === 'string' ? q.ip : undefined,
   }
 }

@@ -262,6 +262,24 @@ describe('JSON lines', () => {
     ])
     expect(r.rules[1]?.topKeys.map(([k]) => k)).toContain('k2')
   })
+
+  test('a header named like an Object.prototype member is missing unless the line has it', async () => {
+    const t = Date.UTC(2026, 0, 1)
+    const lines: Record<string, unknown>[] = [
+      { time: t, ip: '10.0.0.1', path: '/' },
+      { time: t, ip: '10.0.0.1', path: '/', headers: { 'x-other': '1' } },
+      { time: t, ip: '10.0.0.1', path: '/', headers: { constructor: 'c1' } },
+    ]
+    const f = file('proto-keys.jsonl', lines.map((l) => JSON.stringify(l)).join('\n'))
+    const rules = policyFromRules([
+      { name: 'by-ctor', key: 'header:constructor', algorithm: 'fixed-window', limit: 100, window: '1m' },
+    ])
+    const r = await replayLog({ inputs: [f], rules })
+    expect(r.rules[0]?.topKeys.map(([k, n]) => [k, n])).toEqual([
+      ['fallback|ip=10.0.0.1', 2],
+      ['c1', 1],
+    ])
+  })
 })
 
 describe('shadow counts equal the limiter in shadow mode (what the gateway counts)', () => {
