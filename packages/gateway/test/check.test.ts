@@ -147,6 +147,86 @@ rules:
   )
 })
 
+describe('secrets are never printed', () => {
+  const SECRETS = `version: 1
+store:
+  type: upstash
+  url: https://eu1.upstash.io
+  token: \${UPSTASH_TOKEN}
+identity:
+  secret: \${KEY_SECRET}
+admin:
+  token: \${ADMIN_TOKEN}
+rules: []
+`
+
+  test('a secret or token from the environment stays text, even when it looks like a number', () => {
+    const env = { KEY_SECRET: '20251130', ADMIN_TOKEN: '0x7f3a9c41', UPSTASH_TOKEN: '1e3' }
+    const file = writePolicy(tempDir(), SECRETS, 'secrets.yaml')
+    expect(checkFiles([file], env).lines).toEqual([expect.stringMatching(/^✔ /)])
+    const { config } = loadPolicy(file, env)
+    expect([config.identity.secret, config.admin.token, config.store]).toEqual([
+      '20251130',
+      '0x7f3a9c41',
+      expect.objectContaining({ token: '1e3' }),
+    ])
+  })
+
+  test('a secret, token or URL credential of the wrong form is refused without its value', () => {
+    const text = `version: 1
+upstream: ftp://ops:hunter2-up@files.example.com
+store: { type: upstash, url: "https://user:hunter2-url@eu1.upstash.io/?token=hunter2-query", token: 20251130 }
+identity: { secret: 4242424242 }
+admin: { token: 0x7f3a9c41 }
+rules: []
+`
+    const file = writePolicy(tempDir(), text, 'wrong.yaml')
+    const report = checkFiles([file], {})
+    expect(report.ok).toBe(false)
+    const lines = report.lines.map((l) => l.replace(/^.*wrong\.yaml:/, ''))
+    expect(lines).toEqual([
+      expect.stringMatching(
+        /^2:11 {2}upstream: expected a URL .*, got "ftp:\/\/\*\*\*@files\.example\.com" \(string\) \[ERR_URL\]$/,
+      ),
+      expect.stringMatching(
+        /^3:30 {2}store\.url: .*, got "https:\/\/\*\*\*@eu1\.upstash\.io\/\?\*\*\*" \(string\) \[ERR_URL\]$/,
+      ),
+      expect.stringMatching(
+        /^3:101 {2}store\.token: expected a non-empty string, got a number \(value hidden\) \[ERR_STRING\]$/,
+      ),
+      expect.stringMatching(
+        /^4:21 {2}identity\.secret: expected a non-empty string, got a number \(value hidden\) \[ERR_STRING\]$/,
+      ),
+      expect.stringMatching(
+        /^5:17 {2}admin\.token: expected a non-empty string, got a number \(value hidden\) \[ERR_STRING\]$/,
+      ),
+      ' 5 problems',
+    ])
+    for (const secret of ['hunter2', '20251130', '4242424242', '2134547521', '0x7f3a9c41'])
+      expect(report.lines.join('\n')).not.toContain(secret)
+  })
+
+  test('nor the password of a Redis URL that is refused', () => {
+    const urls = [
+      'redis//:hunter2@cache:6379',
+      'redis://:hunter2@cache:6379/zero',
+      'redis://user:hunter2@cache:6379/0?password=hunter2',
+      'rediss:/user:hunter2@cache',
+    ]
+    for (const url of urls) {
+      for (const store of [
+        `"${url}"`,
+        `{ type: redis, url: "${url}" }`,
+        `{ type: redis-cluster, nodes: ["${url}"] }`,
+      ]) {
+        const { config, issues } = checkSource(parsePolicyText(`store: ${store}\nrules: []\n`, 'r.yaml', {}))
+        if (config !== undefined) continue
+        expect(issues.map((i) => i.message).join('\n')).not.toContain('hunter2')
+      }
+    }
+  })
+})
+
 describe('good policies', () => {
   test.each([...good.map((f) => join(FIXTURES, 'good', f)), EXAMPLE])('%s passes', (file) => {
     const report = checkFiles([file], {})

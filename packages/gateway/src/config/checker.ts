@@ -1,6 +1,7 @@
 import { parseDuration } from 'edgelimit'
 import { describe } from '../library.js'
 import type { Issue, Path } from './issues.js'
+import { describeUrl, hidden } from './secret.js'
 
 /** Durations up to one year (the library's bound). */
 const MAX_DURATION_MS = 366 * 86_400_000
@@ -13,6 +14,8 @@ export interface Checker {
   /** Reports fields not in `allowed` (with a suggestion when one is close). */
   fields(path: Path, value: Record<string, unknown>, allowed: readonly string[]): void
   string(path: Path, value: unknown): string | undefined
+  /** A non-empty string whose value no message shows (a secret, a token). */
+  secret(path: Path, value: unknown): string | undefined
   boolean(path: Path, value: unknown): boolean | undefined
   /** A list, or a single item taken as a list of one. */
   list(path: Path, value: unknown): unknown[] | undefined
@@ -51,6 +54,11 @@ export function createChecker(): Checker {
     string(path, value) {
       if (typeof value === 'string' && value !== '') return value
       add(path, 'ERR_STRING', `expected a non-empty string, got ${describe(value)}`)
+      return undefined
+    },
+    secret(path, value) {
+      if (typeof value === 'string' && value !== '') return value
+      add(path, 'ERR_STRING', `expected a non-empty string, got ${hidden(value)}`)
       return undefined
     },
     boolean(path, value) {
@@ -100,7 +108,7 @@ export function createChecker(): Checker {
       add(
         path,
         'ERR_URL',
-        `expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}, got ${describe(value)}`,
+        `expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}, got ${describeUrl(value)}`,
       )
       return undefined
     },

@@ -7,8 +7,9 @@ const WHOLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
 
 /**
  * Replaces `${NAME}` in every string value (never in keys) with the environment's value. A value
- * that is exactly one placeholder in a plain (unquoted) scalar is read again as YAML, so
- * `limit: ${LOGIN_LIMIT}` is a number; quote it to keep a string. A field whose whole value
+ * that is exactly one placeholder where `typed(path)` holds (a plain, unquoted scalar of a field
+ * that is not always text) is read again as YAML, so `limit: ${LOGIN_LIMIT}` is a number; quote it
+ * to keep a string. A field whose whole value
  * expands to an empty string is absent (`token: ${ADMIN_TOKEN:-}`). An unset variable without a
  * default is an issue (`ERR_ENV`).
  *
@@ -17,7 +18,7 @@ const WHOLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
 export function substituteEnv(
   value: unknown,
   env: Readonly<Record<string, string | undefined>>,
-  isPlain: (path: Path) => boolean,
+  typed: (path: Path) => boolean,
 ): { value: unknown; issues: Issue[] } {
   const issues: Issue[] = []
 
@@ -35,7 +36,7 @@ export function substituteEnv(
       })
       return match
     })
-    if (WHOLE.test(s) && isPlain(path)) {
+    if (WHOLE.test(s) && typed(path)) {
       try {
         const typed: unknown = parse(out)
         if (typeof typed === 'number' || typeof typed === 'boolean') return typed

@@ -13,6 +13,7 @@ import {
 } from 'yaml'
 import { substituteEnv } from './env.js'
 import type { Issue, Path } from './issues.js'
+import { isTextField } from './secret.js'
 
 /**
  * Where a policy comes from: the text of one YAML file, parsed with positions so that every
@@ -94,7 +95,7 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
     }
     return { file, text, value: undefined, issues: [issue], place }
   }
-  const substituted = substituteEnv(raw, env, (path) => isPlainScalar(doc, path))
+  const substituted = substituteEnv(raw, env, (path) => !isTextField(path) && isPlainScalar(doc, path))
   return { file, text, value: substituted.value, issues: substituted.issues.map(place), place }
 }
 

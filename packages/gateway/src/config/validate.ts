@@ -2,6 +2,7 @@ import { type ClientKeyOptions, describe, type HeaderStandard, validateClientKey
 import { type Checker, createChecker } from './checker.js'
 import { type Issue, type Path, PolicyError, parsePath } from './issues.js'
 import { BUILT_IN_DEFAULTS, DEFAULT_FIELDS, readDefaults, readRule } from './rule.js'
+import { describeUrl } from './secret.js'
 import { type PolicySource, readPolicySource } from './source.js'
 import type { GatewayConfig, RuleConfig, StoreConfig, UpstreamConfig } from './types.js'
 
@@ -122,7 +123,7 @@ export function validatePolicy(value: unknown): { config?: GatewayConfig; issues
   let token: string | undefined
   if (value.admin !== undefined && c.object(['admin'], value.admin)) {
     c.fields(['admin'], value.admin, ['token'])
-    if (value.admin.token !== undefined) token = c.string(['admin', 'token'], value.admin.token)
+    if (value.admin.token !== undefined) token = c.secret(['admin', 'token'], value.admin.token)
   }
   if (c.issues.length > 0 || store === undefined || identity === undefined) return { issues: c.issues }
   return { config: { version: 1, upstream, store, identity, headers, rules, admin: { token } }, issues: [] }
@@ -166,7 +167,7 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
     c.add(
       ['store'],
       'ERR_STORE',
-      `expected memory, a redis:// URL, or a mapping with a type, got ${describe(value)}`,
+      `expected memory, a redis:// URL, or a mapping with a type, got ${describeUrl(value)}`,
     )
     return undefined
   }
@@ -220,7 +221,7 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
     case 'upstash': {
       c.fields(['store'], value, ['type', 'url', 'token', 'prefix', 'timeout'])
       const url = required('url') ? upstashUrl(c, value.url) : undefined
-      const token = required('token') ? c.string(['store', 'token'], value.token) : undefined
+      const token = required('token') ? c.secret(['store', 'token'], value.token) : undefined
       const p = prefix()
       const timeoutMs = value.timeout === undefined ? 5_000 : c.duration(['store', 'timeout'], value.timeout)
       return url === undefined || token === undefined || p === undefined || timeoutMs === undefined
@@ -281,7 +282,7 @@ function upstashUrl(c: Checker, value: unknown): string | undefined {
   c.add(
     ['store', 'url'],
     'ERR_URL',
-    `expected a URL as the Upstash client takes it (https:// in lower case, no white space, no query, fragment or empty path segment), got ${describe(value)}`,
+    `expected a URL as the Upstash client takes it (https:// in lower case, no white space, no query, fragment or empty path segment), got ${describeUrl(value)}`,
   )
   return undefined
 }
@@ -289,11 +290,16 @@ function upstashUrl(c: Checker, value: unknown): string | undefined {
 function readIdentity(c: Checker, value: unknown): ClientKeyOptions | undefined {
   if (!c.object(['identity'], value)) return undefined
   c.fields(['identity'], value, IDENTITY_FIELDS)
-  const known = Object.fromEntries(Object.entries(value).filter(([k]) => IDENTITY_FIELDS.includes(k)))
   const before = c.issues.length
+  // The secret is checked here, where its value is never printed; the library checks the rest.
+  const secret = value.secret === undefined ? undefined : c.secret(['identity', 'secret'], value.secret)
+  const known = Object.fromEntries(
+    Object.entries(value).filter(([k]) => k !== 'secret' && IDENTITY_FIELDS.includes(k)),
+  )
   for (const issue of validateClientKeyOptions(known, 'identity'))
     c.add(parsePath(issue.path), issue.code, issue.message)
-  return c.issues.length > before ? undefined : (known as ClientKeyOptions)
+  if (c.issues.length > before) return undefined
+  return (secret === undefined ? known : { ...known, secret }) as ClientKeyOptions
 }
 
 function readHeaders(c: Checker, value: unknown): HeaderStandard[] {
