@@ -132,21 +132,32 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     })
   }
 
+  // Eviction goes in batches of a quarter of `maxKeys`, each one pass of one iterator: an iterator
+  // walks the holes that deletions leave at the front until the Map rehashes, so one entry per new
+  // key would cost O(holes) each time.
+  const batch = maxKeys >> 2 || 1
+  let holdOff = 0
+
   /**
-   * Makes room for a key: drops the oldest entries that hold nothing the store lacks. An entry
-   * with admissions not synced yet is not dropped but synced and moved to the back (it is dropped
-   * on a later pass, once they are in the store). A few entries per call; while none of them can
-   * go, the map stays over `maxKeys` and shrinks back on the next calls.
+   * Makes room for a key: once the map is full, drops the oldest entries that hold nothing the
+   * store lacks until a batch is free. An entry with admissions not synced yet is not dropped but
+   * synced and moved to the back (it is dropped on a later pass, once they are in the store). When
+   * a pass cannot free a batch, the map stays over `maxKeys` and the next pass waits for a batch
+   * of new keys, so that a map of pending entries is not walked for every new key.
    */
   function evict(now: number): void {
-    for (let i = 0; i < 8 && entries.size >= maxKeys; i++) {
-      const [key, entry] = entries.entries().next().value as [string, Entry]
+    if (entries.size < maxKeys || holdOff-- > 0) return
+    const target = maxKeys - batch
+    let visits = entries.size
+    for (const [key, entry] of entries) {
+      if (entries.size <= target || visits-- === 0) break
       entries.delete(key)
       if (entry.pending > 0 || entry.syncing !== undefined) {
         if (entry.syncing === undefined) void sync(key, entry, now)
         entries.set(key, entry)
       }
     }
+    holdOff = entries.size > target ? batch : 0
   }
 
   /** Records the strict verdicts of a first call, which also charged the store. */
