@@ -67,3 +67,39 @@ describe('redisStore options', () => {
     expect([(await limiter.limit('k')).allowed, (await limiter.limit('k')).allowed]).toEqual([true, false])
   })
 })
+
+describe('redisStore keys', () => {
+  const limiter = (prefix: string, name: string) =>
+    createLimiter({
+      rules: [{ name, algorithm: fixedWindow({ limit: 3, window: '1h' }) }],
+      store: redisStore({ client: fixture.client, prefix }),
+      timeout: false,
+      breaker: false,
+      denyCache: false,
+    })
+
+  it('a colon in a rule name is escaped: prefix `api` + rule `v2:login` is not prefix `api:v2` + rule `login`', async () => {
+    const a = limiter('kc', 'v2:login')
+    const b = limiter('kc:v2', 'login')
+    for (let i = 0; i < 3; i++) expect((await a.limit('alice')).allowed).toBe(true)
+    expect((await a.limit('alice')).allowed).toBe(false)
+    // B has counted nothing for alice.
+    expect((await b.limit('alice')).remaining).toBe(2)
+    expect(await fixture.client.exists('kc:v2%3Alogin:{alice}', 'kc:v2:login:{alice}')).toBe(2)
+  })
+
+  it('so is a percent sign, so that escaped and plain names stay apart; other names keep their keys', async () => {
+    const colon = limiter('kp', 'a:b')
+    const escaped = limiter('kp', 'a%3Ab')
+    expect((await colon.limit('k')).remaining).toBe(2)
+    expect((await escaped.limit('k')).remaining).toBe(2)
+    expect(await fixture.client.exists('kp:a%3Ab:{k}', 'kp:a%253Ab:{k}')).toBe(2)
+    // A prefix with colons (`myapp:rl`) and a plain rule name: the key as it always was.
+    const plain = limiter('myapp:rl', 'login-v2.tier_1')
+    await plain.limit('k')
+    expect(await fixture.client.exists('myapp:rl:login-v2.tier_1:{k}')).toBe(1)
+    await plain.reset('k')
+    await colon.reset('k')
+    expect(await fixture.client.exists('myapp:rl:login-v2.tier_1:{k}', 'kp:a%3Ab:{k}')).toBe(0)
+  })
+})

@@ -13,7 +13,7 @@ export interface RedisStoreOptions {
    * Clients are optional peer dependencies: install the one you use.
    */
   client: unknown
-  /** Prepended to every key: `<prefix>:<rule>:{<key>}`. @default 'edgelimit' */
+  /** Prepended to every key: `<prefix>:<rule>:{<key>}` (`%` and `:` in the rule name escaped). @default 'edgelimit' */
   prefix?: string
   /**
    * Whose clock decides: `'server'` uses Redis `TIME` inside the script (no skew between edge
@@ -55,8 +55,8 @@ const afterTick: (f: () => void) => void =
  * A store in Redis: every decision is decided by one script that evaluates all of a limiter's
  * rules for a key atomically (all-or-nothing), with a TTL on every write. Decisions issued in the
  * same tick share one `EVALSHA` (see `coalesce`), so there is at most one Redis command per
- * decision. Keys are `<prefix>:<rule>:{<key>}`: one hash tag per client key, so a client's rules
- * share a Cluster slot and clients spread across the cluster. A script missing on the server
+ * decision. Keys are `<prefix>:<rule>:{<key>}`, with `%` and `:` in the rule name escaped (`%25`,
+ * `%3A`): one hash tag per client key, so a client's rules share a Cluster slot and clients spread across the cluster. A script missing on the server
  * (restart, failover, `SCRIPT FLUSH`) is sent once with `EVAL`, which loads it on that node; any
  * other error is an error.
  *
@@ -150,7 +150,9 @@ function bindRules(
   const count = rules.length
   const script = compileScript(rules.map((r) => r.policy))
   const header = [clientClock ? 'c' : '', ...script.params]
-  const heads = rules.map((r) => `${prefix}:${r.name}:{`)
+  // `%` and `:` escaped in the rule name, so that a prefix with colons (`myapp:rl`) and the rule
+  // name split one way: prefix `api` + rule `v2:login` and prefix `api:v2` + rule `login` are two keys.
+  const heads = rules.map((r) => `${prefix}:${r.name.replace(/[%:]/g, encodeURIComponent)}:{`)
   let sha: string | undefined
   let hashing: Promise<string> | undefined
   // After a flush or failover every call in flight meets NOSCRIPT: one of them reloads the script.
