@@ -37,9 +37,10 @@ export interface FastifyRateLimitPlugin {
 /**
  * Rate limiting as a Fastify plugin: an `onRequest` hook on the instance it is registered on
  * (it skips encapsulation, as `fastify-plugin` would, so it covers the routes of the registering
- * scope). Admitted requests get the rate-limit headers; denied ones get the 429/503 answer. The
- * peer is the socket address; Fastify's `trustProxy` is not used — configure
- * `identity.trustedProxies` instead.
+ * scope). Admitted requests get the rate-limit headers; denied ones get the 429/503 answer. Routes
+ * match the full path up to the first `;` (`useSemicolonDelimiter` routes `/login;x` to `/login`,
+ * so a `/login` rule counts it with or without the option). The peer is the socket address;
+ * Fastify's `trustProxy` is not used — configure `identity.trustedProxies` instead.
  *
  * @example
  * const app = Fastify()
@@ -74,7 +75,15 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
       else done()
     }
     app.addHook('onRequest', (request, reply, done) => {
-      const verdict = core.run(fromNodeRequest(request.raw, request.url))
+      const url = request.url
+      // With `useSemicolonDelimiter` (Fastify 4's default) `/login;x` is routed to `/login`; routes
+      // match the path before any `;` whatever the option, as matching more is the safe side.
+      const semicolon = url.indexOf(';')
+      const verdict = core.run(
+        semicolon < 0
+          ? fromNodeRequest(request.raw, url)
+          : fromNodeRequest(request.raw, url.slice(0, semicolon), url),
+      )
       if (pending(verdict)) verdict.then((v) => apply(reply, v, done), done)
       else apply(reply, verdict, done)
     })

@@ -27,10 +27,12 @@ class NodeHttpRequest implements HttpRequest {
   #path: string | undefined
   readonly #req: NodeRequestLike
   readonly #target: string | undefined
+  readonly #original: string | undefined
 
-  constructor(req: NodeRequestLike, target: string | undefined) {
+  constructor(req: NodeRequestLike, target: string | undefined, original: string | undefined) {
     this.#req = req
     this.#target = target
+    this.#original = original
     this.method = req.method ?? 'GET'
     this.peer = req.socket?.remoteAddress
   }
@@ -38,6 +40,10 @@ class NodeHttpRequest implements HttpRequest {
   get path(): string {
     if (this.#path === undefined) this.#path = pathOf(this.#target)
     return this.#path
+  }
+
+  get instance(): string {
+    return this.#original === undefined ? this.path : pathOf(this.#original)
   }
 
   header(name: string): string | undefined {
@@ -48,10 +54,15 @@ class NodeHttpRequest implements HttpRequest {
 
 /**
  * Reads a Node request as the HTTP layer's request. `target` is the request target the path is
- * taken from (`req.url` unless given: Express passes `originalUrl`, Fastify its routed URL).
+ * taken from, the one the framework routes (`req.url` unless given); `original` is the one the
+ * client sent, when that is another (for the problem's `instance`).
  */
-export function fromNodeRequest(req: NodeRequestLike, target: string | undefined = req.url): HttpRequest {
-  return new NodeHttpRequest(req, target)
+export function fromNodeRequest(
+  req: NodeRequestLike,
+  target: string | undefined = req.url,
+  original?: string,
+): HttpRequest {
+  return new NodeHttpRequest(req, target, original)
 }
 
 /** Sets the verdict's rate-limit headers, one `setHeader` each (Node has no cheaper public call). */

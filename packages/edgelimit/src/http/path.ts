@@ -10,7 +10,8 @@
  * escapes decoded first, so `%2e%2e` is `..`), escapes are decoded once as `decodeURI` does
  * (`%6C` → `l`, `%C3%A9` → `é`; `%2F` and `%3B` stay escaped) as Hono routes, empty segments
  * (`//`, a trailing `/`) are dropped and case is ignored (Express routes ignore it). A route form
- * matches more paths than any one of these servers would, never fewer.
+ * matches more paths than any one of these servers would, never fewer. `;` is kept: Fastify's
+ * adapter cuts it off first (its `useSemicolonDelimiter`).
  *
  * @example routePath('/Admin/../%6Cogin/') // '/login'
  */

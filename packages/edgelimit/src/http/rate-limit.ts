@@ -18,8 +18,13 @@ import { problemFor } from './problem.js'
 /** What every adapter hands the HTTP layer: runtime differences end here. */
 export interface HttpRequest {
   readonly method: string
-  /** The URL path, without the query. */
+  /** The URL path, without the query: the one the framework routes, which `routes` match. */
   readonly path: string
+  /**
+   * The problem's `instance` when it is not `path`: the path as the client sent it, where the
+   * framework routes another (a URL rewrite, Fastify's `;…`). @default path
+   */
+  readonly instance?: string | undefined
   header(name: string): string | null | undefined
   /** The direct peer's address (the socket), when the runtime has one. */
   readonly peer?: string | undefined
@@ -571,7 +576,7 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     const headers = t.render(decision, legacy ? clock.now() : 0, pk)
     if (decision.allowed)
       return { action: 'continue', headers, delayMs: decision.delayMs ?? 0, decision, key }
-    const problem = problemFor(decision, request.path)
+    const problem = problemFor(decision, request.instance ?? request.path)
     const response: HttpAnswer = {
       status: problem.status,
       headers: [...headers, ['content-type', 'application/problem+json'], ['cache-control', 'no-store']],

@@ -4,7 +4,7 @@ import { execFile } from 'node:child_process'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import express from 'express'
-import Fastify from 'fastify'
+import Fastify, { type FastifyServerOptions } from 'fastify'
 import { Hono } from 'hono'
 import { describe, expect, it } from 'vitest'
 import { expressRateLimit } from '../../src/adapters/express.js'
@@ -211,6 +211,35 @@ describe('route spellings over real HTTP', () => {
       await new Promise((resolve) => server.close(resolve))
     }
   })
+
+  // With the option (Fastify 4's default) Fastify routes `/login;x` to /login; without it, not.
+  it.each([true, false])(
+    'fastify, useSemicolonDelimiter: %s: /login;x counts against the /login route either way',
+    async (useSemicolonDelimiter) => {
+      // find-my-way's types omit the option (the top-level one is deprecated in Fastify 5).
+      const app = Fastify({
+        routerOptions: { useSemicolonDelimiter } as FastifyServerOptions['routerOptions'],
+      })
+      await app.register(fastifyRateLimit, {
+        routes: [{ path: '/login', methods: ['POST'], limiter: onePerHour() }],
+      })
+      app.post('/login', async () => 'ok')
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      const port = (app.server.address() as { port: number }).port
+      try {
+        const statuses = []
+        for (const target of ['/login;a', '/login;b', '/login', '/LOGIN;/', '/login?x;y'])
+          statuses.push(await rawStatus(port, 'POST', target))
+        // Counted alike whether this instance routes `;x` away or not: matching more is the safe side.
+        expect(statuses).toEqual([useSemicolonDelimiter ? 200 : 404, 429, 429, 429, 429])
+        // The problem names the path as sent.
+        const denied = await app.inject({ method: 'POST', url: '/login;b' })
+        expect(denied.json().instance).toBe('/login;b')
+      } finally {
+        await app.close()
+      }
+    },
+  )
 })
 
 describe('fastify adapter', () => {
