@@ -6,11 +6,13 @@ import {
   sendNodeAnswer,
   setNodeHeaders,
 } from './node-io.js'
-import { sleep } from './shared.js'
+import { pathOf, sleep } from './shared.js'
 
 /** The part of Express's `Request` the middleware reads. */
 export interface ExpressRequestLike extends NodeRequestLike {
-  /** The URL before any router stripped its mount path. */
+  /** The mount path of the router the middleware runs in (`''` at the top). */
+  readonly baseUrl?: string | undefined
+  /** The URL as the client sent it, before any rewrite or mount path was stripped. */
   readonly originalUrl?: string | undefined
 }
 
@@ -25,11 +27,23 @@ export type ExpressMiddleware = (
 ) => void
 
 /**
+ * The target Express routes: `req.url` (after any rewrite middleware), under the mount path of a
+ * router. There only its path is kept: an absolute-form `req.url` keeps its scheme and host.
+ */
+function routedUrl(req: ExpressRequestLike): string | undefined {
+  const base = req.baseUrl
+  return base ? base + pathOf(req.url) : req.url
+}
+
+/**
  * Rate limiting as Express middleware: admitted requests get the rate-limit headers and go on;
- * denied ones get the 429/503 answer. Errors (a throwing key function, a store failure the
- * limiter does not absorb) go to `next(error)`. The peer is `req.socket.remoteAddress`; Express's `trust proxy` is not
- * used — configure `identity.trustedProxies` instead. With the memory store, `next()` is called
- * before the middleware returns.
+ * denied ones get the 429/503 answer. Route rules match the full path Express routes: `req.url`
+ * after any rewrite middleware, under the router's mount path (on a router mounted at `/auth`,
+ * write `/auth/login`); the problem's `instance` is `req.originalUrl`. Errors (a throwing key
+ * function, a store failure the limiter does not absorb) go to `next(error)`. The peer is
+ * `req.socket.remoteAddress`; Express's `trust proxy` is not used — configure
+ * `identity.trustedProxies` instead. With the memory store, `next()` is called before the
+ * middleware returns.
  *
  * @example
  * const app = express()
@@ -62,7 +76,7 @@ export function expressRateLimit(options: ExpressRateLimitOptions): ExpressMiddl
   return (req, res, next) => {
     let verdict: HttpVerdict | Promise<HttpVerdict>
     try {
-      verdict = core.run(fromNodeRequest(req, req.originalUrl ?? req.url))
+      verdict = core.run(fromNodeRequest(req, routedUrl(req), req.originalUrl))
     } catch (error) {
       next(error)
       return

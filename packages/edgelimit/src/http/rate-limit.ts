@@ -39,7 +39,8 @@ export type CostOption = number | ((request: HttpRequest) => number | Promise<nu
 /** A limiter applied to matching requests only. */
 export interface RouteRule {
   /**
-   * Exact path or a glob (`/api/*`: one segment; `/files/**`: any depth, `/files` too), matched
+   * The full path (also under a mounted router or a prefixed plugin: `/auth/login`), exact or a
+   * glob (`/api/*`: one segment; `/files/**`: any depth, `/files` too), matched
    * whatever the case, trailing `/` and spelling (`//`, `%6C`, `..`, `\`) of the request's path
    * (`routePath` in `edgelimit/http`); or a RegExp (without the `g` or `y` flag), tested on the
    * path as it came.

@@ -212,6 +212,55 @@ describe('route spellings over real HTTP', () => {
     }
   })
 
+  it('express: routes match the path Express routes (after a URL rewrite), the full path under a mounted router', async () => {
+    const app = express()
+    // Rewrite middleware before the limiter: an API version prefix is stripped.
+    app.use((req, _res, next) => {
+      req.url = req.url.replace(/^\/v1(?=\/)/, '')
+      next()
+    })
+    app.use(expressRateLimit({ routes: [{ path: '/login', methods: ['POST'], limiter: onePerHour() }] }))
+    app.post('/login', (_req, res) => {
+      res.send('ok')
+    })
+    // A limiter on a router mounted at /auth: its rules name the full path.
+    const auth = express.Router()
+    auth.use(
+      expressRateLimit({
+        routes: [
+          { path: '/token', limiter: onePerHour('relative') },
+          { path: '/auth/token', limiter: onePerHour('full') },
+        ],
+      }),
+    )
+    auth.post('/token', (_req, res) => {
+      res.send('ok')
+    })
+    app.use('/auth', auth)
+    const server = app.listen(0, '127.0.0.1')
+    await new Promise((resolve) => server.once('listening', resolve))
+    const port = (server.address() as { port: number }).port
+    try {
+      const statuses = []
+      for (const target of ['/v1/login', '/login', '/v1/login'])
+        statuses.push(await rawStatus(port, 'POST', target))
+      expect(statuses).toEqual([200, 429, 429])
+      // The problem names the path the client sent.
+      const denied = await fetch(`http://127.0.0.1:${port}/v1/login`, { method: 'POST' })
+      expect((await denied.json()).instance).toBe('/v1/login')
+
+      const first = await fetch(`http://127.0.0.1:${port}/auth/token`, { method: 'POST' })
+      expect([first.status, first.headers.get('ratelimit')]).toEqual([200, '"full";r=0;t=3600'])
+      const targets = ['/auth/token', `http://127.0.0.1:${port}/auth/token?x=1`]
+      const again = []
+      for (const target of targets) again.push(await rawStatus(port, 'POST', target))
+      expect(again).toEqual([429, 429])
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
+
   // With the option (Fastify 4's default) Fastify routes `/login;x` to /login; without it, not.
   it.each([true, false])(
     'fastify, useSemicolonDelimiter: %s: /login;x counts against the /login route either way',
