@@ -1,6 +1,5 @@
 import {
   createRateLimitCore,
-  type HttpAnswer,
   type HttpRequest,
   type HttpVerdict,
   pending,
@@ -48,13 +47,6 @@ export function bunPeer(
   return server?.requestIP(request)?.address
 }
 
-/** A Response for an answer from the HTTP layer. */
-function toResponse(answer: HttpAnswer): Response {
-  const response = new Response(answer.body, { status: answer.status })
-  setAll(response.headers, answer.headers)
-  return response
-}
-
 /** Sets each field on `target` (an indexed loop: no iterator or destructuring per field). */
 function setAll(target: Headers, headers: readonly (readonly [string, string])[]): void {
   for (let i = 0; i < headers.length; i++) {
@@ -63,18 +55,24 @@ function setAll(target: Headers, headers: readonly (readonly [string, string])[]
   }
 }
 
-/** `response` with `headers` set; a copy when its headers are immutable (e.g. from `fetch()`). */
-function withHeaders<R extends Response | undefined>(
-  response: R,
+/**
+ * The handler's response (or its promise) with `headers` set; a copy when its headers are
+ * immutable (e.g. from `fetch()`).
+ */
+function respond<R extends Response | undefined>(
+  response: R | Promise<R>,
   headers: readonly (readonly [string, string])[],
-): R {
+): R | Promise<R> {
+  if (typeof (response as Partial<PromiseLike<R>> | undefined)?.then === 'function')
+    return Promise.resolve(response).then((r) => respond(r, headers))
+  const r = response as R
   // No response (a Bun WebSocket upgrade): nothing to set.
-  if (headers.length === 0 || !response) return response
+  if (!r) return r
   try {
-    setAll(response.headers, headers)
-    return response
+    setAll(r.headers, headers)
+    return r
   } catch {
-    const copy = new Response(response.body, response)
+    const copy = new Response(r.body, r)
     setAll(copy.headers, headers)
     return copy as R
   }
@@ -100,7 +98,10 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
   const peer = options.peer
 
   function apply(verdict: HttpVerdict, request: Request, rest: Rest): R | Response | Promise<R> {
-    if (verdict.action === 'respond' && verdict.response !== undefined) return toResponse(verdict.response)
+    const answer = verdict.response
+    // Only a `respond` verdict carries one.
+    if (answer !== undefined)
+      return respond(new Response(answer.body, { status: answer.status }), answer.headers) as Response
     const headers = verdict.headers
     if (verdict.delayMs > 0)
       return sleep(verdict.delayMs).then(() => respond(handler(request, ...rest), headers))
@@ -109,9 +110,7 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
 
   return (request, ...rest) => {
     try {
-      const verdict = core.run(
-        new FetchRequest(request, peer === undefined ? undefined : (peer(request, ...rest) ?? undefined)),
-      )
+      const verdict = core.run(new FetchRequest(request, peer?.(request, ...rest) ?? undefined))
       if (pending(verdict)) return verdict.then((v) => apply(v, request, rest))
       return Promise.resolve(apply(verdict, request, rest))
     } catch (error) {
@@ -120,21 +119,13 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
   }
 }
 
-/** The handler's response, or its promise, with the rate-limit headers. */
-function respond<R extends Response | undefined>(
-  response: R | Promise<R>,
-  headers: readonly (readonly [string, string])[],
-): R | Promise<R> {
-  return typeof (response as Partial<PromiseLike<R>> | undefined)?.then === 'function'
-    ? Promise.resolve(response).then((r) => withHeaders(r, headers))
-    : withHeaders(response as R, headers)
-}
-
-/** A `Request` as the HTTP layer's request; the path is read from the URL when needed. */
+/**
+ * A `Request` as the HTTP layer's request; the path is read from the URL when needed (not kept:
+ * routes read it once, a denial once more).
+ */
 class FetchRequest implements HttpRequest {
   readonly #request: Request
   readonly peer: string | undefined
-  #path: string | undefined
   constructor(request: Request, peer: string | undefined) {
     this.#request = request
     this.peer = peer
@@ -143,8 +134,7 @@ class FetchRequest implements HttpRequest {
     return this.#request.method
   }
   get path(): string {
-    if (this.#path === undefined) this.#path = urlPath(this.#request.url)
-    return this.#path
+    return urlPath(this.#request.url)
   }
   header(name: string): string | null {
     return this.#request.headers.get(name)

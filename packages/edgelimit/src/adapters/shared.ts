@@ -1,6 +1,9 @@
-/** Resolves after `ms` milliseconds: how adapters hold a shaped request (`HttpVerdict.delayMs`). */
+/**
+ * Resolves after `ms` milliseconds: how adapters hold a shaped request (`HttpVerdict.delayMs`).
+ * Callers skip it when `ms` is 0, to stay synchronous.
+ */
 export function sleep(ms: number): Promise<void> {
-  return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : Promise.resolve()
+  return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 const lowerNames = new Map<string, string>()

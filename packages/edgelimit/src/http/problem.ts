@@ -1,10 +1,13 @@
 import type { Decision } from '../limiter.js'
 import { ceilSeconds } from './headers.js'
 
+const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
+const REDUCED_CAPACITY = 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity'
+
 /** RFC 9457 problem types registered for rate limiting. */
 export const PROBLEM_TYPES = {
-  quotaExceeded: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
-  reducedCapacity: 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
+  quotaExceeded: QUOTA_EXCEEDED,
+  reducedCapacity: REDUCED_CAPACITY,
 } as const
 
 /** An RFC 9457 problem details object. */
@@ -35,14 +38,14 @@ export function problemFor(decision: Decision, instance: string): ProblemDetails
   const problem: { -readonly [K in keyof ProblemDetails]: ProblemDetails[K] } =
     (decision.reason as string | undefined) === 'store-unavailable'
       ? {
-          type: PROBLEM_TYPES.reducedCapacity,
+          type: REDUCED_CAPACITY,
           title: 'Service Unavailable',
           status: 503,
           detail: 'The rate-limit store is unavailable; try again shortly.',
           instance,
         }
       : {
-          type: PROBLEM_TYPES.quotaExceeded,
+          type: QUOTA_EXCEEDED,
           title: 'Too Many Requests',
           status: 429,
           detail:

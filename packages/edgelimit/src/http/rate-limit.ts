@@ -55,7 +55,7 @@ export interface RouteRule {
   key?: KeyFunction
 }
 
-/** An HTTP answer, framework-neutral. */
+/** An HTTP answer, framework-neutral (see `RateLimitOptions.onLimited` for what is checked). */
 export interface HttpAnswer {
   readonly status: number
   readonly headers: readonly (readonly [string, string])[]
@@ -124,7 +124,15 @@ export interface RateLimitOptions {
    * @example createRateLimit({ limiter, headers: 'legacy', clock: manualClock(0) })
    */
   clock?: Clock
-  /** Replaces the 429/503 answer. Return nothing to keep the default. */
+  /**
+   * Replaces the 429/503 answer. Return nothing to keep the default, or an `HttpAnswer`: `status`
+   * an integer from 200 to 599, `headers` an array of `[name, value]` string pairs, `body` a
+   * string. Anything else (a Web `Response`, headers as an object or missing, a stream as the
+   * body…) rejects the check with an `EdgelimitError` (`ERR_EDGELIMIT_ON_LIMITED`), which every
+   * adapter hands to its framework's error path (a 500), as for `cost`. The fields inside
+   * `headers` are checked by the framework, as its own are.
+   * @example onLimited: ({ response }) => ({ ...response, body: JSON.stringify({ error: 'slow down' }) })
+   */
   onLimited?: (context: {
     request: HttpRequest
     decision: Decision
@@ -317,6 +325,28 @@ function checkedCost(cost: unknown, request: HttpRequest, where: string): number
   )
 }
 
+/**
+ * An `onLimited` answer, checked, so that every adapter refuses the same ones (each would
+ * mis-send another shape in its own way): a string body, headers an array (each framework checks
+ * the fields in it as it checks its own), a status from 200 to 599 (as the `Response` constructor
+ * takes).
+ */
+function checkedAnswer(answer: HttpAnswer, request: HttpRequest): HttpAnswer {
+  const { status, headers } = answer
+  if (
+    typeof answer.body === 'string' &&
+    Array.isArray(headers) &&
+    status > 199 &&
+    status < 600 &&
+    Number.isInteger(status)
+  )
+    return answer
+  throw new EdgelimitError(
+    'ERR_EDGELIMIT_ON_LIMITED',
+    `The onLimited function returned ${describe(answer)} for ${request.method} ${request.path}; expected nothing or an HttpAnswer`,
+  )
+}
+
 /** A value that `await` would wait for. */
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   // `?.then` on a primitive reads its prototype, which has no `then`.
@@ -352,8 +382,9 @@ interface Target {
  * const verdict = await rl.check({ method: 'GET', path: '/', header: (n) => req.headers.get(n), peer })
  */
 export function createRateLimit(options: RateLimitOptions): HttpRateLimit {
-  const { check, stats } = createRateLimitCore(options)
-  return { check, stats }
+  const { run, stats } = createRateLimitCore(options)
+  // A promise from `run` is passed on as it is.
+  return { check: (request) => Promise.resolve(run(request)), stats }
 }
 
 /**
@@ -361,8 +392,9 @@ export function createRateLimit(options: RateLimitOptions): HttpRateLimit {
  * not a promise) when nothing has to wait — the memory store, a known client, no async callbacks.
  * It never throws: errors are rejected promises, as from `check`.
  */
-export interface RateLimitCore extends HttpRateLimit {
+export interface RateLimitCore {
   run(request: HttpRequest): HttpVerdict | Promise<HttpVerdict>
+  readonly stats: HttpRateLimit['stats']
 }
 
 /**
@@ -586,19 +618,14 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     const limited = (custom: HttpAnswer | undefined): HttpVerdict => ({
       action: 'respond',
       headers,
-      response: custom ?? response,
+      response: custom === undefined || custom === null ? response : checkedAnswer(custom, request),
       delayMs: 0,
       decision,
       key,
     })
-    if (onLimited === undefined) return limited(undefined)
-    const custom = onLimited({ request, decision, response })
+    const custom = onLimited?.({ request, decision, response })
     return isThenable(custom) ? Promise.resolve(custom).then(limited) : limited(custom)
   }
 
-  const check = (request: HttpRequest): Promise<HttpVerdict> => {
-    const v = run(request)
-    return pending(v) ? v : Promise.resolve(v)
-  }
-  return { check, run, stats }
+  return { run, stats }
 }

@@ -1,5 +1,5 @@
-// A cost function that returns garbage must not crash the server or leave the request hanging:
-// every adapter hands the ERR_EDGELIMIT_COST error to its framework's error path, and the next
+// A cost function (or onLimited) that returns garbage must not crash the server or leave the
+// request hanging: every adapter hands the coded error to its framework's error path, and the next
 // request is served normally (nothing was charged).
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -12,7 +12,7 @@ import { fastifyRateLimit } from '../../src/adapters/fastify.js'
 import { withRateLimit } from '../../src/adapters/fetch.js'
 import { honoRateLimit } from '../../src/adapters/hono.js'
 import { nodeRateLimit } from '../../src/adapters/node.js'
-import type { HttpRequest, RateLimitOptions } from '../../src/http/rate-limit.js'
+import type { HttpAnswer, HttpRequest, RateLimitOptions } from '../../src/http/rate-limit.js'
 import { createLimiter, EdgelimitError, gcra } from '../../src/index.js'
 import { manualClock } from '../../src/testing/index.js'
 
@@ -138,5 +138,93 @@ describe('a cost function returning an invalid cost', () => {
     })
     expect((await handler(new Request('http://127.0.0.1/'))).status).toBe(200)
     expect(seen.every((error) => error instanceof EdgelimitError)).toBe(true)
+  })
+})
+
+// An onLimited answer that is not an HttpAnswer (here a Web Response, what fetch and Hono users
+// reach for) is refused with ERR_EDGELIMIT_ON_LIMITED on every adapter's error path.
+describe('an onLimited answer that is not an HttpAnswer', () => {
+  /** One request per hour, then a Response from onLimited. */
+  function refused(): RateLimitOptions {
+    return {
+      limiter: createLimiter({
+        rules: [{ name: 'hourly', algorithm: gcra({ limit: 1, period: '1h' }) }],
+        clock: manualClock(0),
+      }),
+      onLimited: () => new Response('slow down', { status: 429 }) as unknown as HttpAnswer,
+    }
+  }
+  const ON_LIMITED =
+    /^ERR_EDGELIMIT_ON_LIMITED: The onLimited function returned an object for GET \/; expected nothing or an HttpAnswer$/
+
+  it('node: the promise rejects', async () => {
+    const limit = nodeRateLimit(refused())
+    const s = await serve(
+      createServer((req, res) => {
+        limit(req, res).then(
+          (proceed) => {
+            if (proceed) res.end('ok')
+          },
+          (error) => {
+            res.statusCode = 500
+            res.end(codeOf(error))
+          },
+        )
+      }),
+    )
+    try {
+      expect(await s.get('/')).toEqual([200, 'ok'])
+      expect(await s.get('/')).toEqual([500, expect.stringMatching(ON_LIMITED)])
+    } finally {
+      await s.close()
+    }
+  })
+
+  it('express: next(err)', async () => {
+    const app = express()
+    app.use(expressRateLimit(refused()))
+    app.get('/', (_req, res) => {
+      res.send('ok')
+    })
+    app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(500).send(codeOf(error))
+    })
+    const s = await serve(createServer(app))
+    try {
+      expect(await s.get('/')).toEqual([200, 'ok'])
+      expect(await s.get('/')).toEqual([500, expect.stringMatching(ON_LIMITED)])
+    } finally {
+      await s.close()
+    }
+  })
+
+  it('fastify: its error handler', async () => {
+    const app = Fastify()
+    app.setErrorHandler((error, _request, reply) => {
+      reply.code(500).send(codeOf(error))
+    })
+    await app.register(fastifyRateLimit, refused())
+    app.get('/', async () => 'ok')
+    expect((await app.inject('/')).statusCode).toBe(200)
+    const denied = await app.inject('/')
+    expect([denied.statusCode, denied.body]).toEqual([500, expect.stringMatching(ON_LIMITED)])
+    await app.close()
+  })
+
+  it('hono: app.onError', async () => {
+    const app = new Hono()
+    app.use(honoRateLimit({ ...refused(), peer: () => '192.0.2.1' }))
+    app.get('/', (c) => c.text('ok'))
+    app.onError((error, c) => c.text(codeOf(error), 500))
+    expect((await app.request('/')).status).toBe(200)
+    const denied = await app.request('/')
+    expect([denied.status, await denied.text()]).toEqual([500, expect.stringMatching(ON_LIMITED)])
+  })
+
+  it('fetch: the wrapped handler rejects', async () => {
+    const handler = withRateLimit(() => new Response('ok'), { ...refused(), peer: () => '192.0.2.1' })
+    expect((await handler(new Request('http://127.0.0.1/'))).status).toBe(200)
+    const denied = handler(new Request('http://127.0.0.1/')).catch(codeOf)
+    await expect(denied).resolves.toMatch(ON_LIMITED)
   })
 })

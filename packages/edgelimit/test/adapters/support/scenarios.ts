@@ -1,7 +1,7 @@
 // The behaviour table every adapter must pass. Imported by the vitest process and by the Deno and
 // Bun servers, so it takes the library as a parameter (the source in-process, the built `dist`
 // in a subprocess) and imports types only.
-import type { HttpRequest, RateLimitOptions } from '../../../src/http/rate-limit.js'
+import type { HttpAnswer, HttpRequest, RateLimitOptions } from '../../../src/http/rate-limit.js'
 import type * as Edgelimit from '../../../src/index.js'
 
 /** What a scenario needs from the library. */
@@ -341,6 +341,49 @@ export const scenarios: readonly Scenario[] = [
         },
         json: { error: 'slow down', rule: 'hourly' },
       },
+    ],
+  },
+  {
+    name: 'onLimited: an answer of another shape is refused (the framework 500), not half sent',
+    options: (lib, clock) => {
+      const malformed: Record<string, unknown> = {
+        // What fetch and Hono users reach for; its headers and body are not an HttpAnswer's.
+        'a Response': new Response('slow down', { status: 429, headers: { 'x-custom': '1' } }),
+        'headers as an object': { status: 429, headers: { 'x-custom': '1' }, body: 'slow down' },
+        'no headers': { status: 429, body: 'slow down' },
+        'status as a string': { status: '429', headers: [['x-custom', '1']], body: 'slow down' },
+        'status 1xx': { status: 199, headers: [['x-custom', '1']], body: 'slow down' },
+        'status 600': { status: 600, headers: [['x-custom', '1']], body: 'slow down' },
+        'a fractional status': { status: 429.5, headers: [['x-custom', '1']], body: 'slow down' },
+        'bytes as the body': { status: 429, headers: [['x-custom', '1']], body: new Uint8Array([1]) },
+      }
+      return {
+        limiter: hourly(lib, clock, 1),
+        onLimited: ({ request, response }) => {
+          const chosen = request.header('x-answer')
+          return (chosen ? malformed[chosen] : { ...response, status: 503 }) as HttpAnswer
+        },
+      }
+    },
+    steps: [
+      { path: '/', status: 200 },
+      ...[
+        'a Response',
+        'headers as an object',
+        'no headers',
+        'status as a string',
+        'status 1xx',
+        'status 600',
+        'a fractional status',
+        'bytes as the body',
+      ].map((answer) => ({
+        path: '/',
+        headers: { 'x-answer': answer },
+        status: 500,
+        expect: { 'x-custom': null },
+      })),
+      // Still limited, and a well-formed answer is sent as given.
+      { path: '/', status: 503, expect: { ratelimit: '"hourly";r=0;t=3600', 'retry-after': '3600' } },
     ],
   },
   {
