@@ -3,15 +3,16 @@
 //
 //   node bench/evict.mjs [--ref <git revision>] [--keys 10000,100000] [--no-write]
 //
-// Compiles packages/edgelimit/src/remember.ts and src/resilience/approximate.ts as they are in the
-// work tree, or at --ref (e.g. `--ref main` for the figures before a change), fills each Map to its
-// bound, then times new keys (as many again, at least 200,000, after a warm-up of a quarter as many): µs per new key.
-// No build needed. Writes bench/results/evict-<YYYY-MM-DD>.json and .md (UTC date).
+// Bundles packages/edgelimit/src/remember.ts and src/resilience/approximate.ts (with what they
+// import) as they are in the work tree and, with --ref (e.g. `--ref 62c7db0`, before batched
+// eviction), as they are at that revision, and measures both in the same run: fills each Map to
+// its bound, then times new keys (as many again, at least 200,000, after a warm-up of a quarter as
+// many): µs per new key. No build needed. Writes bench/results/evict-<YYYY-MM-DD>.json and .md (UTC date).
 
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
-import { transform } from 'esbuild'
+import { build } from 'esbuild'
 import { flagValue, gitState, machine, ROOT, table, writeResults } from './lib/machine.mjs'
 
 const argv = process.argv.slice(2)
@@ -19,18 +20,43 @@ const ref = flagValue(argv, '--ref', undefined)
 const sizes = flagValue(argv, '--keys', '10000,100000').split(',').map(Number)
 const SRC = 'packages/edgelimit/src'
 
-/** A source file's module (type-only imports are erased, so each file stands alone). */
-async function load(file) {
-  const ts =
-    ref === undefined
-      ? readFileSync(path.join(ROOT, SRC, file), 'utf8')
-      : execFileSync('git', ['show', `${ref}:${SRC}/${file}`], { cwd: ROOT, encoding: 'utf8' })
-  const { code } = await transform(ts, { loader: 'ts', format: 'esm' })
-  return import(`data:text/javascript;base64,${Buffer.from(code).toString('base64')}`)
+/** A source file's module at `rev` (undefined: the work tree), bundled with its imports. */
+async function load(file, rev) {
+  const read = (rel) =>
+    rev === undefined
+      ? readFileSync(path.join(ROOT, SRC, rel), 'utf8')
+      : execFileSync('git', ['show', `${rev}:${SRC}/${rel}`], { cwd: ROOT, encoding: 'utf8' })
+  const source = {
+    name: 'source',
+    setup(b) {
+      b.onResolve({ filter: /.*/ }, (args) => ({
+        path: path.posix.normalize(
+          path.posix.join(path.posix.dirname(args.importer || file), args.path.replace(/\.js$/, '.ts')),
+        ),
+        namespace: 'src',
+      }))
+      b.onLoad({ filter: /.*/, namespace: 'src' }, (args) => ({ contents: read(args.path), loader: 'ts' }))
+    },
+  }
+  const out = await build({
+    stdin: { contents: `export * from './${file}'`, loader: 'ts', resolveDir: '.' },
+    bundle: true,
+    format: 'esm',
+    write: false,
+    plugins: [source],
+    logLevel: 'silent',
+  })
+  return import(`data:text/javascript;base64,${Buffer.from(out.outputFiles[0].text).toString('base64')}`)
 }
 
-const { remember } = await load('remember.ts')
-const { createApproximate } = await load('resilience/approximate.ts')
+const versions = [...(ref === undefined ? [] : [ref]), undefined]
+const loaded = await Promise.all(
+  versions.map(async (rev) => ({
+    label: rev ?? 'work tree',
+    remember: (await load('remember.ts', rev)).remember,
+    createApproximate: (await load('resilience/approximate.ts', rev)).createApproximate,
+  })),
+)
 
 /** New keys timed per case (at least the bound), after a warm-up of a quarter as many. */
 const TIMED = 200_000
@@ -47,13 +73,13 @@ async function perKey(n, add) {
   return Number(process.hrtime.bigint() - start) / 1000 / n
 }
 
-function rememberCase(max) {
+function rememberCase(remember, max) {
   const map = new Map()
   for (let i = 0; i < max; i++) remember(map, `fill${i}`, i, max)
   return perKey(Math.max(max, TIMED), (key) => remember(map, key, 0, max))
 }
 
-async function approximateCase(maxKeys) {
+async function approximateCase(createApproximate, maxKeys) {
   const verdict = { allowed: true, remaining: 100, resetAfterMs: 60_000, retryAfterMs: 0, delayMs: 0 }
   const answer = { verdicts: [verdict], source: 'store' }
   const counter = createApproximate({ sync: async () => [verdict], rules: 1, intervalMs: 60_000 }, maxKeys)
@@ -64,14 +90,20 @@ async function approximateCase(maxKeys) {
 
 const rows = []
 for (const n of sizes) {
-  rows.push({ map: 'remember', keys: n, usPerNewKey: await rememberCase(n) })
-  rows.push({ map: 'approximate', keys: n, usPerNewKey: await approximateCase(n) })
+  for (const map of ['remember', 'approximate']) {
+    const row = { map, keys: n, usPerNewKey: {} }
+    for (const v of loaded) {
+      row.usPerNewKey[v.label] =
+        map === 'remember' ? await rememberCase(v.remember, n) : await approximateCase(v.createApproximate, n)
+    }
+    rows.push(row)
+  }
 }
-const label = ref ?? 'work tree'
+const labels = loaded.map((v) => v.label)
 const t = table(
-  ['Map', 'bound (keys)', `µs per new key (${label})`],
-  rows.map((r) => [r.map, r.keys.toLocaleString('en-US'), r.usPerNewKey.toFixed(2)]),
-  ['l', 'r', 'r'],
+  ['Map', 'bound (keys)', ...labels.map((l) => `µs per new key (${l})`)],
+  rows.map((r) => [r.map, r.keys.toLocaleString('en-US'), ...labels.map((l) => r.usPerNewKey[l].toFixed(2))]),
+  ['l', 'r', ...labels.map(() => 'r')],
 )
 console.log(t.text)
 if (!argv.includes('--no-write')) {
@@ -81,13 +113,13 @@ if (!argv.includes('--no-write')) {
     command: ['node', 'bench/evict.mjs', ...argv].join(' '),
     ...machine(),
     git: gitState([SRC]),
-    ref: label,
+    versions: labels,
     rows,
   }
   const file = writeResults(
     `evict-${date}`,
     json,
-    `# Eviction cost per new key, ${date} (${label})\n\n${t.md}\n`,
+    `# Eviction cost per new key, ${date}\n\nCommand: \`${json.command}\`\n\n${t.md}\n`,
   )
   console.log(`\nwrote ${path.relative(ROOT, file)}.{json,md}`)
 }
