@@ -27,7 +27,8 @@ export interface Upstream {
 
 /** Told once how a forwarded request ended: the status sent to the client, and the upstream's. */
 export interface ForwardSink {
-  done(status: number, upstream: number | 'error' | 'aborted', error?: Error): void
+  /** `status` is `aborted` when the answer was cut off after its head (the upstream failed mid-body). */
+  done(status: number | 'aborted', upstream: number | 'error' | 'aborted', error?: Error): void
 }
 
 // RFC 9110 §7.6.1: meaningful only for one connection. `expect` is answered by this server.
@@ -64,6 +65,9 @@ function isClaim(lower: string): boolean {
   return CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-')
 }
 const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
+// Answers that never have a body (RFC 9110 §6.4.1); a Content-Length on them is the
+// representation's (304, §8.6) or a mistake (204), yet undici fails them once their head is in.
+const BODILESS = new Set([204, 304])
 
 /** Names listed in a Connection header, which are hop-by-hop too. */
 function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
@@ -165,7 +169,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.socket = socket
   }
 
-  private finish(status: number, upstream: number | 'error' | 'aborted', error?: Error): void {
+  private finish(status: number | 'aborted', upstream: number | 'error' | 'aborted', error?: Error): void {
     if (this.finished) return
     this.finished = true
     if (this.socket[SERVING] === this) this.socket[SERVING] = undefined
@@ -192,6 +196,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   ): void {
     // undici reports 1xx (103 Early Hints) here too; only the final status starts the answer.
     if (statusCode < 200) return
+    if (statusCode === 204) delete headers['content-length'] // RFC 9110 §8.6: a 204 has none
     const out = responseHeaders(headers, this.extra)
     if (statusMessage) this.res.writeHead(statusCode, statusMessage, out)
     else this.res.writeHead(statusCode, out)
@@ -215,12 +220,17 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.finish(499, 'aborted')
       return
     }
+    const code = (error as { code?: string }).code
     if (res.headersSent) {
+      if (code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH' && BODILESS.has(res.statusCode)) {
+        res.end()
+        this.finish(res.statusCode, res.statusCode)
+        return
+      }
       res.destroy(error)
-      this.finish(res.statusCode, 'error', error)
+      this.finish('aborted', 'error', error)
       return
     }
-    const code = (error as { code?: string }).code
     const timeout = TIMEOUTS.has(code ?? '')
     const status = timeout ? 504 : 502
     const reason = code ?? error.message

@@ -276,7 +276,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       }
     }
 
-    done(status: number, upstream: number | 'error' | 'aborted' | 'none'): void {
+    done(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none'): void {
       if (this.settled) return
       this.settled = true
       const gen = this.gen

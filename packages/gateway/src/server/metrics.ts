@@ -13,10 +13,11 @@ export interface Metrics {
   /** Events of a limiter on a remote store: latency, errors, fallbacks, breaker. */
   limiterEvents(rule: string, tier: string): (event: LimiterEvent) => void
   /**
-   * One answered request: the status sent, the upstream's (or `error`, `aborted`, `none`), and
-   * how long the gateway had it, in seconds (shaping delay and upstream included).
+   * One answered request: the status sent (or `aborted`: cut off after its head), the upstream's
+   * (or `error`, `aborted`, `none`), and how long the gateway had it, in seconds (shaping delay
+   * and upstream included).
    */
-  response(status: number, upstream: number | 'error' | 'aborted' | 'none', seconds: number): void
+  response(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none', seconds: number): void
   delayed(rule: string, ms: number): void
   reload(result: 'success' | 'failure'): void
   /** Requests being handled (read when /metrics is scraped). */
@@ -144,7 +145,7 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
   const responses = tallies(
     new Counter({
       name: 'edgelimit_responses_total',
-      help: 'Answers sent to clients by status code (429/503 from rules included)',
+      help: 'Answers sent to clients by status code (429/503 from rules included; aborted: cut off after its head)',
       labelNames: ['code'],
       registers,
       collect: () => responses.publish(),
@@ -205,7 +206,7 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
   // rule → tier → outcome, looked up without building strings.
   const byRule = new Map<string, Map<string, Map<string, Tally>>>()
   const blockedBy = new Map<string, Map<string, Tally>>()
-  const byCode = new Map<number, Tally>()
+  const byCode = new Map<number | string, Tally>()
   const byUpstream = new Map<number | string, Tally>()
   const nested = <T>(map: Map<string, Map<string, T>>, key: string): Map<string, T> => {
     let inner = map.get(key)
