@@ -235,9 +235,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     private settled = false
     private readonly gen = current
     private readonly started = performance.now()
+    /** `continues`: the client sent `Expect: 100-continue` and waits for the rules' word to send its body. */
     constructor(
       private readonly req: IncomingMessage,
       private readonly res: ServerResponse,
+      private readonly continues = false,
     ) {
       this.gen.inFlight++
       inFlight++
@@ -307,6 +309,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
     private forward(verdict: Verdict): void {
       const { req, res, gen } = this
+      // Only an admitted request is invited to send its body; any other answer (a 429) goes out
+      // with `Connection: close` (Node's rule for an expectation not met), its body never read.
+      if (this.continues) res.writeContinue()
       gen.upstream.forward(req, res, verdict.headers, this, gen.policy.trustsPeer(req.socket.remoteAddress))
     }
 
@@ -341,6 +346,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     new Handling(req, res).run(),
   )
   server.on('clientError', answerClientError)
+  // Without this listener Node answers `100 Continue` itself, before any rule has decided.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) =>
+    new Handling(req, res, true).run(),
+  )
   server.headersTimeout = 66_000
   opened.push(() => new Promise((r) => server.close(r)))
   await starting(() => listen(server, options.port ?? 8080, options.host ?? '127.0.0.1'))
