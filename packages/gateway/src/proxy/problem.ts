@@ -58,11 +58,25 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
     return
   }
   const status = PARSER_STATUS[error.code ?? ''] ?? 400
+  endWithProblem(
+    socket,
+    status,
+    `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')}).`,
+  )
+}
+
+/**
+ * Answers on a bare connection (no `ServerResponse`: a parser error, a CONNECT) with a problem,
+ * then closes it.
+ *
+ * @example endWithProblem(socket, 405, 'The gateway does not open tunnels (CONNECT).')
+ */
+export function endWithProblem(socket: Duplex, status: number, detail: string): void {
   const body = JSON.stringify({
     type: 'about:blank',
     title: TITLES[status] ?? STATUS_CODES[status],
     status,
-    detail: `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')}).`,
+    detail,
   })
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/problem+json\r\ncache-control: no-store\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,

@@ -3,6 +3,7 @@ import { type FSWatcher, realpathSync, watch } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { dirname, resolve } from 'node:path'
+import type { Duplex } from 'node:stream'
 import { type Clock, type Limiter, systemClock } from 'edgelimit'
 import type { Logger } from 'pino'
 import { formatIssue, type Issue } from '../config/issues.js'
@@ -15,7 +16,7 @@ import { canonicalTarget } from '../policy/path.js'
 import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
 import { openStore, type StoreHandle } from '../policy/store.js'
 import { type ForwardSink, openUpstream, type Upstream } from '../proxy/forward.js'
-import { answerClientError, sendProblem } from '../proxy/problem.js'
+import { answerClientError, endWithProblem, sendProblem } from '../proxy/problem.js'
 import { type AdminServer, startAdmin } from './admin.js'
 import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
 import { createMetrics, type Metrics } from './metrics.js'
@@ -350,6 +351,16 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) =>
     new Handling(req, res, true).run(),
   )
+  // A reverse proxy opens no tunnels: CONNECT is answered (Node would close without a word) and counted.
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => socket.destroy()) // Node's own listener is gone once it hands the socket over
+    metrics.response(405, 'none', 0)
+    endWithProblem(
+      socket,
+      405,
+      'The gateway does not open tunnels (CONNECT); it forwards requests to its upstream.',
+    )
+  })
   server.headersTimeout = 66_000
   opened.push(() => new Promise((r) => server.close(r)))
   await starting(() => listen(server, options.port ?? 8080, options.host ?? '127.0.0.1'))
