@@ -2,7 +2,7 @@
 // headers, upstream failures.
 import { createHash, randomBytes } from 'node:crypto'
 import { request as httpRequest } from 'node:http'
-import { createServer } from 'node:net'
+import { connect, createServer } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import type { Echo } from './support/origin.js'
@@ -386,6 +386,38 @@ describe('client aborts', () => {
       expect(metrics).toContain('edgelimit_upstream_responses_total{code="aborted"} 1')
       expect(metrics).not.toContain('code="502"')
       expect(metrics).not.toContain('code="error"')
+    } finally {
+      await mine.close()
+    }
+  })
+  test('clients that pipeline two requests and leave mid-answer free every upstream connection', async () => {
+    // Two upstream connections: two leaked exchanges would leave none for anyone else.
+    const mine = await startInProcess(`upstream: { url: "${origin.url}", connections: 2 }\nrules: []\n`)
+    try {
+      for (let i = 0; i < 2; i++) {
+        await new Promise<void>((resolve) => {
+          const socket = connect(mine.gateway.port, '127.0.0.1')
+          let received = 0
+          socket.on('error', () => {})
+          socket.on('data', (chunk: Buffer) => {
+            received += chunk.length
+            // The first answer is streaming (and paused, the client no longer reads): leave.
+            if (received > 1024 * 1024) socket.destroy()
+          })
+          socket.on('close', () => resolve())
+          socket.write(
+            `GET /big?bytes=${64 * 1024 * 1024} HTTP/1.1\r\nhost: a\r\n\r\nGET /echo HTTP/1.1\r\nhost: a\r\n\r\n`,
+          )
+        })
+      }
+      const response = await fetch(`${mine.url}/echo`, { signal: AbortSignal.timeout(3000) })
+      expect(response.status).toBe(200)
+      await response.text()
+      for (let i = 0; i < 150 && mine.gateway.metrics.inFlight !== 0; i++)
+        await new Promise((r) => setTimeout(r, 20))
+      expect(mine.gateway.metrics.inFlight).toBe(0)
+      const metrics = await (await fetch(`${mine.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_upstream_responses_total{code="aborted"} 2')
     } finally {
       await mine.close()
     }

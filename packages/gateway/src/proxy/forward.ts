@@ -143,12 +143,13 @@ function hasBody(req: IncomingMessage): boolean {
 }
 
 const CLIENT_GONE = 'the client closed the connection'
-// The exchange a connection is serving: one 'close' listener per connection, not per request.
-const SERVING = Symbol('edgelimit.exchange')
-type Watched = Socket & { [SERVING]?: Exchange | undefined }
+// The exchanges a connection is serving, more than one when requests are pipelined: one 'close'
+// listener per connection, not per request, and every exchange is ended when the client goes.
+const SERVING = Symbol('edgelimit.exchanges')
+type Watched = Socket & { [SERVING]?: Set<Exchange> }
 
 function onSocketClose(this: Watched): void {
-  this[SERVING]?.clientGone()
+  for (const exchange of this[SERVING] ?? []) exchange.clientGone()
 }
 
 /** One forwarded exchange: undici calls these methods as the upstream answers. */
@@ -164,15 +165,20 @@ class Exchange implements Dispatcher.DispatchHandler {
     private readonly sink: ForwardSink,
   ) {
     const socket = req.socket as Watched
-    if (!(SERVING in socket)) socket.once('close', onSocketClose)
-    socket[SERVING] = this
+    let serving = socket[SERVING]
+    if (serving === undefined) {
+      serving = new Set()
+      socket[SERVING] = serving
+      socket.once('close', onSocketClose)
+    }
+    serving.add(this)
     this.socket = socket
   }
 
   private finish(status: number | 'aborted', upstream: number | 'error' | 'aborted', error?: Error): void {
     if (this.finished) return
     this.finished = true
-    if (this.socket[SERVING] === this) this.socket[SERVING] = undefined
+    this.socket[SERVING]?.delete(this)
     this.sink.done(status, upstream, error)
   }
 
@@ -203,9 +209,19 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (!this.res.write(chunk) && !c.paused) {
+    const res = this.res
+    if (res.destroyed) this.clientGone()
+    else if (!res.write(chunk) && !c.paused) {
       c.pause()
-      this.res.once('drain', () => c.resume())
+      // A response whose client left never drains, and undici's body timeout sleeps while paused.
+      const wake = (): void => {
+        res.off('drain', wake)
+        res.off('close', wake)
+        if (res.destroyed) this.clientGone()
+        else c.resume()
+      }
+      res.once('drain', wake)
+      res.once('close', wake)
     }
   }
 
