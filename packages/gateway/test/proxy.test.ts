@@ -1,9 +1,10 @@
 // Proxying correctness over real HTTP on loopback: methods, bodies, streaming both ways,
 // headers, upstream failures.
 import { createHash, randomBytes } from 'node:crypto'
-import { request as httpRequest } from 'node:http'
+import { createServer as createHttpServer, request as httpRequest } from 'node:http'
 import { connect, createServer } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { sendProblem } from '../src/proxy/problem.js'
 import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import type { Echo } from './support/origin.js'
 import { type Origin, startOrigin } from './support/origin.js'
@@ -306,6 +307,67 @@ describe('informational responses', () => {
       expect(metrics).not.toContain('code="103"')
     } finally {
       await hinted.close()
+    }
+  })
+})
+
+describe('upstream status lines', () => {
+  test('a reason phrase with a byte that is not ASCII is dropped: the client gets the status with its standard phrase', async () => {
+    const upstream = createServer((socket) => {
+      socket.on('error', () => {})
+      socket.once('data', () =>
+        socket.end(
+          Buffer.from(
+            'HTTP/1.1 404 N\xe3o Encontrado\r\ncontent-length: 2\r\nconnection: close\r\n\r\nno',
+            'latin1',
+          ),
+        ),
+      )
+    })
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+    const { port } = upstream.address() as { port: number }
+    const mine = await startInProcess('rules: []\n', { upstream: `http://127.0.0.1:${port}` })
+    try {
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(mine.gateway.port, '127.0.0.1')
+        let text = ''
+        const timer = setTimeout(() => {
+          socket.destroy()
+          reject(new Error(`no complete answer within 3 s: ${JSON.stringify(text)}`))
+        }, 3000)
+        socket.on('error', reject)
+        socket.on('data', (chunk: Buffer) => {
+          text += chunk.toString('latin1')
+          if (text.endsWith('\r\n\r\nno')) {
+            clearTimeout(timer)
+            socket.destroy()
+            resolve(text)
+          }
+        })
+        socket.write('GET /missing HTTP/1.1\r\nhost: a\r\n\r\n')
+      })
+      expect(answer.slice(0, answer.indexOf('\r\n'))).toBe('HTTP/1.1 404 Not Found')
+      expect(mine.gateway.metrics.inFlight).toBe(0)
+      const metrics = await (await fetch(`${mine.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_upstream_responses_total{code="404"} 1')
+    } finally {
+      await mine.close()
+      upstream.close()
+    }
+  })
+  test('a problem is still sent after a writeHead that Node refused for its reason phrase', async () => {
+    const server = createHttpServer((_, res) => {
+      expect(() => res.writeHead(404, 'N\ufffdo Encontrado')).toThrow(/Invalid character in statusMessage/)
+      sendProblem(res, 502, '/missing', 'The upstream could not be reached.')
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = server.address() as { port: number }
+      const response = await rawRequest(`http://127.0.0.1:${port}/missing`)
+      expect(response.status).toBe(502)
+      expect(JSON.parse(response.body.toString())).toMatchObject({ status: 502, title: 'Bad Gateway' })
+    } finally {
+      server.close()
     }
   })
 })

@@ -64,6 +64,8 @@ const CLIENT_CLAIMS = new Set([
 function isClaim(lower: string): boolean {
   return CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-')
 }
+// RFC 9112 §4: a reason phrase relayed as is only when made of tab, space and visible ASCII.
+const REASON = /^[\t\x20-\x7e]*$/
 const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 // Answers that never have a body (RFC 9110 §6.4.1); a Content-Length on them is the
 // representation's (304, §8.6) or a mistake (204), yet undici fails them once their head is in.
@@ -204,7 +206,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return
     if (statusCode === 204) delete headers['content-length'] // RFC 9110 §8.6: a 204 has none
     const out = responseHeaders(headers, this.extra)
-    if (statusMessage) this.res.writeHead(statusCode, statusMessage, out)
+    // Node refuses a reason phrase beyond visible ASCII (undici hands it over decoded as UTF-8):
+    // such a phrase is dropped, and Node sends the standard one, as a client may ignore it anyway.
+    if (statusMessage && REASON.test(statusMessage)) this.res.writeHead(statusCode, statusMessage, out)
     else this.res.writeHead(statusCode, out)
   }
 
@@ -250,16 +254,22 @@ class Exchange implements Dispatcher.DispatchHandler {
     const timeout = TIMEOUTS.has(code ?? '')
     const status = timeout ? 504 : 502
     const reason = code ?? error.message
-    sendProblem(
-      res,
-      status,
-      this.req.url ?? '/',
-      timeout
-        ? `The upstream did not answer in time (${reason}).`
-        : `The upstream could not be reached (${reason}).`,
-      this.extra,
-    )
-    this.finish(status, 'error', error)
+    try {
+      sendProblem(
+        res,
+        status,
+        this.req.url ?? '/',
+        timeout
+          ? `The upstream did not answer in time (${reason}).`
+          : `The upstream could not be reached (${reason}).`,
+        this.extra,
+      )
+    } catch (failure) {
+      // No answer can be sent: closing the connection at least does not leave the client waiting.
+      res.destroy(failure as Error)
+    } finally {
+      this.finish(status, 'error', error)
+    }
   }
 }
 

@@ -32,6 +32,8 @@ export function sendProblem(
   headers['content-type'] = 'application/problem+json'
   headers['cache-control'] = 'no-store'
   headers['content-length'] = String(Buffer.byteLength(body))
+  // A reason phrase left by a writeHead that threw (one Node refused) would make this one throw too.
+  res.statusMessage = ''
   res.writeHead(status, headers)
   res.end(body)
 }
