@@ -452,6 +452,48 @@ describe('client aborts', () => {
       await mine.close()
     }
   })
+  test('a pipelined answer arriving while the one before it waits for the client is relayed, both complete', async () => {
+    const mine = await startInProcess('rules: []\n', { upstream: origin.url })
+    const size = 64 * 1024 * 1024
+    const socket = connect(mine.gateway.port, '127.0.0.1')
+    try {
+      socket.pause()
+      socket.write(
+        `GET /big?bytes=${size} HTTP/1.1\r\nhost: a\r\n\r\nGET /stream HTTP/1.1\r\nhost: a\r\n\r\n`,
+      )
+      // The client reads nothing: by now the first answer waits for it (buffers full, nothing to poll).
+      await new Promise((r) => setTimeout(r, 1000))
+      origin.release()
+      const received = await new Promise<string>((resolve, reject) => {
+        const chunks: Buffer[] = []
+        let length = 0
+        const timer = setTimeout(() => reject(new Error(`only ${length} bytes within 10 s`)), 10_000)
+        socket.on('error', reject)
+        socket.on('close', () => reject(new Error(`closed after ${length} bytes`)))
+        socket.on('data', (chunk: Buffer) => {
+          chunks.push(chunk)
+          length += chunk.length
+          if (
+            length > size &&
+            /second\n(\r\n0\r\n\r\n)?$/.test(Buffer.concat(chunks.slice(-2)).toString('latin1'))
+          ) {
+            clearTimeout(timer)
+            const tail = Buffer.concat(chunks).subarray(size).toString('latin1')
+            resolve(tail.slice(tail.indexOf('HTTP/1.1 ')))
+          }
+        })
+        socket.resume()
+      })
+      expect(received).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+      expect(received).toContain('first\n')
+      const metrics = await (await fetch(`${mine.admin}/metrics`)).text()
+      expect(metrics).not.toContain('code="error"')
+    } finally {
+      socket.destroy()
+      await mine.close()
+    }
+  })
+
   test('clients that pipeline two requests and leave mid-answer free every upstream connection', async () => {
     // Two upstream connections: two leaked exchanges would leave none for anyone else.
     const mine = await startInProcess(`upstream: { url: "${origin.url}", connections: 2 }\nrules: []\n`)

@@ -222,7 +222,9 @@ class Exchange implements Dispatcher.DispatchHandler {
         res.off('drain', wake)
         res.off('close', wake)
         if (res.destroyed) this.clientGone()
-        else c.resume()
+        // Node may emit 'drain' inside another write on this connection (a pipelined response's,
+        // from undici's parser of another upstream connection), where undici cannot resume a parser.
+        else queueMicrotask(() => c.resume())
       }
       res.once('drain', wake)
       res.once('close', wake)
