@@ -55,22 +55,60 @@ async function serve(
   }
 }
 
+/** Node http: the promise's rejection answered with a 500 by the server itself. */
+function nodeServer(options: RateLimitOptions) {
+  const limit = nodeRateLimit(options)
+  return serve(
+    createServer((req, res) => {
+      limit(req, res).then(
+        (proceed) => {
+          if (proceed) res.end('ok')
+        },
+        (error) => {
+          res.statusCode = 500
+          res.end(codeOf(error))
+        },
+      )
+    }),
+  )
+}
+
+/** Express: an error middleware answers what reaches next(err). */
+function expressServer(options: RateLimitOptions) {
+  const app = express()
+  app.use(expressRateLimit(options))
+  app.get('/', (_req, res) => {
+    res.send('ok')
+  })
+  app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    res.status(500).send(codeOf(error))
+  })
+  return serve(createServer(app))
+}
+
+/** Fastify: its error handler answers. */
+async function fastifyApp(options: RateLimitOptions) {
+  const app = Fastify()
+  app.setErrorHandler((error, _request, reply) => {
+    reply.code(500).send(codeOf(error))
+  })
+  await app.register(fastifyRateLimit, options)
+  app.get('/*', async () => 'ok')
+  return app
+}
+
+/** Hono: app.onError answers. */
+function honoApp(options: RateLimitOptions) {
+  const app = new Hono()
+  app.use(honoRateLimit({ ...options, peer: () => '192.0.2.1' }))
+  app.get('*', (c) => c.text('ok'))
+  app.onError((error, c) => c.text(codeOf(error), 500))
+  return app
+}
+
 describe('a cost function returning an invalid cost', () => {
   it('node: the promise rejects with ERR_EDGELIMIT_COST; the server answers its own 500', async () => {
-    const limit = nodeRateLimit(options())
-    const s = await serve(
-      createServer((req, res) => {
-        limit(req, res).then(
-          (proceed) => {
-            if (proceed) res.end('ok')
-          },
-          (error) => {
-            res.statusCode = 500
-            res.end(codeOf(error))
-          },
-        )
-      }),
-    )
+    const s = await nodeServer(options())
     try {
       const [status, body] = await s.get('/bad')
       expect(status).toBe(500)
@@ -83,15 +121,7 @@ describe('a cost function returning an invalid cost', () => {
   })
 
   it('express: the error goes to next(err)', async () => {
-    const app = express()
-    app.use(expressRateLimit(options()))
-    app.get('/', (_req, res) => {
-      res.send('ok')
-    })
-    app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
-      res.status(500).send(codeOf(error))
-    })
-    const s = await serve(createServer(app))
+    const s = await expressServer(options())
     try {
       const [status, body] = await s.get('/bad')
       expect([status, body.replace(/^ERR_EDGELIMIT_COST: /, '')]).toEqual([
@@ -105,12 +135,7 @@ describe('a cost function returning an invalid cost', () => {
   })
 
   it('fastify: the error becomes a Fastify error (its error handler, a 500)', async () => {
-    const app = Fastify()
-    app.setErrorHandler((error, _request, reply) => {
-      reply.code(500).send(codeOf(error))
-    })
-    await app.register(fastifyRateLimit, options())
-    app.get('/*', async () => 'ok')
+    const app = await fastifyApp(options())
     const bad = await app.inject('/bad')
     expect([bad.statusCode, bad.body]).toEqual([500, expect.stringMatching(/^ERR_EDGELIMIT_COST: The cost/)])
     expect((await app.inject('/')).statusCode).toBe(200)
@@ -118,10 +143,7 @@ describe('a cost function returning an invalid cost', () => {
   })
 
   it('hono: the error reaches app.onError', async () => {
-    const app = new Hono()
-    app.use(honoRateLimit({ ...options(), peer: () => '192.0.2.1' }))
-    app.get('*', (c) => c.text('ok'))
-    app.onError((error, c) => c.text(codeOf(error), 500))
+    const app = honoApp(options())
     const bad = await app.request('/bad')
     expect([bad.status, await bad.text()]).toEqual([
       500,
@@ -158,20 +180,7 @@ describe('an onLimited answer that is not an HttpAnswer', () => {
     /^ERR_EDGELIMIT_ON_LIMITED: The onLimited function returned an object for GET \/; expected nothing or an HttpAnswer$/
 
   it('node: the promise rejects', async () => {
-    const limit = nodeRateLimit(refused())
-    const s = await serve(
-      createServer((req, res) => {
-        limit(req, res).then(
-          (proceed) => {
-            if (proceed) res.end('ok')
-          },
-          (error) => {
-            res.statusCode = 500
-            res.end(codeOf(error))
-          },
-        )
-      }),
-    )
+    const s = await nodeServer(refused())
     try {
       expect(await s.get('/')).toEqual([200, 'ok'])
       expect(await s.get('/')).toEqual([500, expect.stringMatching(ON_LIMITED)])
@@ -181,15 +190,7 @@ describe('an onLimited answer that is not an HttpAnswer', () => {
   })
 
   it('express: next(err)', async () => {
-    const app = express()
-    app.use(expressRateLimit(refused()))
-    app.get('/', (_req, res) => {
-      res.send('ok')
-    })
-    app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
-      res.status(500).send(codeOf(error))
-    })
-    const s = await serve(createServer(app))
+    const s = await expressServer(refused())
     try {
       expect(await s.get('/')).toEqual([200, 'ok'])
       expect(await s.get('/')).toEqual([500, expect.stringMatching(ON_LIMITED)])
@@ -199,12 +200,7 @@ describe('an onLimited answer that is not an HttpAnswer', () => {
   })
 
   it('fastify: its error handler', async () => {
-    const app = Fastify()
-    app.setErrorHandler((error, _request, reply) => {
-      reply.code(500).send(codeOf(error))
-    })
-    await app.register(fastifyRateLimit, refused())
-    app.get('/', async () => 'ok')
+    const app = await fastifyApp(refused())
     expect((await app.inject('/')).statusCode).toBe(200)
     const denied = await app.inject('/')
     expect([denied.statusCode, denied.body]).toEqual([500, expect.stringMatching(ON_LIMITED)])
@@ -212,10 +208,7 @@ describe('an onLimited answer that is not an HttpAnswer', () => {
   })
 
   it('hono: app.onError', async () => {
-    const app = new Hono()
-    app.use(honoRateLimit({ ...refused(), peer: () => '192.0.2.1' }))
-    app.get('/', (c) => c.text('ok'))
-    app.onError((error, c) => c.text(codeOf(error), 500))
+    const app = honoApp(refused())
     expect((await app.request('/')).status).toBe(200)
     const denied = await app.request('/')
     expect([denied.status, await denied.text()]).toEqual([500, expect.stringMatching(ON_LIMITED)])
