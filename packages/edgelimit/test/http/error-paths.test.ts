@@ -179,18 +179,11 @@ describe('an onLimited answer that is not an HttpAnswer', () => {
   const ON_LIMITED =
     /^ERR_EDGELIMIT_ON_LIMITED: The onLimited function returned an object for GET \/; expected nothing or an HttpAnswer$/
 
-  it('node: the promise rejects', async () => {
-    const s = await nodeServer(refused())
-    try {
-      expect(await s.get('/')).toEqual([200, 'ok'])
-      expect(await s.get('/')).toEqual([500, expect.stringMatching(ON_LIMITED)])
-    } finally {
-      await s.close()
-    }
-  })
-
-  it('express: next(err)', async () => {
-    const s = await expressServer(refused())
+  it.each([
+    ['node: the promise rejects', nodeServer],
+    ['express: next(err)', expressServer],
+  ])('%s', async (_name, server) => {
+    const s = await server(refused())
     try {
       expect(await s.get('/')).toEqual([200, 'ok'])
       expect(await s.get('/')).toEqual([500, expect.stringMatching(ON_LIMITED)])
