@@ -1,6 +1,7 @@
 import { relative } from 'node:path'
 import { pino } from 'pino'
 import { formatIssue, PolicyError } from './config/issues.js'
+import { describeUrl, maskUrl } from './config/secret.js'
 import { durationFlag, parseCommandArgs, UsageError } from './report/io.js'
 import { type Gateway, startGateway } from './server/gateway.js'
 import { tryLines } from './server/try.js'
@@ -29,7 +30,9 @@ function upstreamFlag(value: string | undefined): string | undefined {
   } catch {}
   if (url !== undefined && (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '')
     return value
-  throw new UsageError(`--upstream: expected a URL starting with http:// or https://, got "${value}"`)
+  throw new UsageError(
+    `--upstream: expected a URL starting with http:// or https://, got ${describeUrl(value)}`,
+  )
 }
 
 /**
@@ -98,7 +101,7 @@ export async function serve(args: readonly string[]): Promise<number> {
       [
         '',
         `edgelimit serve — policy ${relative(process.cwd(), values.config) || values.config}: ${config.rules.length} rules, ${config.store.type} store`,
-        `  proxy  ${base}  →  ${gateway.demo ? `built-in demo origin ${gateway.upstreamUrl}` : gateway.upstreamUrl}`,
+        `  proxy  ${base}  →  ${gateway.demo ? `built-in demo origin ${gateway.upstreamUrl}` : maskUrl(gateway.upstreamUrl)}`,
         `  admin  ${admin}  (/dashboard, /metrics, /healthz, /readyz; ${adminApi})`,
         '',
         ...tryLines(config, base, admin),
@@ -112,7 +115,7 @@ export async function serve(args: readonly string[]): Promise<number> {
     {
       port: gateway.port,
       adminPort: gateway.adminPort,
-      upstream: gateway.upstreamUrl,
+      upstream: maskUrl(gateway.upstreamUrl),
       demo: gateway.demo,
       generation: gateway.generation,
     },

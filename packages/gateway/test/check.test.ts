@@ -602,6 +602,10 @@ describe('the CLI', () => {
         ['serve', '--upstream', 'ftp://example.com'],
         'edgelimit serve: --upstream: expected a URL starting with http:// or https://, got "ftp://example.com"',
       ],
+      [
+        ['serve', '--upstream', 'ftp://user:s3cr3t@example.com'],
+        'edgelimit serve: --upstream: expected a URL starting with http:// or https://, got "ftp://***@example.com"',
+      ],
     ]) {
       const result = await runCli(args as string[], { timeoutMs: 10_000 })
       expect(result.code, result.stderr).toBe(2)

@@ -27,6 +27,26 @@ describe('a newcomer: npm start', () => {
     )
   })
 
+  test("an upstream URL's credentials are masked in the listening log and the banner", async () => {
+    const upstream = origin.url.replace('http://', 'http://proxyuser:s3cr3t@')
+    const gateway = await spawnGateway([
+      '--config',
+      'examples/edgelimit.yaml',
+      '--upstream',
+      `${upstream}/?k=1`,
+    ])
+    try {
+      for (let i = 0; i < 100 && !gateway.stderr().includes('Ctrl-C'); i++)
+        await new Promise((r) => setTimeout(r, 20))
+      const masked = `${origin.url.replace('http://', 'http://***@')}/?***`
+      expect(gateway.logs[0]).toMatchObject({ msg: 'listening', upstream: masked })
+      expect(gateway.stderr()).toContain(masked)
+      expect(JSON.stringify(gateway.logs) + gateway.stderr()).not.toContain('s3cr3t')
+    } finally {
+      await gateway.stop()
+    }
+  })
+
   test('200s with RateLimit headers, then a 429 problem+json on the login rule; the console says what to try', async () => {
     const gateway = await spawnGateway(['--config', 'examples/edgelimit.yaml'])
     try {

@@ -43,7 +43,15 @@ export function hidden(value: unknown): string {
  * @example describeUrl('redis://:pw@cache:6379/x?password=pw') // '"redis://***@cache:6379/x?***" (string)'
  */
 export function describeUrl(value: unknown): string {
-  if (typeof value !== 'string') return describe(value)
+  return typeof value === 'string' ? describe(maskUrl(value)) : describe(value)
+}
+
+/**
+ * A URL's text with the user, password, query and fragment masked, for logs and messages.
+ *
+ * @example maskUrl('http://u:pw@origin:3000/x?k=1') // 'http://***@origin:3000/x?***'
+ */
+export function maskUrl(url: string): string {
   // Up to the last `@` after the scheme: a password may hold `/` or `@` unencoded.
-  return describe(value.replace(/^([a-z][a-z\d+.-]*:\/*)?.*@/is, '$1***@').replace(/([?#]).*$/s, '$1***'))
+  return url.replace(/^([a-z][a-z\d+.-]*:\/*)?.*@/is, '$1***@').replace(/([?#]).*$/s, '$1***')
 }
