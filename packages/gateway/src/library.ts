@@ -1,6 +1,6 @@
 /**
  * What the gateway takes from the library beyond its public entry points: the HTTP building
- * blocks come from `edgelimit/http` (shared with every adapter); `bindingRule` and `describe` are
+ * blocks come from `edgelimit/http` (shared with every adapter); `bindingRule`, `describe` and `within` are
  * internal helpers not worth a public export, taken from the library's source in this one file.
  */
 
@@ -21,3 +21,4 @@ export {
 } from 'edgelimit/http'
 export { bindingRule } from '../../edgelimit/src/decision.js'
 export { describe } from '../../edgelimit/src/errors.js'
+export { within } from '../../edgelimit/src/resilience/deadline.js'

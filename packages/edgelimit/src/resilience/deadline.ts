@@ -174,3 +174,20 @@ function callable(clock: DeadlineClock): Deadline {
 export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   return callable(deadlineClock(ms, false))(work)
 }
+
+/**
+ * `true` once `work` settles, or `false` after `ms`, whichever comes first; the timer goes at once.
+ * For work that never rejects (a drain, `Promise.allSettled`, a flush that reports its failures):
+ * how long to wait for it, not whether it failed.
+ * @example if (!(await within(drained, 5_000))) log.warn('still busy')
+ */
+export function within(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(resolve, ms, false)
+  })
+  return Promise.race([work.then(() => true), late]).then((settled) => {
+    clearTimeout(timer)
+    return settled
+  })
+}

@@ -3,6 +3,7 @@ import path from 'node:path'
 import type { Limiter } from 'edgelimit'
 import { PolicyError } from '../config/issues.js'
 import { loadPolicy } from '../config/validate.js'
+import { within } from '../library.js'
 import { compilePolicy } from '../policy/compile.js'
 import { openStore } from '../policy/store.js'
 import { type Align, duration, int, table } from '../report/format.js'
@@ -244,12 +245,7 @@ async function level(
     }
   }
   const graceMs = Math.max(GRACE_MS, durationMs)
-  let timer: NodeJS.Timeout | undefined
-  const grace = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, durationMs + graceMs)
-  })
-  await Promise.race([Promise.all(Array.from({ length: inFlight }, caller)), grace])
-  clearTimeout(timer)
+  await within(Promise.all(Array.from({ length: inFlight }, caller)), durationMs + graceMs)
   const seconds = (performance.now() - started) / 1000
   const decisions = histogram.count
   if (waiting > 0) {

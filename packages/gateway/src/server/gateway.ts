@@ -10,6 +10,7 @@ import { formatIssue, type Issue } from '../config/issues.js'
 import { readPolicySource } from '../config/source.js'
 import type { GatewayConfig, UpstreamConfig } from '../config/types.js'
 import { checkSource, loadPolicy } from '../config/validate.js'
+import { within } from '../library.js'
 import { type CompiledPolicy, compilePolicy } from '../policy/compile.js'
 import { decide, decideSync, type Verdict } from '../policy/decide.js'
 import { canonicalTarget } from '../policy/path.js'
@@ -628,19 +629,6 @@ async function flushAll(
 /** The rule names (`<rule>` or `<rule>.<tier>`) of limiters, for logs. */
 function ruleNames(limiters: readonly Limiter[]): string[] {
   return limiters.flatMap((l) => l.rules.map((r) => r.name))
-}
-
-/** Waits for `work` at most `ms`: resolves whether it ended in time. */
-async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const ended = await Promise.race([
-    work.then(() => true),
-    new Promise<false>((r) => {
-      timer = setTimeout(() => r(false), ms)
-    }),
-  ])
-  clearTimeout(timer)
-  return ended
 }
 
 function digest(text: string): string {

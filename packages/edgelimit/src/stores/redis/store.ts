@@ -1,4 +1,5 @@
 import { ConfigError, EdgelimitError } from '../../errors.js'
+import { within } from '../../resilience/deadline.js'
 import { remoteDecider } from '../../resilience/remote.js'
 import { createIssues } from '../../validate.js'
 import type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from '../types.js'
@@ -362,18 +363,6 @@ function bindRules(
       }
     },
   }
-}
-
-/** `true` once `work` settles (it never rejects), or `false` after `ms`; the timer goes at once. */
-function within(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const late = new Promise<boolean>((resolve) => {
-    timer = setTimeout(resolve, ms, false)
-  })
-  return Promise.race([work.then(() => true), late]).then((settled) => {
-    clearTimeout(timer)
-    return settled
-  })
 }
 
 /** A decision's cost as main.lua reads it: '<cost>', or '<cost>,<force>,<shadow flags>'. */
