@@ -166,20 +166,22 @@ describe('edgelimit bench', () => {
         '--rule',
         'login',
         '--duration',
-        '300ms',
+        '500ms',
         '--concurrency',
         '1,16',
         '--keys',
-        '40',
+        '10',
       ])
       expect(code).toBe(0)
       expect(report?.store).toBe('redis')
-      expectConsistent(report as BenchReport, 40)
-      // At 1 in flight each of the 120 admissions was its own script call; at 16 in flight the
+      // 10 keys: 31 round trips in 500 ms exhaust them even when the loaded machine makes each take
+      // 15 ms (40 keys in 300 ms once fell one decision short).
+      expectConsistent(report as BenchReport, 10)
+      // At 1 in flight each of the 30 admissions was its own script call; at 16 in flight the
       // store may carry up to 8 decisions in one call.
-      expect((await evalshaCalls(redis.port)) - before).toBeGreaterThanOrEqual(120 + 120 / 8)
+      expect((await evalshaCalls(redis.port)) - before).toBeGreaterThanOrEqual(30 + 30 / 8)
       const keys = (await redisCommand(redis.port, ['KEYS', 'bl:login:*'])) as string[]
-      expect(keys.length).toBeGreaterThanOrEqual(2 * 40)
+      expect(keys.length).toBeGreaterThanOrEqual(2 * 10)
       for (const key of keys) expect(key).toMatch(/^bl:login:\{bench:[0-9a-f]{8}:[01]:\d+(:warm)?\}$/)
     })
 

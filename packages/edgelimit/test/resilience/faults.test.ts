@@ -147,7 +147,7 @@ interface FreezeResult {
   recoveredAt: number
   breaker: { at: number; state: string }[]
   storeErrors: Record<string, number>
-  /** Ticker gaps > 10 ms in the worker: [from, to, CPU ms the process used in between]. */
+  /** Ticker gaps > 4 ms in the worker: [from, to, CPU ms the process used in between]. */
   stalls: Stall[]
   calls: FreezeCall[]
   /** process.getActiveResourcesInfo() after the client ended. */

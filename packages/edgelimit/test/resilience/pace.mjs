@@ -31,7 +31,7 @@ export function pace(periodMs, stop, fire, maxPerTick = Number.POSITIVE_INFINITY
 
 /**
  * Scheduler stalls of this process (the machine is shared and loaded): a 2 ms ticker records every
- * gap longer than 10 ms with the CPU time the process used in it, so a test can tell time spent
+ * gap longer than 4 ms (two ticks) with the CPU time the process used in it, so a test can tell time spent
  * deciding from time the process was not running at all. `stop()` clears the ticker.
  */
 export function monitorStalls() {
@@ -42,7 +42,7 @@ export function monitorStalls() {
   const ticker = setInterval(() => {
     const t = performance.now()
     const used = process.cpuUsage(cpu)
-    if (t - last > 10) stalls.push([last, t, (used.user + used.system) / 1000])
+    if (t - last > 4) stalls.push([last, t, (used.user + used.system) / 1000])
     last = t
     cpu = process.cpuUsage()
   }, 2)
