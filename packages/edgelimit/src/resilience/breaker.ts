@@ -15,10 +15,16 @@ export type BreakerState = 'closed' | 'open' | 'half-open'
 
 /** A circuit breaker driven by an injected clock (no timers). */
 export interface Breaker {
-  /** Whether a call may go to the store now (in half-open, one probe at a time). */
-  allow(now: number): boolean
-  /** Records a call's outcome. */
-  record(ok: boolean, now: number): void
+  /**
+   * Whether a call may go to the store now (in half-open, one probe at a time): a ticket for
+   * `record`, or `0` when not.
+   */
+  allow(now: number): number
+  /**
+   * Records the outcome of the call `allow` gave `ticket`. Once the breaker has left closed, only
+   * the probe's outcome counts: calls admitted before it opened are ignored, then and after.
+   */
+  record(ticket: number, ok: boolean, now: number): void
   readonly state: BreakerState
   /** When an open breaker will let the next probe through. */
   readonly reopensAt: number
@@ -45,39 +51,32 @@ export function createBreaker(
   let cursor = 0
   let state: BreakerState = 'closed'
   let reopensAt = 0
-  let probing = false
+  // Changes with the state: a ticket from before a change is stale. Open hands out none, and
+  // half-open one, the probe's.
+  let epoch = 1
 
-  const move = (next: BreakerState) => {
-    if (next === state) return
+  // `until`: the next probe's time (none while the probe is out). Returns the new epoch.
+  const move = (next: BreakerState, until: number) => {
+    epoch++
     state = next
+    reopensAt = until
     onChange?.(next)
-  }
-  const resetSample = () => {
-    sample.fill(0)
-    calls = 0
-    failures = 0
-    cursor = 0
+    return epoch
   }
 
   return {
     allow(now) {
-      if (state === 'closed') return true
-      if (state === 'open' && now < reopensAt) return false
-      if (state === 'open') move('half-open')
-      if (probing) return false
-      probing = true
-      return true
+      if (state === 'closed') return epoch
+      return now < reopensAt ? 0 : move('half-open', Infinity)
     },
-    record(ok, now) {
+    record(ticket, ok, now) {
+      if (ticket !== epoch) return
       if (state !== 'closed') {
-        probing = false
         if (ok) {
-          resetSample()
-          move('closed')
-        } else {
-          reopensAt = now + openMs
-          move('open')
-        }
+          sample.fill(0)
+          calls = failures = cursor = 0
+          move('closed', 0)
+        } else move('open', now + openMs)
         return
       }
       if (calls === size) failures -= sample[cursor] as number
@@ -85,10 +84,7 @@ export function createBreaker(
       sample[cursor] = ok ? 0 : 1
       failures += ok ? 0 : 1
       cursor = (cursor + 1) % size
-      if (calls >= minimum && failures / calls >= ratio) {
-        reopensAt = now + openMs
-        move('open')
-      }
+      if (calls >= minimum && failures / calls >= ratio) move('open', now + openMs)
     },
     get state() {
       return state

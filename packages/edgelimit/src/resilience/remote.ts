@@ -106,8 +106,7 @@ export const remoteDecider: Decider = (context) => {
     const closed = g.index.some(
       (i, j) => (rules[i] as RuleConfig).onStoreError === 'closed' && (mask & (1 << j)) === 0,
     )
-    const retry =
-      breaker !== undefined && breaker.state === 'open' ? Math.max(1, breaker.reopensAt - now) : 1000
+    const retry = breaker?.state === 'open' ? Math.max(1, breaker.reopensAt - now) : 1000
     const local =
       g.fallback === undefined
         ? undefined
@@ -191,7 +190,9 @@ export const remoteDecider: Decider = (context) => {
     outcome: Outcome<T>,
     options: EvaluateOptions | undefined = mask === 0 ? undefined : { shadow: mask },
   ): Promise<T> {
-    if (breaker !== undefined && !breaker.allow(now)) {
+    // The breaker's ticket for recording this call's outcome (none without a breaker).
+    const ticket = breaker?.allow(now)
+    if (ticket === 0) {
       emit?.({ type: 'store-error', kind: 'breaker-open', latencyMs: 0 })
       // Settled by the outcome: a throw (a sync's) is a rejection.
       return new Promise<T>((resolve) => resolve(outcome.fail(g, key, cost, now, mask, BREAKER_OPEN)))
@@ -206,15 +207,15 @@ export const remoteDecider: Decider = (context) => {
     }
     if (deadline === undefined) {
       return work.then(
-        (verdicts) => answered(key, cost, now, mask, started, verdicts, outcome),
-        (error: unknown) => failed(g, key, cost, now, mask, started, error, outcome),
+        (verdicts) => answered(key, cost, now, mask, started, ticket, verdicts, outcome),
+        (error: unknown) => failed(g, key, cost, now, mask, started, ticket, error, outcome),
       )
     }
     const timer = deadline
     return new Promise<T>((resolve, reject) => {
       const fail = (error: unknown) => {
         try {
-          resolve(failed(g, key, cost, now, mask, started, error, outcome))
+          resolve(failed(g, key, cost, now, mask, started, ticket, error, outcome))
         } catch (thrown) {
           reject(thrown)
         }
@@ -224,7 +225,7 @@ export const remoteDecider: Decider = (context) => {
         (verdicts) => {
           if (!timer.end(watch)) return
           try {
-            resolve(answered(key, cost, now, mask, started, verdicts, outcome))
+            resolve(answered(key, cost, now, mask, started, ticket, verdicts, outcome))
           } catch (thrown) {
             reject(thrown)
           }
@@ -242,10 +243,11 @@ export const remoteDecider: Decider = (context) => {
     now: number,
     mask: number,
     started: number,
+    ticket: number | undefined,
     verdicts: readonly RuleVerdict[],
     outcome: Outcome<T>,
   ): T {
-    breaker?.record(true, now)
+    breaker?.record(ticket as number, true, now)
     emit?.({ type: 'store-latency', ms: monotonic() - started })
     return outcome.ok(key, cost, now, mask, verdicts)
   }
@@ -257,10 +259,11 @@ export const remoteDecider: Decider = (context) => {
     now: number,
     mask: number,
     started: number,
+    ticket: number | undefined,
     error: unknown,
     outcome: Outcome<T>,
   ): T {
-    breaker?.record(false, clock.now())
+    breaker?.record(ticket as number, false, clock.now())
     emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: monotonic() - started })
     return outcome.fail(g, key, cost, now, mask, error)
   }

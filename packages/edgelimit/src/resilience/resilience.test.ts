@@ -7,12 +7,13 @@ import { createLimiter } from '../limiter.js'
 import type { Rule } from '../options.js'
 import { remember } from '../remember.js'
 import { memoryStore } from '../stores/memory.js'
-import type { BoundRules } from '../stores/types.js'
+import type { BoundRules, Store } from '../stores/types.js'
 import { manualClock } from '../testing/index.js'
 import { approximate } from './approximate.js'
 import { createBreaker } from './breaker.js'
 import { createDeadline, withDeadline } from './deadline.js'
 import { cachedDenial, type Denial } from './deny-cache.js'
+import { remoteDecider } from './remote.js'
 import { enforcedFor } from './rollout.js'
 
 afterEach(() => {
@@ -25,28 +26,53 @@ describe('circuit breaker', () => {
     const b = createBreaker({ failureRatio: 0.5, sampleSize: 10, minimumCalls: 4, openMs: 1000 }, (s) =>
       states.push(s),
     )
-    b.record(true, 0)
-    b.record(false, 0)
-    b.record(true, 0)
+    const call = (ok: boolean, now: number) => b.record(b.allow(now), ok, now)
+    call(true, 0)
+    call(false, 0)
+    call(true, 0)
     expect(b.state).toBe('closed') // 1 of 3: under the minimum anyway
-    b.record(false, 10)
+    call(false, 10)
     expect(b.state).toBe('open') // 2 of 4 = 50 %
-    expect(b.allow(500)).toBe(false)
-    expect(b.allow(1010)).toBe(true) // half-open: one probe
-    expect(b.allow(1010)).toBe(false)
-    b.record(false, 1020)
+    expect(b.allow(500)).toBe(0)
+    const probe = b.allow(1010) // half-open: one probe
+    expect(probe).not.toBe(0)
+    expect(b.allow(1010)).toBe(0)
+    b.record(probe, false, 1020)
     expect([b.state, b.reopensAt]).toEqual(['open', 2020])
-    expect(b.allow(2020)).toBe(true)
-    b.record(true, 2030)
+    call(true, 2030)
     expect(b.state).toBe('closed')
     expect(states).toEqual(['open', 'half-open', 'open', 'half-open', 'closed'])
   })
   it('judges a sliding sample: old failures leave it', () => {
     const b = createBreaker({ failureRatio: 0.5, sampleSize: 4, minimumCalls: 4 })
-    for (const ok of [false, true, true, true, true, false, true]) b.record(ok, 0)
+    for (const ok of [false, true, true, true, true, false, true]) b.record(b.allow(0), ok, 0)
     expect(b.state).toBe('closed')
-    b.record(false, 0)
+    b.record(b.allow(0), false, 0)
     expect(b.state).toBe('open') // the last four: true, false, true, false
+  })
+  it('once open, only the probe changes its state: calls admitted before are ignored', () => {
+    const states: string[] = []
+    const b = createBreaker({ failureRatio: 0.5, sampleSize: 10, minimumCalls: 2, openMs: 1000 }, (s) =>
+      states.push(s),
+    )
+    // Five calls admitted while closed, answering later.
+    const [first, second, good, bad, late] = [b.allow(0), b.allow(0), b.allow(0), b.allow(0), b.allow(0)]
+    b.record(first, false, 5)
+    b.record(second, false, 5)
+    expect([b.state, b.reopensAt]).toEqual(['open', 1005])
+    b.record(good, true, 6) // no probe: stays open
+    expect([b.state, b.reopensAt, b.allow(1004)]).toEqual(['open', 1005, 0])
+    const probe = b.allow(1005)
+    expect([b.state, b.allow(1005)]).toEqual(['half-open', 0])
+    b.record(bad, false, 1010) // not the probe: does not reopen (nor let another probe through)
+    expect([b.state, b.allow(1010)]).toEqual(['half-open', 0])
+    b.record(probe, true, 1020)
+    expect(b.state).toBe('closed')
+    // The sample starts afresh: a failure of a call admitted before the open does not count.
+    b.record(late, false, 1030)
+    b.record(b.allow(1030), false, 1030)
+    expect(b.state).toBe('closed') // 1 call: under the minimum
+    expect(states).toEqual(['open', 'half-open', 'closed'])
   })
 })
 
@@ -258,6 +284,68 @@ describe('store errors', () => {
       'half-open',
       'closed',
     ])
+  })
+  it('calls admitted before the breaker opened neither close it nor reopen it: only the probe does', async () => {
+    // A store whose calls answer one by one, when the test says so: ok, or failed.
+    const held: { key: string; answer(ok: boolean): void }[] = []
+    const memory = memoryStore()
+    const store: Store = {
+      name: 'held',
+      decider: remoteDecider,
+      bind(rules) {
+        const bound = memory.bind(rules)
+        return {
+          evaluate: (key, cost, now, options) =>
+            new Promise((resolve, reject) => {
+              held.push({
+                key,
+                answer: (ok) =>
+                  ok ? resolve(bound.evaluate(key, cost, now, options)) : reject(new Error('down')),
+              })
+            }),
+          reset: (key) => bound.reset(key),
+        }
+      },
+    }
+    const clock = manualClock(1_000_000)
+    const events: LimiterEvent[] = []
+    const limiter = createLimiter({
+      rules: [rule('closed')],
+      store,
+      clock,
+      timeout: false,
+      breaker: { minimumCalls: 10, sampleSize: 20, failureRatio: 0.5, openMs: 5000 },
+      onEvent: (e) => events.push(e),
+    })
+    const states = () => events.flatMap((e) => (e.type === 'breaker' ? [e.state] : []))
+    const answer = (key: string, ok: boolean) => held.find((c) => c.key === key)?.answer(ok)
+    // Ten failing calls, one good and one slow, in flight together.
+    const bad = Array.from({ length: 10 }, (_, i) => limiter.limit(`bad${i}`))
+    const good = limiter.limit('good')
+    const slow = limiter.limit('slow')
+    for (let i = 0; i < 10; i++) answer(`bad${i}`, false)
+    await Promise.all(bad)
+    expect(states()).toEqual(['open'])
+    answer('good', true)
+    expect((await good).allowed).toBe(true)
+    // The good answer came from before the open: the breaker stays open for openMs.
+    expect(states()).toEqual(['open'])
+    expect([(await limiter.limit('other')).reason, held.length]).toEqual(['store-unavailable', 12])
+    clock.advance(5000)
+    const probe = limiter.limit('probe')
+    expect([states(), held.length]).toEqual([['open', 'half-open'], 13])
+    answer('slow', false)
+    await slow
+    // Not the probe: the breaker stays half-open, with the probe still out.
+    expect(states()).toEqual(['open', 'half-open'])
+    expect([(await limiter.limit('other')).reason, held.length]).toEqual(['store-unavailable', 13])
+    answer('probe', true)
+    expect((await probe).allowed).toBe(true)
+    expect(states()).toEqual(['open', 'half-open', 'closed'])
+    const next = limiter.limit('other')
+    expect(held.length).toBe(14)
+    answer('other', true)
+    expect((await next).allowed).toBe(true)
   })
 })
 
