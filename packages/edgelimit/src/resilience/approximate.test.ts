@@ -98,3 +98,130 @@ describe('approximate counter eviction', () => {
     expect(left).toEqual(names(20).slice(20 - left.length))
   })
 })
+
+/**
+ * One fixed-window rule of `limit` in a simulated store: a call is decided (and charged) when it
+ * is made, its reply held until `reply()` delivers the oldest one (as a store answers a request
+ * that travelled in an earlier batch).
+ */
+function heldStore(limit: number) {
+  const store = { used: 0, calls: 0 }
+  const held: (() => void)[] = []
+  const state = (allowed: boolean): RuleVerdict => ({
+    allowed,
+    remaining: limit - store.used,
+    resetAfterMs: 60_000,
+    retryAfterMs: allowed ? 0 : 60_000,
+    delayMs: 0,
+    reason: allowed ? undefined : 'limit-exceeded',
+  })
+  const call = (cost: number) => (): Promise<StoreAnswer> => {
+    store.calls++
+    const allowed = store.used + cost <= limit
+    if (allowed) store.used += cost
+    const answer: StoreAnswer = { verdicts: [state(allowed)], source: 'store' }
+    return new Promise((resolve) => held.push(() => resolve(answer)))
+  }
+  const approximate = createApproximate({
+    // A forced charge: the state before it when the rule would have denied it.
+    sync: async (_key, cost) => {
+      const allowed = store.used + cost <= limit
+      const v = state(allowed)
+      store.used += cost
+      return [allowed ? state(true) : v]
+    },
+    rules: 1,
+    intervalMs: 60_000,
+  })
+  /** Delivers the oldest held reply and lets its caller go on. */
+  const reply = async () => {
+    held.shift()?.()
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  const decide = (key: string) => approximate.decide(key, 1, 0, 0, call(1))
+  return { store, held, approximate, decide, reply }
+}
+
+describe("approximate counter: a key's first requests", () => {
+  it("later first requests wait for the first one's answer, which seeds the key once", async () => {
+    const { store, held, approximate, decide, reply } = heldStore(10)
+    const results: Promise<boolean>[] = []
+    const admit = (key: string) => {
+      const allowed = decide(key).then((d) => d.verdicts[0]?.allowed === true)
+      results.push(allowed)
+      return allowed
+    }
+    // Two first requests, the second in a later batch.
+    admit('k')
+    admit('k')
+    // The first answer seeds the key (remaining 9); four more are admitted here, pending.
+    await reply()
+    for (let i = 0; i < 4; i++) await admit('k')
+    // The second one's answer, had it gone to the store, comes now.
+    while (held.length > 0) await reply()
+    for (let i = 0; i < 20; i++) await admit('k')
+    const admitted = (await Promise.all(results)).filter(Boolean).length
+    await approximate.flush(1)
+    expect([admitted, store.used]).toEqual([10, 10])
+  })
+  it('when the first call fails, the requests that waited for it go to the store themselves', async () => {
+    const { approximate } = counter(8)
+    let fail = (_error: Error) => {}
+    const failing = new Promise<StoreAnswer>((_resolve, reject) => {
+      fail = reject
+    })
+    const calls: string[] = []
+    const call = (name: string, answer: () => Promise<StoreAnswer>) => () => {
+      calls.push(name)
+      return answer()
+    }
+    const first = approximate.decide(
+      'k',
+      1,
+      0,
+      0,
+      call('first', () => failing),
+    )
+    const fallback = approximate.decide(
+      'k',
+      1,
+      0,
+      0,
+      call('second', async () => ({ verdicts: [verdict], source: 'fallback' })),
+    )
+    const store = approximate.decide(
+      'k',
+      1,
+      0,
+      0,
+      call('third', async () => ({ verdicts: [verdict], source: 'store' })),
+    )
+    expect(calls).toEqual(['first'])
+    fail(new Error('down'))
+    await expect(first).rejects.toThrow('down')
+    expect((await fallback).source).toBe('fallback')
+    // Each strict, as if there were no counter: they seed nothing, the next first request does.
+    expect((await store).source).toBe('store')
+    expect(calls).toEqual(['first', 'second', 'third'])
+    const next = await approximate.decide(
+      'k',
+      1,
+      0,
+      0,
+      call('fourth', async () => ({ verdicts: [verdict], source: 'store' })),
+    )
+    expect(next.source).toBe('store')
+    expect(
+      (
+        await approximate.decide(
+          'k',
+          1,
+          0,
+          0,
+          call('fifth', () => failing),
+        )
+      ).source,
+    ).toBe('approximate')
+    expect(calls).toEqual(['first', 'second', 'third', 'fourth'])
+  })
+})

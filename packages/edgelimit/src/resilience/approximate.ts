@@ -35,7 +35,9 @@ export interface Approximate {
   /**
    * Decides the group for one request: from local counts (source `approximate`), or, for a key
    * with no synced state yet, by `call` — a strict call that also charges the store and whose
-   * verdicts seed the key (`store`; `fallback` when the store failed).
+   * verdicts seed the key (`store`; `fallback` when the store failed). While a key's first call is
+   * in flight, later requests wait for it and are decided from what it seeded; when it failed, by
+   * their own `call`, which seeds nothing.
    */
   decide(
     key: string,
@@ -57,7 +59,8 @@ export interface Approximate {
 
 /**
  * Counts in-process and syncs deltas to the store in batches: a key's first request goes to the
- * store (and learns its remaining quota); after that, requests are decided against
+ * store (and learns its remaining quota; requests that come meanwhile wait for its answer); after
+ * that, requests are decided against
  * `remaining − admitted here since the last sync`, and every `intervalMs` the admitted cost is
  * charged to the store in one forced call whose verdict refreshes `remaining`, counting every
  * process's admissions. Over-admission is bounded by what the other processes admit within one
@@ -172,13 +175,31 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     })
   }
 
+  // Per key, its first call while in flight: the only one whose verdicts seed the key.
+  const seeding = new Map<string, Promise<StoreAnswer>>()
+
   return {
     async decide(key, cost, now, shadow, call) {
-      const verdicts = counted(key, cost, now, shadow)
+      let verdicts = counted(key, cost, now, shadow)
+      const first = verdicts === undefined ? seeding.get(key) : undefined
+      if (first !== undefined) {
+        // A second store call would seed a state without the admissions counted here after the
+        // first answer: wait for that answer and decide here (its seed runs first).
+        await first.catch(() => undefined)
+        verdicts = counted(key, cost, now, shadow)
+      }
       if (verdicts !== undefined) return { verdicts, source: 'approximate' }
-      const answer = await call()
-      if (answer.source === 'store') seed(key, answer.verdicts, now)
-      return answer
+      // The first call failed: each waiting request goes to the store itself, as a strict call.
+      if (first !== undefined) return call()
+      const run = call()
+      seeding.set(key, run)
+      try {
+        const answer = await run
+        if (answer.source === 'store') seed(key, answer.verdicts, now)
+        return answer
+      } finally {
+        seeding.delete(key)
+      }
     },
     async flush(now) {
       const work: Promise<boolean>[] = []

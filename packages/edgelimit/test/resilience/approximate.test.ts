@@ -1,6 +1,7 @@
 /**
  * Approximate consistency on a real redis-server (test/support/redis-client.ts), driven by a
- * manual clock: `limiter.reset` and the counter's eviction of keys (with room for 10 keys instead
+ * manual clock: `limiter.reset`, a key's first requests in flight together (their replies held by
+ * a gate in front of the client) and the counter's eviction of keys (with room for 10 keys instead
  * of 100,000, through the same `create` that `approximate` holds).
  */
 import { describe, expect, it } from 'vitest'
@@ -20,6 +21,36 @@ async function stored(key: string): Promise<number> {
   return value === null ? 0 : Number(value.split(':')[1])
 }
 
+/**
+ * The fixture's client, its script replies held while `hold` is set (a batch still travelling)
+ * until `release()` delivers the oldest one.
+ */
+function gated() {
+  const redis = fixture.client as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
+  const held: (() => Promise<void>)[] = []
+  const gate = {
+    hold: false,
+    held: () => held.length,
+    /** Delivers the oldest held reply, and lets what waited for it go on. */
+    async release() {
+      await held.shift()?.()
+      await new Promise((resolve) => setImmediate(resolve))
+    },
+    client: {} as Record<string, (...args: unknown[]) => Promise<unknown>>,
+  }
+  const through =
+    (name: string) =>
+    (...args: unknown[]): Promise<unknown> => {
+      const reply = (redis[name] as (...a: unknown[]) => Promise<unknown>).apply(fixture.client, args)
+      if (!gate.hold) return reply
+      return new Promise((resolve, reject) => {
+        held.push(() => reply.then(resolve, reject))
+      })
+    }
+  gate.client = { evalsha: through('evalsha'), eval: through('eval'), del: through('del') }
+  return gate
+}
+
 /** One fixed-window rule (per hour) counted in process and synced to the fixture's Redis. */
 function onRedis(o: {
   prefix: string
@@ -27,6 +58,7 @@ function onRedis(o: {
   consistency: ApproximateConsistency
   syncInterval: Duration
   clock?: ReturnType<typeof manualClock>
+  client?: unknown
 }) {
   return createLimiter({
     rules: [
@@ -37,7 +69,7 @@ function onRedis(o: {
         syncInterval: o.syncInterval,
       },
     ],
-    store: redisStore({ client: fixture.client, prefix: o.prefix, clock: 'client' }),
+    store: redisStore({ client: o.client ?? fixture.client, prefix: o.prefix, clock: 'client' }),
     clock: o.clock ?? manualClock(T0),
     timeout: false,
     breaker: false,
@@ -60,6 +92,41 @@ describe('approximate consistency on Redis', () => {
     expect(await four()).toEqual([true, true, true, false])
     await limiter.flush()
     expect(await stored('ar:api:{k}')).toBe(3)
+  })
+
+  it('first requests in flight together: the first answer seeds the key, the others are counted here', async () => {
+    const gate = gated()
+    const limiter = onRedis({
+      prefix: 'af',
+      limit: 10,
+      consistency: approximate,
+      syncInterval: '1s',
+      client: gate.client,
+    })
+    // The script is loaded before replies are held.
+    await limiter.limit('warm')
+    const results: Promise<boolean>[] = []
+    const admit = () => {
+      const allowed = limiter.limit('k').then((d) => d.allowed)
+      results.push(allowed)
+      return allowed
+    }
+    gate.hold = true
+    admit()
+    await new Promise((resolve) => setImmediate(resolve))
+    // Another first request while the first one's batch travels.
+    admit()
+    await new Promise((resolve) => setImmediate(resolve))
+    // The first reply seeds the key (remaining 9); four more are admitted here, pending.
+    await gate.release()
+    for (let i = 0; i < 4; i++) await admit()
+    // The other first request's reply, had it gone to Redis in a later batch, comes now.
+    while (gate.held() > 0) await gate.release()
+    gate.hold = false
+    for (let i = 0; i < 20; i++) await admit()
+    const admitted = (await Promise.all(results)).filter(Boolean).length
+    await limiter.flush()
+    expect([admitted, await stored('af:api:{k}')]).toEqual([10, 10])
   })
 
   it('a key evicted with admissions not synced yet has them charged to the store, not dropped', async () => {
