@@ -133,9 +133,9 @@ function heldStore(limit: number) {
     rules: 1,
     intervalMs: 60_000,
   })
-  /** Delivers the oldest held reply and lets its caller go on. */
-  const reply = async () => {
-    held.shift()?.()
+  /** Delivers the oldest held reply (the newest with `newest`) and lets its caller go on. */
+  const reply = async (newest = false) => {
+    ;(newest ? held.pop() : held.shift())?.()
     await new Promise((resolve) => setImmediate(resolve))
   }
   const decide = (key: string) => approximate.decide(key, 1, 0, 0, call(1))
@@ -223,5 +223,37 @@ describe("approximate counter: a key's first requests", () => {
       ).source,
     ).toBe('approximate')
     expect(calls).toEqual(['first', 'second', 'third', 'fourth'])
+  })
+  it('reset(key) while its first call is in flight: that answer (the state before the reset) seeds nothing', async () => {
+    const { store, held, approximate, decide, reply } = heldStore(5)
+    store.used = 5
+    const first = decide('k')
+    approximate.reset('k')
+    store.used = 0
+    await reply()
+    expect((await first).verdicts[0]?.allowed).toBe(false)
+    const allowed: boolean[] = []
+    for (let i = 0; i < 6; i++) {
+      const d = decide('k')
+      while (held.length > 0) await reply()
+      allowed.push((await d).verdicts[0]?.allowed === true)
+    }
+    expect(allowed).toEqual([true, true, true, true, true, false])
+  })
+
+  it('a first call after the reset seeds the key; the one from before it, answering later, does not', async () => {
+    const { store, approximate, decide, reply } = heldStore(5)
+    store.used = 5
+    const before = decide('k')
+    approximate.reset('k')
+    store.used = 0
+    const after = decide('k')
+    // The call from after the reset answers first (remaining 4), then the one from before it.
+    await reply(true)
+    await reply(true)
+    expect([(await before).verdicts[0]?.allowed, (await after).verdicts[0]?.allowed]).toEqual([false, true])
+    const allowed: boolean[] = []
+    for (let i = 0; i < 5; i++) allowed.push((await decide('k')).verdicts[0]?.allowed === true)
+    expect(allowed).toEqual([true, true, true, true, false])
   })
 })

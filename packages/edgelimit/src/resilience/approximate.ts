@@ -51,7 +51,10 @@ export interface Approximate {
    * some could not be sent, which stay pending for the next sync.
    */
   flush(now: number): Promise<void>
-  /** Forgets a key's counts, pending ones too (`limiter.reset`: the store's state goes with them). */
+  /**
+   * Forgets a key's counts, pending ones too (`limiter.reset`: the store's state goes with them),
+   * and its first call in flight, whose answer then seeds nothing.
+   */
   reset(key: string): void
   /** Store calls made for syncs. */
   readonly syncs: number
@@ -175,7 +178,8 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     })
   }
 
-  // Per key, its first call while in flight: the only one whose verdicts seed the key.
+  // Per key, its first call while in flight: the only one whose verdicts seed the key, unless
+  // `reset` forgot it meanwhile (its answer is the state from before the reset).
   const seeding = new Map<string, Promise<StoreAnswer>>()
 
   return {
@@ -195,10 +199,10 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       seeding.set(key, run)
       try {
         const answer = await run
-        if (answer.source === 'store') seed(key, answer.verdicts, now)
+        if (answer.source === 'store' && seeding.get(key) === run) seed(key, answer.verdicts, now)
         return answer
       } finally {
-        seeding.delete(key)
+        if (seeding.get(key) === run) seeding.delete(key)
       }
     },
     async flush(now) {
@@ -217,6 +221,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     },
     reset(key) {
       entries.delete(key)
+      seeding.delete(key)
     },
     get syncs() {
       return syncs

@@ -129,6 +129,40 @@ describe('approximate consistency on Redis', () => {
     expect([admitted, await stored('af:api:{k}')]).toEqual([10, 10])
   })
 
+  it("limiter.reset(key) while the key's first request is in flight: that answer seeds nothing", async () => {
+    const gate = gated()
+    const limiter = onRedis({
+      prefix: 'ai',
+      limit: 5,
+      consistency: approximate,
+      syncInterval: '1s',
+      client: gate.client,
+    })
+    const strict = createLimiter({
+      rules: [{ name: 'api', algorithm: fixedWindow({ limit: 5, window: '1h' }) }],
+      store: redisStore({ client: fixture.client, prefix: 'ai', clock: 'client' }),
+      clock: manualClock(T0),
+      timeout: false,
+      breaker: false,
+    })
+    await limiter.limit('warm')
+    // Spent by another process.
+    for (let i = 0; i < 5; i++) await strict.limit('k')
+    gate.hold = true
+    const first = limiter.limit('k')
+    await new Promise((resolve) => setImmediate(resolve))
+    // The store's reset waits for the batch in flight, whose reply is the state before it.
+    const reset = limiter.reset('k')
+    while (gate.held() > 0) await gate.release()
+    gate.hold = false
+    await reset
+    expect((await first).allowed).toBe(false)
+    expect(await fixture.client.exists('ai:api:{k}')).toBe(0)
+    const allowed: boolean[] = []
+    for (let i = 0; i < 6; i++) allowed.push((await limiter.limit('k')).allowed)
+    expect(allowed).toEqual([true, true, true, true, true, false])
+  })
+
   it('a key evicted with admissions not synced yet has them charged to the store, not dropped', async () => {
     const small: ApproximateConsistency = {
       mode: 'approximate',
