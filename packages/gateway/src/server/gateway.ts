@@ -16,8 +16,9 @@ import { decide, decideSync, type Verdict } from '../policy/decide.js'
 import { canonicalTarget } from '../policy/path.js'
 import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
 import { openStore, type StoreHandle } from '../policy/store.js'
-import { type ForwardSink, openUpstream, type Upstream } from '../proxy/forward.js'
+import { openUpstream, type Upstream } from '../proxy/forward.js'
 import { answerClientError, endWithProblem, sendProblem } from '../proxy/problem.js'
+import { isWebSocket, replayAsRequest, type TunnelSink, upgradeResponse } from '../proxy/tunnel.js'
 import { type AdminServer, startAdmin } from './admin.js'
 import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
 import { createMetrics, type Metrics } from './metrics.js'
@@ -232,16 +233,23 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
   }
 
-  /** One request through the gateway: decided, then answered or forwarded; counted once ended. */
-  class Handling implements ForwardSink {
+  /**
+   * One request through the gateway: decided, then answered or forwarded (a WebSocket upgrade:
+   * tunnelled); counted once answered.
+   */
+  class Handling implements TunnelSink {
     private settled = false
     private readonly gen = current
     private readonly started = performance.now()
-    /** `continues`: the client sent `Expect: 100-continue` and waits for the rules' word to send its body. */
+    /**
+     * `continues`: the client sent `Expect: 100-continue` and waits for the rules' word to send its
+     * body. `upgrade`: a WebSocket handshake, its socket and the bytes read past its head.
+     */
     constructor(
       private readonly req: IncomingMessage,
       private readonly res: ServerResponse,
       private readonly continues = false,
+      private readonly upgrade?: { readonly socket: Duplex; readonly head: Buffer },
     ) {
       this.gen.inFlight++
       inFlight++
@@ -292,6 +300,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       if (draining && inFlight === 0) drained?.()
     }
 
+    opened(socket: Duplex): void {
+      metrics.tunnels++
+      socket.once('close', () => metrics.tunnels--)
+    }
+
     // While a request waits (a remote store, a shaping delay), its client may leave.
     private watchAbort(): void {
       this.res.once('close', () => this.done(499, 'aborted'))
@@ -314,7 +327,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       // Only an admitted request is invited to send its body; any other answer (a 429) goes out
       // with `Connection: close` (Node's rule for an expectation not met), its body never read.
       if (this.continues) res.writeContinue()
-      gen.upstream.forward(req, res, verdict.headers, this, gen.policy.trustsPeer(req.socket.remoteAddress))
+      const trusted = gen.policy.trustsPeer(req.socket.remoteAddress)
+      const upgrade = this.upgrade
+      if (upgrade === undefined) gen.upstream.forward(req, res, verdict.headers, this, trusted)
+      else gen.upstream.tunnel(req, res, upgrade.socket, upgrade.head, verdict.headers, this, trusted)
     }
 
     private proceed(request: RequestInfo, verdict: Verdict): void {
@@ -343,27 +359,58 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
   }
 
-  // Host is checked in `run`, so that a request without one gets a problem like other 400s.
-  const server: Server = createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, (req, res) =>
-    new Handling(req, res).run(),
-  )
-  server.on('clientError', answerClientError)
-  // Without this listener Node answers `100 Continue` itself, before any rule has decided.
-  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) =>
-    new Handling(req, res, true).run(),
-  )
-  // A reverse proxy opens no tunnels: CONNECT is answered (Node would close without a word) and counted.
-  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
-    socket.on('error', () => socket.destroy()) // Node's own listener is gone once it hands the socket over
-    metrics.response(405, 'none', 0)
-    endWithProblem(
-      socket,
-      405,
-      'The gateway does not open tunnels (CONNECT); it forwards requests to its upstream.',
+  /** An HTTP server that hands its requests to `Handling`. */
+  function httpServer(): Server {
+    // Host is checked in `run`, so that a request without one gets a problem like other 400s.
+    const s = createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, (req, res) =>
+      new Handling(req, res).run(),
     )
+    s.on('clientError', answerClientError)
+    // Without this listener Node answers `100 Continue` itself, before any rule has decided.
+    s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => new Handling(req, res, true).run())
+    // A reverse proxy opens no CONNECT tunnels: answered (Node would close without a word) and counted.
+    s.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+      socket.on('error', () => socket.destroy()) // Node's own listener is gone once it hands the socket over
+      metrics.response(405, 'none', 0)
+      endWithProblem(
+        socket,
+        405,
+        'The gateway does not open tunnels (CONNECT); it forwards requests to its upstream.',
+      )
+    })
+    s.headersTimeout = 66_000
+    return s
+  }
+  const server = httpServer()
+  // With an 'upgrade' listener Node hands over every request with `Connection: upgrade`: the
+  // other upgrades (h2c, …) are read again by `plain`, which has none, as the ordinary requests
+  // they were without it. It listens nowhere: 'listening' starts Node's checks of its connections
+  // (headers and request timeouts, closeIdleConnections).
+  const plain = httpServer()
+  plain.emit('listening')
+  // Every WebSocket handshake's socket, from its upgrade to its close (tunnels included): Node's
+  // closeAllConnections no longer knows them.
+  const upgrades = new Set<Duplex>()
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (!isWebSocket(req)) {
+      replayAsRequest(plain, req, socket, head)
+      return
+    }
+    socket.on('error', () => socket.destroy()) // as for CONNECT
+    upgrades.add(socket)
+    socket.once('close', () => upgrades.delete(socket))
+    const res = upgradeResponse(req, socket)
+    if (!draining) new Handling(req, res, false, { socket, head }).run()
+    else {
+      // A tunnel opened now would be closed in a moment: the client is told to go elsewhere.
+      sendProblem(res, 503, req.url ?? '/', 'The gateway is shutting down; connect again.')
+      metrics.response(503, 'none', 0)
+    }
   })
-  server.headersTimeout = 66_000
-  opened.push(() => new Promise((r) => server.close(r)))
+  opened.push(() => {
+    plain.close()
+    return new Promise((r) => server.close(r))
+  })
   await starting(() => listen(server, options.port ?? 8080, options.host ?? '127.0.0.1'))
 
   // The digest of the text the last reload read: a watch-triggered reload acts only on a new one.
@@ -535,9 +582,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     draining = true
     const started = performance.now()
     const drainTimeoutMs = options.drainTimeoutMs ?? 30_000
-    log.info({ inFlight }, 'draining')
+    log.info({ inFlight, tunnels: metrics.tunnels }, 'draining')
     const stopped = new Promise<void>((r) => server.close(() => r()))
     server.closeIdleConnections()
+    plain.closeIdleConnections()
     if (inFlight > 0) {
       const finished = await within(
         new Promise<void>((r) => {
@@ -548,7 +596,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       if (!finished) log.warn({ inFlight }, 'drain timeout: closing connections with requests in flight')
     }
     server.closeAllConnections()
+    plain.closeAllConnections()
+    // WebSocket tunnels end with the drain: each side's connection closes (the client's socket
+    // takes the upstream's with it).
+    for (const socket of upgrades) socket.destroy()
     await stopped
+    plain.close()
     unwatch()
     // A store that hangs must not hold the exit: the final flush and the closes get what is left of
     // the drain timeout (at least FINAL_FLUSH_MS); counts not sent by then are logged, not waited for.

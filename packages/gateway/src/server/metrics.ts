@@ -22,6 +22,8 @@ export interface Metrics {
   reload(result: 'success' | 'failure'): void
   /** Requests being handled (read when /metrics is scraped). */
   inFlight: number
+  /** WebSocket tunnels open (read when /metrics is scraped). */
+  tunnels: number
   readonly generation: Gauge
   /** The same decisions and store events, per second, for the live dashboard (`/dashboard`). */
   readonly dashboard: DashboardData
@@ -102,7 +104,7 @@ function requestDuration(registers: Registry[]) {
  * `edgelimit_breaker_state{rule,tier}` (0 closed, 1 half-open, 2 open),
  * `edgelimit_upstream_responses_total{code}`, `edgelimit_responses_total{code}`,
  * `edgelimit_request_duration_seconds`, `edgelimit_shaping_delay_seconds{rule}`,
- * `edgelimit_in_flight_requests`,
+ * `edgelimit_in_flight_requests`, `edgelimit_websocket_tunnels`,
  * `edgelimit_config_reloads_total{result}`, `edgelimit_config_generation`, plus the process
  * metrics of prom-client.
  *
@@ -113,7 +115,7 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
   const registry = new Registry()
   collectDefaultMetrics({ register: registry, prefix: 'edgelimit_' })
   const registers = [registry]
-  const state = { inFlight: 0 }
+  const state = { inFlight: 0, tunnels: 0 }
   // Counters fed per request are tallied in plain numbers (see `tallies`).
   const decisions = tallies(
     new Counter({
@@ -197,6 +199,14 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
       this.set(state.inFlight)
     },
   })
+  new Gauge({
+    name: 'edgelimit_websocket_tunnels',
+    help: 'WebSocket tunnels open (upgrades the upstream accepted, until either side closes)',
+    registers,
+    collect() {
+      this.set(state.tunnels)
+    },
+  })
   const generation = new Gauge({
     name: 'edgelimit_config_generation',
     help: 'Generation of the policy in force (1 at start, +1 per successful reload)',
@@ -226,6 +236,12 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     },
     set inFlight(n: number) {
       state.inFlight = n
+    },
+    get tunnels() {
+      return state.tunnels
+    },
+    set tunnels(n: number) {
+      state.tunnels = n
     },
     decision(rule, tier, outcome, key) {
       dashboard.decision(rule, tier, outcome, key)

@@ -1,0 +1,116 @@
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http'
+
+// Which headers cross the gateway, each way: hop-by-hop ones end here, client claims need trust.
+
+// RFC 9110 §7.6.1: meaningful only for one connection. `expect` is answered by this server.
+const HOP_BY_HOP = new Set([
+  'connection',
+  'proxy-connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'expect',
+])
+/**
+ * What a client says about itself to the upstream, believed only from a trusted proxy: the
+ * `X-Forwarded-*` family (by prefix) and these. From anyone else they are dropped and the
+ * gateway sets its own, so that `X-Forwarded-Host: evil.example` cannot poison password-reset
+ * links and `X-Real-IP` cannot name another client. Their spellings with `_` for `-` are dropped
+ * from everyone (see `isClaim`).
+ */
+const CLIENT_CLAIMS = new Set([
+  'forwarded',
+  'x-real-ip',
+  'x-client-ip',
+  'x-cluster-client-ip',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'fastly-client-ip',
+])
+/** Whether a lower-case header name is one of the client claims above. */
+function isClaim(lower: string): boolean {
+  return CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-')
+}
+// RFC 9112 §4: a reason phrase relayed as is only when made of tab, space and visible ASCII.
+export const REASON = /^[\t\x20-\x7e]*$/
+
+/** Names listed in a Connection header, which are hop-by-hop too. */
+function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined || value === 'keep-alive' || value === 'close') return undefined
+  const text = Array.isArray(value) ? value.join(',') : value
+  const tokens = text
+    .split(',')
+    .map((t) => t.trim().toLowerCase())
+    .filter((t) => t !== '' && t !== 'close' && t !== 'keep-alive')
+  return tokens.length === 0 ? undefined : new Set(tokens)
+}
+
+/** The client's socket address as text; IPv4-mapped IPv6 shown as IPv4. */
+function peerOf(req: IncomingMessage): string {
+  const peer = req.socket.remoteAddress ?? 'unknown'
+  return peer.startsWith('::ffff:') && peer.includes('.') ? peer.slice(7) : peer
+}
+
+/**
+ * The request's header lines for the upstream: hop-by-hop and `Proxy` removed, X-Forwarded-*
+ * added; with `upgrade` (a tunnel's protocol), `Connection: Upgrade` and that `Upgrade` put back.
+ */
+export function requestHeaders(
+  req: IncomingMessage,
+  preserveHost: boolean,
+  trusted: boolean,
+  upgrade?: string,
+): string[] {
+  const raw = req.rawHeaders
+  const listed = connectionTokens(req.headers.connection)
+  const out: string[] = []
+  let forwardedFor: string | undefined
+  let forwardedHost = false
+  let forwardedProto = false
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string
+    const value = raw[i + 1] as string
+    const lower = name.toLowerCase()
+    if (HOP_BY_HOP.has(lower) || listed?.has(lower)) continue
+    // httpoxy (https://httpoxy.org): a CGI-style upstream would read it as HTTP_PROXY.
+    if (lower === 'proxy') continue
+    if (lower === 'host' && !preserveHost) continue
+    if (!trusted && isClaim(lower)) continue
+    // CGI, WSGI and Rack read `X_Forwarded_For` as HTTP_X_FORWARDED_FOR, the same variable as
+    // X-Forwarded-For (cf. Puma CVE-2024-45614): no proxy sends that spelling, so it is dropped
+    // even from a trusted one. Other names with `_` pass (nginx would drop them all by default).
+    if (lower.includes('_') && isClaim(lower.replaceAll('_', '-'))) continue
+    if (lower === 'x-forwarded-for') {
+      forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
+      continue
+    }
+    if (lower === 'x-forwarded-host') forwardedHost = true
+    else if (lower === 'x-forwarded-proto') forwardedProto = true
+    out.push(name, value)
+  }
+  const peer = peerOf(req)
+  out.push('x-forwarded-for', forwardedFor === undefined ? peer : `${forwardedFor}, ${peer}`)
+  if (!forwardedHost && req.headers.host !== undefined) out.push('x-forwarded-host', req.headers.host)
+  if (!forwardedProto) out.push('x-forwarded-proto', 'http')
+  if (upgrade !== undefined) out.push('connection', 'Upgrade', 'upgrade', upgrade)
+  return out
+}
+
+/** The upstream's response headers for the client: hop-by-hop removed, rate-limit fields added. */
+export function responseHeaders(
+  headers: IncomingHttpHeaders,
+  extra: readonly (readonly [string, string])[],
+): OutgoingHttpHeaders {
+  const listed = connectionTokens(headers.connection)
+  const out: OutgoingHttpHeaders = {}
+  for (const name in headers) {
+    if (HOP_BY_HOP.has(name) || listed?.has(name)) continue
+    out[name] = headers[name]
+  }
+  for (const [name, value] of extra) out[name.toLowerCase()] = value
+  return out
+}

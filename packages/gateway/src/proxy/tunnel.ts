@@ -1,0 +1,215 @@
+import {
+  type ClientRequest,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type Server,
+  ServerResponse,
+} from 'node:http'
+import { request as httpsRequest } from 'node:https'
+import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
+import type { UpstreamConfig } from '../config/types.js'
+import type { ForwardSink } from './forward.js'
+import { REASON, requestHeaders, responseHeaders } from './headers.js'
+import { sendProblem } from './problem.js'
+
+/** A forwarded upgrade's sink: `done` once the handshake is answered, then `opened` on a 101. */
+export interface TunnelSink extends ForwardSink {
+  /** The upstream switched protocols and the bytes now flow both ways until `socket` closes. */
+  opened(socket: Duplex): void
+}
+
+/** The request Node handed over on 'upgrade', its socket and the bytes read past its head. */
+export interface UpgradeRequest {
+  readonly req: IncomingMessage
+  /** Answers on `socket` (see `upgradeResponse`) until the upstream switches protocols. */
+  readonly res: ServerResponse
+  readonly socket: Duplex
+  readonly head: Buffer
+}
+
+/**
+ * Whether an upgrade request asks for a WebSocket (RFC 6455 §4.1: a `GET` whose `Upgrade`
+ * lists `websocket`). Node hands over any request with `Connection: upgrade` and an `Upgrade`.
+ *
+ * @example if (!isWebSocket(req)) replayAsRequest(plain, req, socket, head)
+ */
+export function isWebSocket(req: IncomingMessage): boolean {
+  const upgrade = req.headers.upgrade
+  return (
+    req.method === 'GET' &&
+    upgrade !== undefined &&
+    upgrade.split(',').some((token) => token.trim().toLowerCase() === 'websocket')
+  )
+}
+
+/**
+ * A `ServerResponse` on an upgrade request's bare socket, so that what answers ordinary requests
+ * (a 429, a problem, a relayed response) answers it too: with `Connection: close`, and the
+ * connection closed once the answer is sent.
+ *
+ * @example const res = upgradeResponse(req, socket); sendProblem(res, 503, '/ws', 'Draining.')
+ */
+export function upgradeResponse(req: IncomingMessage, socket: Duplex): ServerResponse {
+  const res = new ServerResponse(req)
+  res.shouldKeepAlive = false
+  res.assignSocket(socket as Socket)
+  // What Node's server does once a `Connection: close` answer has gone out.
+  res.once('finish', () => (socket as Socket).destroySoon())
+  return res
+}
+
+/**
+ * Hands an upgrade request that is no WebSocket (`h2c`, …) to `server`, an HTTP server without
+ * an 'upgrade' listener, which reads it again from its head as an ordinary request (Node then
+ * leaves `Upgrade` to the handler, which strips it as hop-by-hop), and keeps the connection.
+ *
+ * @example server.on('upgrade', (req, socket, head) => replayAsRequest(plain, req, socket, head))
+ */
+export function replayAsRequest(server: Server, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  let text = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`
+  const raw = req.rawHeaders
+  for (let i = 0; i < raw.length; i += 2) text += `${raw[i]}: ${raw[i + 1]}\r\n`
+  // Node read the head as latin1 (its header values may hold obs-text bytes): written back alike.
+  socket.unshift(Buffer.concat([Buffer.from(`${text}\r\n`, 'latin1'), head]))
+  server.emit('connection', socket)
+}
+
+/**
+ * Sends a WebSocket handshake on to the upstream, on a connection of its own (the pool's are
+ * HTTP's), with the headers an ordinary request gets plus `Connection: Upgrade` and
+ * `Upgrade: websocket`. A `101` is relayed with `extra` (the rate-limit fields), then the bytes
+ * are piped both ways, each side ended or destroyed with the other; any other answer is relayed
+ * and the connection closed; an upstream that cannot be reached or is too slow gets 502/504.
+ *
+ * @example openTunnel({ url, base: '', config }, { req, res, socket, head }, headers, sink, false)
+ */
+export function openTunnel(
+  upstream: { readonly url: URL; readonly base: string; readonly config: UpstreamConfig },
+  upgrade: UpgradeRequest,
+  extra: readonly (readonly [string, string])[],
+  sink: TunnelSink,
+  trusted: boolean,
+): void {
+  const { url, base, config } = upstream
+  const { req, res, socket, head } = upgrade
+  const headers = requestHeaders(req, config.preserveHost, trusted, 'websocket')
+  if (!config.preserveHost) headers.push('host', url.host)
+  const tls = url.protocol === 'https:'
+  const request: ClientRequest = (tls ? httpsRequest : httpRequest)({
+    host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: url.port === '' ? (tls ? 443 : 80) : Number(url.port),
+    path: base + (req.url ?? '/'),
+    method: 'GET',
+    headers,
+    agent: false,
+  })
+  const timeout = (code: string, ms: number) =>
+    setTimeout(() => request.destroy(Object.assign(new Error(`no answer within ${ms} ms`), { code })), ms)
+  // undici's timeouts for ordinary requests: until connected, then until the response head.
+  let timer = timeout('UND_ERR_CONNECT_TIMEOUT', config.connectTimeoutMs)
+  let settled = false
+  const settle = (status: number | 'aborted', up: number | 'error' | 'aborted', error?: Error) => {
+    if (settled) return
+    settled = true
+    clearTimeout(timer)
+    socket.off('close', clientGone)
+    sink.done(status, up, error)
+  }
+  request.once('socket', (s: Socket) => {
+    s.once(tls ? 'secureConnect' : 'connect', () => {
+      clearTimeout(timer)
+      if (!settled) timer = timeout('UND_ERR_HEADERS_TIMEOUT', config.timeoutMs)
+    })
+  })
+  const clientGone = () => {
+    request.destroy()
+    settle(499, 'aborted')
+  }
+  socket.once('close', clientGone)
+
+  request.on('error', (error: Error & { code?: string }) => {
+    if (settled) return
+    if (res.headersSent) {
+      socket.destroy()
+      settle('aborted', 'error', error)
+      return
+    }
+    const timedOut = error.code === 'UND_ERR_CONNECT_TIMEOUT' || error.code === 'UND_ERR_HEADERS_TIMEOUT'
+    const status = timedOut ? 504 : 502
+    const reason = error.code ?? error.message
+    sendProblem(
+      res,
+      status,
+      req.url ?? '/',
+      timedOut
+        ? `The upstream did not answer in time (${reason}).`
+        : `The upstream could not be reached (${reason}).`,
+      extra,
+    )
+    settle(status, 'error', error)
+  })
+
+  // Any answer but a 101: relayed as an ordinary one, then the connection closes.
+  request.on('response', (answer: IncomingMessage) => {
+    clearTimeout(timer)
+    const status = answer.statusCode ?? 502
+    const out = responseHeaders(answer.headers, extra)
+    if (answer.statusMessage && REASON.test(answer.statusMessage))
+      res.writeHead(status, answer.statusMessage, out)
+    else res.writeHead(status, out)
+    // Cut off mid-body: the client's answer is cut off too.
+    answer.once('close', () => {
+      if (answer.complete) return
+      socket.destroy()
+      settle('aborted', 'error')
+    })
+    res.once('finish', () => settle(status, status))
+    answer.pipe(res)
+  })
+
+  request.on('upgrade', (answer: IncomingMessage, upSocket: Duplex, upHead: Buffer) => {
+    clearTimeout(timer)
+    upSocket.on('error', () => upSocket.destroy())
+    if (settled || socket.destroyed) {
+      upSocket.destroy()
+      return
+    }
+    const out: OutgoingHttpHeaders = responseHeaders(answer.headers, extra)
+    const phrase =
+      answer.statusMessage && REASON.test(answer.statusMessage) ? answer.statusMessage : 'Switching Protocols'
+    let text = `HTTP/1.1 101 ${phrase}\r\n`
+    for (const [name, value] of Object.entries(out)) {
+      for (const v of Array.isArray(value) ? value : [value]) text += `${name}: ${v}\r\n`
+    }
+    text += `connection: Upgrade\r\nupgrade: ${answer.headers.upgrade ?? 'websocket'}\r\n\r\n`
+    // The socket is the tunnel's from here on: no response writes on it any more.
+    res.detachSocket(socket as Socket)
+    socket.write(text, 'latin1')
+    if (upHead.length > 0) socket.write(upHead)
+    if (head.length > 0) upSocket.write(head)
+    settle(101, 101)
+    pipe(socket, upSocket)
+    sink.opened(socket)
+  })
+  request.end()
+}
+
+/**
+ * Pipes two sockets into each other: the end of one ends the other (a WebSocket's closing
+ * handshake then closes both), and an error or close of one destroys the other.
+ */
+function pipe(a: Duplex, b: Duplex): void {
+  const destroyBoth = () => {
+    a.destroy()
+    b.destroy()
+  }
+  for (const s of [a, b]) {
+    s.on('error', destroyBoth)
+    s.once('close', destroyBoth)
+    ;(s as Partial<Socket>).setNoDelay?.(true)
+  }
+  a.pipe(b)
+  b.pipe(a)
+}

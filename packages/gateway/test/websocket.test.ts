@@ -1,0 +1,446 @@
+// WebSocket upgrades through the gateway, with the real `ws` on both ends: decided by the rules
+// before anything reaches the upstream, then tunnelled byte for byte; other upgrades (h2c) stay
+// ordinary requests.
+import { writeFileSync } from 'node:fs'
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http'
+import { type AddressInfo, connect, createServer as createNetServer } from 'node:net'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { WebSocket, WebSocketServer } from 'ws'
+import { type InProcess, startInProcess } from './support/gateway.js'
+
+/**
+ * An upstream that echoes WebSocket messages (`echo: <text>`, after a `hello` of its own), and
+ * answers `/refuse` handshakes with a 403 and plain requests with JSON of what it got.
+ */
+interface Upstream {
+  readonly url: string
+  /** The handshakes that reached it (their headers), refused ones included. */
+  readonly upgrades: IncomingHttpHeaders[]
+  readonly requests: { method: string; url: string; headers: IncomingHttpHeaders; body: string }[]
+  readonly sockets: Set<WebSocket>
+  /** Resolves with the next server-side WebSocket's close code. */
+  readonly server: Server
+  close(): Promise<void>
+}
+
+async function startUpstream(): Promise<Upstream> {
+  const upgrades: IncomingHttpHeaders[] = []
+  const requests: Upstream['requests'] = []
+  const sockets = new Set<WebSocket>()
+  const server = createServer((req, res) => {
+    let body = ''
+    req.setEncoding('utf8')
+    req.on('data', (chunk: string) => {
+      body += chunk
+    })
+    req.on('end', () => {
+      requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body })
+      res.setHeader('content-type', 'application/json')
+      res.end(JSON.stringify({ url: req.url, upgrade: req.headers.upgrade ?? null, body }))
+    })
+  })
+  const wss = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (protocols) => [...protocols][0] ?? false,
+  })
+  server.on('upgrade', (req: IncomingMessage, socket, head) => {
+    upgrades.push(req.headers)
+    if (req.url === '/refuse') {
+      socket.end('HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: 7\r\n\r\nno way\n')
+      return
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      sockets.add(ws)
+      ws.on('close', () => sockets.delete(ws))
+      ws.send('hello')
+      ws.on('message', (data, binary) => ws.send(binary ? data : `echo: ${data.toString()}`, { binary }))
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    upgrades,
+    requests,
+    sockets,
+    server,
+    async close() {
+      for (const ws of sockets) ws.terminate()
+      wss.close()
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    },
+  }
+}
+
+/** A client that has had its handshake answered: the socket, and the messages it has received. */
+interface Client {
+  readonly ws: WebSocket
+  readonly headers: IncomingHttpHeaders
+  readonly messages: string[]
+  next(): Promise<string>
+  closed: Promise<{ code: number }>
+}
+
+/** Opens a WebSocket through the gateway and waits for its 101 (rejects on another answer). */
+function open(
+  url: string,
+  options: { headers?: Record<string, string>; protocol?: string } = {},
+): Promise<Client> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, options.protocol === undefined ? [] : [options.protocol], {
+      headers: options.headers,
+    })
+    const messages: string[] = []
+    const waiting: ((m: string) => void)[] = []
+    ws.on('message', (data) => {
+      const text = data.toString()
+      const w = waiting.shift()
+      if (w) w(text)
+      else messages.push(text)
+    })
+    const closed = new Promise<{ code: number }>((r) => ws.on('close', (code) => r({ code })))
+    ws.on('upgrade', (res: IncomingMessage) => {
+      resolve({
+        ws,
+        headers: res.headers,
+        messages,
+        next: () => {
+          const m = messages.shift()
+          return m === undefined ? new Promise((r) => waiting.push(r)) : Promise.resolve(m)
+        },
+        closed,
+      })
+    })
+    ws.on('unexpected-response', (_req, res: IncomingMessage) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => {
+        body += chunk
+      })
+      res.on('end', () => reject(Object.assign(new Error(`status ${res.statusCode}`), { res, body })))
+    })
+    ws.on('error', reject)
+  })
+}
+
+/** What a refused handshake got: its response and body. */
+async function refused(url: string): Promise<{ res: IncomingMessage; body: string }> {
+  try {
+    const client = await open(url)
+    client.ws.terminate()
+  } catch (error) {
+    return error as { res: IncomingMessage; body: string }
+  }
+  throw new Error('the handshake was accepted')
+}
+
+const metricsOf = async (gw: InProcess) => (await fetch(`${gw.admin}/metrics`)).text()
+
+/** Polls `check` until it holds (at most 3 s). */
+async function until(check: () => boolean | Promise<boolean>): Promise<void> {
+  const deadline = performance.now() + 3000
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error('condition not met within 3 s')
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
+/** TCP sockets of this process, by `process.getActiveResourcesInfo`. */
+const tcpSockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length
+
+let upstream: Upstream
+let gw: InProcess
+
+beforeAll(async () => {
+  upstream = await startUpstream()
+  gw = await startInProcess(
+    `
+
+rules:
+  - name: sockets
+    algorithm: fixed-window
+    limit: 1000
+    window: 1m
+`,
+    { upstream: upstream.url },
+  )
+})
+afterAll(async () => {
+  await gw?.close()
+  await upstream?.close()
+})
+
+describe('an admitted upgrade', () => {
+  test('is tunnelled: messages go both ways, the 101 carries the rate-limit fields, metrics count it', async () => {
+    const client = await open(`${gw.url.replace('http', 'ws')}/chat`)
+    expect(client.headers.ratelimit).toMatch(/^"sockets";r=\d+;t=\d+$/)
+    expect(client.headers['ratelimit-policy']).toBe('"sockets";q=1000;w=60')
+    expect(client.headers.upgrade).toBe('websocket')
+    expect(await client.next()).toBe('hello')
+    client.ws.send('ping')
+    expect(await client.next()).toBe('echo: ping')
+    const big = Buffer.alloc(256 * 1024, 7)
+    client.ws.send(big, { binary: true })
+    await until(() => client.messages.length === 1)
+    expect(client.messages.shift()).toBe(big.toString())
+    let metrics = await metricsOf(gw)
+    expect(metrics).toMatch(/edgelimit_responses_total\{code="101"\} \d+/)
+    expect(metrics).toMatch(/edgelimit_upstream_responses_total\{code="101"\} \d+/)
+    expect(metrics).toContain('edgelimit_websocket_tunnels 1')
+    expect(metrics).toContain('edgelimit_in_flight_requests 0')
+    client.ws.close(1000)
+    expect((await client.closed).code).toBe(1000)
+    await until(async () => (await metricsOf(gw)).includes('edgelimit_websocket_tunnels 0'))
+    metrics = await metricsOf(gw)
+    expect(metrics).toContain('edgelimit_websocket_tunnels 0')
+  })
+
+  test('reaches the upstream with the headers an ordinary request gets, Upgrade and Sec-WebSocket-* kept', async () => {
+    const before = upstream.upgrades.length
+    const client = await open(`${gw.url.replace('http', 'ws')}/chat?room=1`, {
+      protocol: 'chat.v2',
+      headers: { 'x-forwarded-for': '203.0.113.9', 'x-real-ip': '203.0.113.9', 'x-app': 'kept' },
+    })
+    expect(client.ws.protocol).toBe('chat.v2')
+    const seen = upstream.upgrades[before] as IncomingHttpHeaders
+    // An untrusted peer's claims are dropped and the gateway sets its own, as for any request.
+    expect(seen['x-forwarded-for']).toBe('127.0.0.1')
+    expect(seen['x-real-ip']).toBeUndefined()
+    expect(seen['x-forwarded-host']).toBe(`127.0.0.1:${gw.gateway.port}`)
+    expect(seen['x-forwarded-proto']).toBe('http')
+    expect(seen.host).toBe(new URL(upstream.url).host)
+    expect(seen['x-app']).toBe('kept')
+    expect(seen.upgrade).toBe('websocket')
+    expect(seen.connection).toBe('Upgrade')
+    expect(seen['sec-websocket-key']).toMatch(/^[A-Za-z0-9+/]{22}==$/)
+    expect(seen['sec-websocket-version']).toBe('13')
+    expect(seen['sec-websocket-protocol']).toBe('chat.v2')
+    client.ws.close()
+    await client.closed
+  })
+
+  test('a trusted proxy keeps its X-Forwarded-For, with the peer appended', async () => {
+    const trusting = await startInProcess('identity: { trustedProxies: [127.0.0.1/32] }\nrules: []\n', {
+      upstream: upstream.url,
+    })
+    try {
+      const before = upstream.upgrades.length
+      const client = await open(`${trusting.url.replace('http', 'ws')}/chat`, {
+        headers: { 'x-forwarded-for': '203.0.113.9' },
+      })
+      expect(upstream.upgrades[before]?.['x-forwarded-for']).toBe('203.0.113.9, 127.0.0.1')
+      client.ws.close()
+      await client.closed
+    } finally {
+      await trusting.close()
+    }
+  })
+
+  test('closing either side closes the other, and no socket is left open', async () => {
+    const baseline = tcpSockets()
+    const a = await open(`${gw.url.replace('http', 'ws')}/chat`)
+    expect(await a.next()).toBe('hello')
+    await until(() => upstream.sockets.size === 1)
+    const [serverSide] = upstream.sockets
+    const serverClosed = new Promise<number>((r) => serverSide?.on('close', (code) => r(code)))
+    a.ws.close(4001, 'client leaves')
+    expect(await serverClosed).toBe(4001)
+    expect((await a.closed).code).toBe(4001)
+
+    const b = await open(`${gw.url.replace('http', 'ws')}/chat`)
+    expect(await b.next()).toBe('hello')
+    await until(() => upstream.sockets.size === 1)
+    for (const ws of upstream.sockets) ws.close(4002, 'upstream leaves')
+    expect((await b.closed).code).toBe(4002)
+
+    // Abrupt ends too: a client that vanishes takes the upstream's connection with it.
+    const c = await open(`${gw.url.replace('http', 'ws')}/chat`)
+    await until(() => upstream.sockets.size === 1)
+    const [cServer] = upstream.sockets
+    const cClosed = new Promise<number>((r) => cServer?.on('close', (code) => r(code)))
+    c.ws.terminate()
+    expect(await cClosed).toBe(1006)
+    await until(() => tcpSockets() <= baseline && upstream.sockets.size === 0)
+    await until(async () => (await metricsOf(gw)).includes('edgelimit_websocket_tunnels 0'))
+  })
+
+  test('survives a reload: the tunnel started on the old policy stays open', async () => {
+    const own = await startInProcess(
+      'rules: [{ name: a, algorithm: fixed-window, limit: 10, window: 1m }]\n',
+      {
+        upstream: upstream.url,
+      },
+    )
+    try {
+      const client = await open(`${own.url.replace('http', 'ws')}/chat`)
+      expect(await client.next()).toBe('hello')
+      writeFileSync(own.file, 'rules: [{ name: b, algorithm: fixed-window, limit: 1, window: 1m }]\n')
+      expect((await own.gateway.reload()).ok).toBe(true)
+      expect(own.gateway.generation).toBe(2)
+      client.ws.send('after reload')
+      expect(await client.next()).toBe('echo: after reload')
+      client.ws.close()
+      await client.closed
+    } finally {
+      await own.close()
+    }
+  })
+})
+
+describe('an upgrade the rules deny', () => {
+  test('gets the 429 problem with the rate-limit fields and Connection: close; the upstream never sees it', async () => {
+    const limited = await startInProcess(
+      'rules: [{ name: sockets, algorithm: fixed-window, limit: 2, window: 1m }]\n',
+      { upstream: upstream.url },
+    )
+    try {
+      const before = upstream.upgrades.length
+      const first = await open(`${limited.url.replace('http', 'ws')}/chat`)
+      const second = await open(`${limited.url.replace('http', 'ws')}/chat`)
+      const { res, body } = await refused(`${limited.url.replace('http', 'ws')}/chat`)
+      expect(res.statusCode).toBe(429)
+      expect(res.headers['content-type']).toBe('application/problem+json')
+      expect(res.headers.connection).toBe('close')
+      expect(res.headers['retry-after']).toMatch(/^\d+$/)
+      expect(res.headers.ratelimit).toMatch(/^"sockets";r=0;t=\d+$/)
+      expect(res.headers['ratelimit-policy']).toBe('"sockets";q=2;w=60')
+      expect(JSON.parse(body)).toMatchObject({ status: 429 })
+      expect(upstream.upgrades.length - before).toBe(2)
+      const metrics = await metricsOf(limited)
+      expect(metrics).toContain('edgelimit_responses_total{code="101"} 2')
+      expect(metrics).toContain('edgelimit_responses_total{code="429"} 1')
+      expect(metrics).toContain('edgelimit_websocket_tunnels 2')
+      // The tunnels that were admitted still work.
+      first.ws.send('still here')
+      expect(await first.next()).toBe('hello')
+      expect(await first.next()).toBe('echo: still here')
+      first.ws.close()
+      second.ws.close()
+      await Promise.all([first.closed, second.closed])
+    } finally {
+      await limited.close()
+    }
+  })
+})
+
+describe('an upgrade the upstream does not accept', () => {
+  test('its answer (403) is relayed with the rate-limit fields, then the connection closes', async () => {
+    const { res, body } = await refused(`${gw.url.replace('http', 'ws')}/refuse`)
+    expect(res.statusCode).toBe(403)
+    expect(body).toBe('no way\n')
+    expect(res.headers.connection).toBe('close')
+    expect(res.headers['ratelimit-policy']).toBe('"sockets";q=1000;w=60')
+    expect(await metricsOf(gw)).toContain('edgelimit_upstream_responses_total{code="403"} 1')
+  })
+
+  test('an unreachable upstream answers 502 problem+json', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = createNetServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as AddressInfo).port
+        s.close(() => resolve(p))
+      })
+    })
+    const down = await startInProcess(
+      'rules: [{ name: all, algorithm: fixed-window, limit: 10, window: 1m }]\n',
+      {
+        upstream: `http://127.0.0.1:${port}`,
+      },
+    )
+    try {
+      const { res, body } = await refused(`${down.url.replace('http', 'ws')}/chat`)
+      expect(res.statusCode).toBe(502)
+      expect(res.headers['content-type']).toBe('application/problem+json')
+      expect(res.headers.ratelimit).toMatch(/^"all";r=9;t=\d+$/)
+      const problem = JSON.parse(body) as Record<string, unknown>
+      expect(problem).toMatchObject({ status: 502, title: 'Bad Gateway', instance: '/chat' })
+      expect(String(problem.detail)).toContain('ECONNREFUSED')
+      const metrics = await metricsOf(down)
+      expect(metrics).toContain('edgelimit_responses_total{code="502"} 1')
+      expect(metrics).toContain('edgelimit_upstream_responses_total{code="error"} 1')
+    } finally {
+      await down.close()
+    }
+  })
+
+  test('an upstream that never answers the handshake gets 504 after upstream.timeout', async () => {
+    // Reads (so that it sees the gateway leave) and never answers.
+    const silent = createNetServer((socket) => socket.on('error', () => {}).resume())
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r))
+    const slow = await startInProcess(
+      `upstream: { url: http://127.0.0.1:${(silent.address() as AddressInfo).port}, timeout: 200ms }\nrules: []\n`,
+    )
+    try {
+      const { res, body } = await refused(`${slow.url.replace('http', 'ws')}/chat`)
+      expect(res.statusCode).toBe(504)
+      expect(JSON.parse(body)).toMatchObject({ status: 504 })
+    } finally {
+      await slow.close()
+      await new Promise((r) => silent.close(r))
+    }
+  })
+})
+
+describe('shutdown', () => {
+  test('closes open tunnels, both sides, once requests in flight are done', async () => {
+    const own = await startInProcess('rules: []\n', { upstream: upstream.url })
+    const client = await open(`${own.url.replace('http', 'ws')}/chat`)
+    expect(await client.next()).toBe('hello')
+    await until(() => upstream.sockets.size === 1)
+    const [serverSide] = upstream.sockets
+    const serverClosed = new Promise<number>((r) => serverSide?.on('close', (code) => r(code)))
+    await own.close()
+    expect((await client.closed).code).toBe(1006)
+    expect(await serverClosed).toBe(1006)
+    expect(own.logs.find((l) => l.msg === 'draining')).toMatchObject({ tunnels: 1 })
+  })
+})
+
+describe('other upgrades', () => {
+  /** Sends raw request heads on one connection and reads the answers. */
+  async function exchange(heads: string[]): Promise<string> {
+    const socket = connect(gw.gateway.port, '127.0.0.1')
+    let text = ''
+    socket.setEncoding('latin1')
+    socket.on('data', (chunk: string) => {
+      text += chunk
+    })
+    for (const [i, head] of heads.entries()) {
+      socket.write(head)
+      await until(() => text.split('HTTP/1.1 ').length - 1 > i && text.endsWith('}'))
+    }
+    socket.destroy()
+    return text
+  }
+
+  test('h2c is an ordinary request (Upgrade stripped), bodies included, and the connection is kept', async () => {
+    const before = upstream.requests.length
+    const text = await exchange([
+      'GET /plain HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n',
+      'POST /form HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nContent-Length: 5\r\n\r\nab=cd',
+      'GET /again HTTP/1.1\r\nHost: gw\r\n\r\n',
+    ])
+    const answers = text.split(/(?=HTTP\/1\.1 )/)
+    expect(answers).toHaveLength(3)
+    for (const answer of answers) {
+      expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+      expect(answer).not.toMatch(/\r\nconnection: close\r\n/i)
+      expect(answer).toMatch(/\r\nratelimit-policy: "sockets";q=1000;w=60\r\n/i)
+    }
+    const seen = upstream.requests.slice(before)
+    expect(seen.map((r) => [r.method, r.url, r.headers.upgrade, r.body])).toEqual([
+      ['GET', '/plain', undefined, ''],
+      ['POST', '/form', undefined, 'ab=cd'],
+      ['GET', '/again', undefined, ''],
+    ])
+    expect(seen[0]?.headers['http2-settings']).toBeUndefined()
+  })
+
+  test('a POST with Upgrade: websocket is no handshake either (RFC 6455 asks for GET)', async () => {
+    const before = upstream.upgrades.length
+    const text = await exchange([
+      'POST /x HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n',
+    ])
+    expect(text).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    expect(upstream.upgrades.length).toBe(before)
+  })
+})
