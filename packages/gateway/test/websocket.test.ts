@@ -3,6 +3,7 @@
 // ordinary requests.
 import { writeFileSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import { type AddressInfo, connect, createServer as createNetServer } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
@@ -23,11 +24,31 @@ interface Upstream {
   close(): Promise<void>
 }
 
-async function startUpstream(): Promise<Upstream> {
+/** A self-signed certificate for 127.0.0.1 (test only; the gateway is told not to check it). */
+const TLS = {
+  key: `-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg4COO1+rBoYZdqGKu
+VSioy8Nd9bDY7XAvRQHMkAQLClOhRANCAAQwJiNs4RRHEKCb2VAmhxXyfBvIvsP+
+msG3VeWOC/wznRRF3ymiY2yE+m59+dmGLJlAtB0iVvKTjzYC6IS9XeHV
+-----END PRIVATE KEY-----`,
+  cert: `-----BEGIN CERTIFICATE-----
+MIIBnDCCAUGgAwIBAgIUH/t441LXdwDN0ZJNPVCUcC/T/9AwCgYIKoZIzj0EAwIw
+FDESMBAGA1UEAwwJbG9jYWxob3N0MCAXDTI2MTEzMDIzNTU0NVoYDzIxMjYxMTA2
+MjM1NTQ1WjAUMRIwEAYDVQQDDAlsb2NhbGhvc3QwWTATBgcqhkjOPQIBBggqhkjO
+PQMBBwNCAAQwJiNs4RRHEKCb2VAmhxXyfBvIvsP+msG3VeWOC/wznRRF3ymiY2yE
++m59+dmGLJlAtB0iVvKTjzYC6IS9XeHVo28wbTAdBgNVHQ4EFgQUDJVb2twcf26Y
+QRIuKDaGgrfT/CYwHwYDVR0jBBgwFoAUDJVb2twcf26YQRIuKDaGgrfT/CYwDwYD
+VR0TAQH/BAUwAwEB/zAaBgNVHREEEzARhwR/AAABgglsb2NhbGhvc3QwCgYIKoZI
+zj0EAwIDSQAwRgIhAJvqI42OyyjzI1cFFau7d8KHsoQQqC09uhj97MRvV6UgAiEA
+n+eYxh+gPJRBfWUMnnL/ZQGjrNf5Q90r5UZ+SLBaP0M=
+-----END CERTIFICATE-----`,
+}
+
+async function startUpstream(tls = false): Promise<Upstream> {
   const upgrades: IncomingHttpHeaders[] = []
   const requests: Upstream['requests'] = []
   const sockets = new Set<WebSocket>()
-  const server = createServer((req, res) => {
+  const server = (tls ? createHttpsServer.bind(null, TLS) : createServer)((req, res) => {
     let body = ''
     req.setEncoding('utf8')
     req.on('data', (chunk: string) => {
@@ -58,7 +79,7 @@ async function startUpstream(): Promise<Upstream> {
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`,
     upgrades,
     requests,
     sockets,
@@ -262,6 +283,28 @@ describe('an admitted upgrade', () => {
     expect(await cClosed).toBe(1006)
     await until(() => tcpSockets() <= baseline && upstream.sockets.size === 0)
     await until(async () => (await metricsOf(gw)).includes('edgelimit_websocket_tunnels 0'))
+  })
+
+  test('an https upstream is reached over TLS', async () => {
+    const secure = await startUpstream(true)
+    // The gateway checks certificates like any client: this self-signed one is let through here.
+    const saved = process.env.NODE_TLS_REJECT_UNAUTHORIZED
+    process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0'
+    const own = await startInProcess('rules: []\n', { upstream: secure.url })
+    try {
+      const client = await open(`${own.url.replace('http', 'ws')}/chat`)
+      expect(await client.next()).toBe('hello')
+      client.ws.send('over tls')
+      expect(await client.next()).toBe('echo: over tls')
+      expect(secure.upgrades[0]?.host).toBe(new URL(secure.url).host)
+      client.ws.close()
+      await client.closed
+    } finally {
+      if (saved === undefined) delete process.env.NODE_TLS_REJECT_UNAUTHORIZED
+      else process.env.NODE_TLS_REJECT_UNAUTHORIZED = saved
+      await own.close()
+      await secure.close()
+    }
   })
 
   test('survives a reload: the tunnel started on the old policy stays open', async () => {
