@@ -1,10 +1,13 @@
 // WebSocket upgrades through the gateway, with the real `ws` on both ends: decided by the rules
 // before anything reaches the upstream, then tunnelled byte for byte; other upgrades (h2c) stay
 // ordinary requests.
-import { writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import { type AddressInfo, connect, createServer as createNetServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
 import { type InProcess, startInProcess } from './support/gateway.js'
@@ -24,31 +27,50 @@ interface Upstream {
   close(): Promise<void>
 }
 
-/** A self-signed certificate for 127.0.0.1 (test only; the gateway is told not to check it). */
-const TLS = {
-  key: `-----BEGIN PRIVATE KEY-----
-MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg4COO1+rBoYZdqGKu
-VSioy8Nd9bDY7XAvRQHMkAQLClOhRANCAAQwJiNs4RRHEKCb2VAmhxXyfBvIvsP+
-msG3VeWOC/wznRRF3ymiY2yE+m59+dmGLJlAtB0iVvKTjzYC6IS9XeHV
------END PRIVATE KEY-----`,
-  cert: `-----BEGIN CERTIFICATE-----
-MIIBnDCCAUGgAwIBAgIUH/t441LXdwDN0ZJNPVCUcC/T/9AwCgYIKoZIzj0EAwIw
-FDESMBAGA1UEAwwJbG9jYWxob3N0MCAXDTI2MTEzMDIzNTU0NVoYDzIxMjYxMTA2
-MjM1NTQ1WjAUMRIwEAYDVQQDDAlsb2NhbGhvc3QwWTATBgcqhkjOPQIBBggqhkjO
-PQMBBwNCAAQwJiNs4RRHEKCb2VAmhxXyfBvIvsP+msG3VeWOC/wznRRF3ymiY2yE
-+m59+dmGLJlAtB0iVvKTjzYC6IS9XeHVo28wbTAdBgNVHQ4EFgQUDJVb2twcf26Y
-QRIuKDaGgrfT/CYwHwYDVR0jBBgwFoAUDJVb2twcf26YQRIuKDaGgrfT/CYwDwYD
-VR0TAQH/BAUwAwEB/zAaBgNVHREEEzARhwR/AAABgglsb2NhbGhvc3QwCgYIKoZI
-zj0EAwIDSQAwRgIhAJvqI42OyyjzI1cFFau7d8KHsoQQqC09uhj97MRvV6UgAiEA
-n+eYxh+gPJRBfWUMnnL/ZQGjrNf5Q90r5UZ+SLBaP0M=
------END CERTIFICATE-----`,
+/**
+ * A self-signed certificate for 127.0.0.1, made by `openssl` for this run (no key is kept in the
+ * repository; the gateway is told not to check it).
+ */
+function selfSigned(): { key: string; cert: string } {
+  const dir = mkdtempSync(path.join(tmpdir(), 'edgelimit-tls-'))
+  try {
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+        '-keyout',
+        path.join(dir, 'key.pem'),
+        '-out',
+        path.join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    )
+    return {
+      key: readFileSync(path.join(dir, 'key.pem'), 'utf8'),
+      cert: readFileSync(path.join(dir, 'cert.pem'), 'utf8'),
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 }
 
 async function startUpstream(tls = false): Promise<Upstream> {
   const upgrades: IncomingHttpHeaders[] = []
   const requests: Upstream['requests'] = []
   const sockets = new Set<WebSocket>()
-  const server = (tls ? createHttpsServer.bind(null, TLS) : createServer)((req, res) => {
+  const server = (tls ? createHttpsServer.bind(null, selfSigned()) : createServer)((req, res) => {
     let body = ''
     req.setEncoding('utf8')
     req.on('data', (chunk: string) => {
