@@ -48,8 +48,9 @@ export function createIssues(): Issues {
 
     /** A whole number in `[min, max]`; reports and returns `undefined` otherwise. */
     integer(path: string, value: unknown, min: 0 | 1, max = 2 ** 31 - 1): number | undefined {
-      if (typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max) {
-        return value
+      // Number.isInteger is false for anything but a number.
+      if (Number.isInteger(value) && (value as number) >= min && (value as number) <= max) {
+        return value as number
       }
       expect(
         path,

@@ -753,6 +753,7 @@ describe('hashKey', () => {
 
   it('rejects an empty secret', async () => {
     await expect(hashKey('x', '')).rejects.toThrow(ConfigError)
+    await expect(partitionKeyBytes('x', '')).rejects.toThrow(ConfigError)
   })
 })
 

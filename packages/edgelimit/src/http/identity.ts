@@ -5,7 +5,7 @@ import { base64 } from './headers.js'
 import {
   type Cidr,
   formatIp,
-  inCidr,
+  inNetwork,
   type ParsedIp,
   parseCidr,
   parseIp,
@@ -85,7 +85,8 @@ export interface ClientKey {
   reason?: 'missing' | 'malformed'
 }
 
-interface Compiled {
+/** Client identity options in the form requests are resolved with (see `compileIdentity`). */
+export interface CompiledIdentity {
   readonly trusted: readonly Cidr[]
   readonly hops: number
   readonly header: string
@@ -94,7 +95,7 @@ interface Compiled {
 }
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i
-const compiledOptions = new WeakMap<object, Compiled>()
+const compiledOptions = new WeakMap<object, CompiledIdentity>()
 const NO_OPTIONS: ClientKeyOptions = Object.freeze({})
 
 /**
@@ -136,21 +137,28 @@ export function validateClientKeyOptions(options: unknown, path?: string): Confi
   return issues.list
 }
 
-function compile(options: ClientKeyOptions): Compiled {
-  const cached = compiledOptions.get(options)
-  if (cached !== undefined) return cached
-  const issues = validateClientKeyOptions(options)
-  if (issues.length > 0) throw new ConfigError(issues)
+/** Valid options (see `validateClientKeyOptions`) in the form requests are resolved with. */
+export function compileIdentity(options: ClientIpOptions): CompiledIdentity {
   const { trustedProxies = [] } = options
   const header = (options.header ?? 'x-forwarded-for').toLowerCase()
-  const compiled: Compiled = {
+  return {
     trusted: typeof trustedProxies === 'number' ? [] : trustedProxies.map((c) => parseCidr(c) as Cidr),
     hops: typeof trustedProxies === 'number' ? trustedProxies : 0,
     header,
     chain: header === 'x-forwarded-for' ? 'xff' : header === 'forwarded' ? 'forwarded' : undefined,
     platform: options.trustPlatform === true,
   }
-  compiledOptions.set(options, compiled)
+}
+
+// Validated and compiled once per options object.
+function compile(options: ClientKeyOptions): CompiledIdentity {
+  let compiled = compiledOptions.get(options)
+  if (compiled === undefined) {
+    const issues = validateClientKeyOptions(options)
+    if (issues.length > 0) throw new ConfigError(issues)
+    compiled = compileIdentity(options)
+    compiledOptions.set(options, compiled)
+  }
   return compiled
 }
 
@@ -214,7 +222,7 @@ const none = (source: 'peer' | 'header', reason: 'missing' | 'malformed'): Clien
   reason,
 })
 
-function fromHeader(input: ClientIpInput, c: Compiled): ClientIpResult {
+function fromHeader(input: ClientIpInput, c: CompiledIdentity): ClientIpResult {
   const raw = input.header(c.header)
   if (typeof raw !== 'string' || raw.trim() === '') return none('header', 'missing')
   const entries = c.chain === undefined ? [raw] : chainEntries(raw, c.chain)
@@ -226,7 +234,7 @@ function fromHeader(input: ClientIpInput, c: Compiled): ClientIpResult {
     // `unknown`, obfuscated identifiers and garbage stop the walk: nothing left of them is vouched for.
     client = parseIp(entries[i] ?? '')
     if (client === undefined) return none('header', 'malformed')
-    if (c.chain === undefined || !c.trusted.some((cidr) => inCidr(client as ParsedIp, cidr))) break
+    if (c.chain === undefined || !c.trusted.some((cidr) => inNetwork(client as ParsedIp, cidr))) break
   }
   // Every entry trusted: the request started inside your network, at the left-most hop.
   return found(client as ParsedIp, 'header')
@@ -245,13 +253,17 @@ function fromHeader(input: ClientIpInput, c: Compiled): ClientIpResult {
  * // { ip: '203.0.113.7', source: 'header' } for X-Forwarded-For: 203.0.113.7, 10.0.0.9
  */
 export function resolveClientIp(input: ClientIpInput, options: ClientIpOptions = NO_OPTIONS): ClientIpResult {
-  const c = compile(options)
+  return resolveWith(input, compile(options))
+}
+
+/** `resolveClientIp` with options compiled by `compileIdentity` (the HTTP layer's, once). */
+export function resolveWith(input: ClientIpInput, c: CompiledIdentity): ClientIpResult {
   if (c.hops > 0 || c.platform) return fromHeader(input, c)
   const peerText = typeof input.peer === 'string' ? input.peer.trim() : ''
   if (peerText === '') return none('peer', 'missing')
   const peer = parseIp(peerText)
   if (peer === undefined) return none('peer', 'malformed')
-  if (c.trusted.some((cidr) => inCidr(peer, cidr))) return fromHeader(input, c)
+  if (c.trusted.some((cidr) => inNetwork(peer, cidr))) return fromHeader(input, c)
   return found(peer, 'peer')
 }
 
@@ -267,7 +279,7 @@ export function isTrustedPeer(peer: string | undefined, options: ClientIpOptions
   const c = compile(options)
   if (c.hops > 0 || c.platform) return true
   const ip = typeof peer === 'string' ? parseIp(peer.trim()) : undefined
-  return ip !== undefined && c.trusted.some((cidr) => inCidr(ip, cidr))
+  return ip !== undefined && c.trusted.some((cidr) => inNetwork(ip, cidr))
 }
 
 const encoder = new TextEncoder()
@@ -287,17 +299,24 @@ function hmacKey(secret: string): Promise<CryptoKey> {
   return key
 }
 
-async function digest(value: string, secret: string | undefined): Promise<Uint8Array> {
+/**
+ * HMAC-SHA-256 of `value` under `secret`, or plain SHA-256 without; `secret` is not checked here
+ * (`hashKey` and `partitionKeyBytes` check theirs, the HTTP layer its own once, with its options).
+ */
+export async function digest(value: string, secret: string | undefined): Promise<Uint8Array> {
   const data = encoder.encode(value)
   if (secret === undefined) return new Uint8Array(await crypto.subtle.digest('SHA-256', data))
-  // Called where a key is about to be hashed: an issue list per call costs nothing there.
-  const issues = createIssues()
-  if (!issues.string('secret', secret)) throw new ConfigError(issues.list)
   return new Uint8Array(await crypto.subtle.sign('HMAC', await hmacKey(secret), data))
 }
 
+// Called where a key is about to be hashed: an issue list per call costs nothing there.
+function checkSecret(secret: string | undefined): void {
+  const issues = createIssues()
+  if (!issues.string('secret', secret)) throw new ConfigError(issues.list)
+}
+
 /** base64url without padding (RFC 4648 §5). */
-function base64url(bytes: Uint8Array): string {
+export function base64url(bytes: Uint8Array): string {
   return base64(bytes).replace(/[+/=]/g, (c) => (c === '+' ? '-' : c === '/' ? '_' : ''))
 }
 
@@ -310,6 +329,7 @@ function base64url(bytes: Uint8Array): string {
  * @example await hashKey('203.0.113.5', env.KEY_SECRET) // 'q1Yx…' (43 chars)
  */
 export async function hashKey(value: string, secret?: string): Promise<string> {
+  checkSecret(secret)
   return base64url(await digest(value, secret))
 }
 
@@ -320,6 +340,7 @@ export async function hashKey(value: string, secret?: string): Promise<string> {
  * @example await partitionKeyBytes('203.0.113.5', env.KEY_SECRET) // Uint8Array(16)
  */
 export async function partitionKeyBytes(value: string, secret?: string): Promise<Uint8Array> {
+  checkSecret(secret)
   return (await digest(value, secret)).slice(0, 16)
 }
 

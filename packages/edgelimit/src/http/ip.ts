@@ -73,7 +73,8 @@ function parseV4(text: string): Uint8Array | undefined {
 }
 
 function parseV6(text: string): Uint8Array | undefined {
-  if (text.length > 45 || !V6_CHARS.test(text)) return undefined
+  // No need to bound the length first: past 45 characters the groups cannot add up.
+  if (!V6_CHARS.test(text)) return undefined
   const gap = text.indexOf('::')
   if (gap !== text.lastIndexOf('::')) return undefined
   const left = gap === -1 ? text : text.slice(0, gap)
@@ -231,9 +232,15 @@ export function formatCidr(cidr: Cidr): string {
 export function inCidr(ip: ParsedIp | string, cidr: Cidr | string): boolean {
   const address = typeof ip === 'string' ? parseIp(ip) : ip
   const network = typeof cidr === 'string' ? parseCidr(cidr) : cidr
-  if (address === undefined || network === undefined || address.version !== network.version) return false
-  const masked = mask(address.bytes, network.prefix)
-  return masked.every((byte, i) => byte === network.bytes[i])
+  return address !== undefined && network !== undefined && inNetwork(address, network)
+}
+
+/** `inCidr` for a parsed address and network (what the HTTP layer holds). */
+export function inNetwork(address: ParsedIp, network: Cidr): boolean {
+  return (
+    address.version === network.version &&
+    mask(address.bytes, network.prefix).every((byte, i) => byte === network.bytes[i])
+  )
 }
 
 // Called where a key is about to be hashed (or cached): an issue list per call costs nothing there.
@@ -259,10 +266,13 @@ export function subnetKey(ip: ParsedIp | string, options: SubnetOptions = {}): s
   const ipv6Prefix = checkPrefix('ipv6Prefix', options.ipv6Prefix ?? 64, 128)
   const ipv4Prefix = checkPrefix('ipv4Prefix', options.ipv4Prefix ?? 32, 32)
   const address = typeof ip === 'string' ? parseIp(ip) : ip
-  if (address === undefined) return undefined
-  const prefix = address.version === 4 ? ipv4Prefix : ipv6Prefix
-  if (prefix === address.bytes.length * 8) return formatIp(address)
-  return `${formatIp({ version: address.version, bytes: mask(address.bytes, prefix) })}/${prefix}`
+  return address && subnetText(address, address.version === 4 ? ipv4Prefix : ipv6Prefix)
+}
+
+/** `subnetKey` for a parsed address and a prefix already checked (0 to its length in bits). */
+export function subnetText(address: ParsedIp, prefix: number): string {
+  const text = formatIp({ version: address.version, bytes: mask(address.bytes, prefix) })
+  return prefix === address.bytes.length * 8 ? text : `${text}/${prefix}`
 }
 
 /**

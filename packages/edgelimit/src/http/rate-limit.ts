@@ -5,13 +5,14 @@ import { remember } from '../remember.js'
 import { createIssues, type Issues } from '../validate.js'
 import { type HeaderRenderer, type HeaderStandard, headerRenderer, quotaPolicy, sfBinary } from './headers.js'
 import {
+  base64url,
   type ClientKeyOptions,
-  hashKey,
-  partitionKeyBytes,
-  resolveClientIp,
+  compileIdentity,
+  digest,
+  resolveWith,
   validateClientKeyOptions,
 } from './identity.js'
-import { type Cidr, formatIp, inCidr, parseCidr, parseIp, subnetKey } from './ip.js'
+import { type Cidr, formatIp, inNetwork, type ParsedIp, parseCidr, parseIp, subnetText } from './ip.js'
 import { pathGlob, routePath } from './path.js'
 import { problemFor } from './problem.js'
 
@@ -313,7 +314,7 @@ function isAllowed(allow: AllowList, ip: string | undefined): boolean {
   if (allow.hosts.has(ip)) return true
   if (allow.networks.length === 0) return false
   const parsed = parseIp(ip)
-  return parsed !== undefined && allow.networks.some((network) => inCidr(parsed, network))
+  return parsed !== undefined && allow.networks.some((network) => inNetwork(parsed, network))
 }
 
 /** A cost function's answer, checked: it runs per request, so it cannot be validated up front. */
@@ -442,18 +443,19 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
   const clock = options.clock ?? systemClock
   // Only the legacy fields carry a timestamp.
   const legacy = standards.includes('legacy')
+  // `identity` was checked above, once: requests use it as it is, with no check of their own.
   const identity = options.identity
+  const trust = compileIdentity(identity ?? {})
   const secret = identity?.secret
+  const ipv4Prefix = identity?.ipv4Prefix ?? 32
+  const ipv6Prefix = identity?.ipv6Prefix ?? 64
   const checkAddress = allow.hosts.size > 0 || allow.networks.length > 0
   const stats = { fallbackKeys: 0 }
   const { skip, onLimited } = options
 
   // `clientKey`, remembered per address: parsing and hashing are most of the work per request.
   // Keys are canonical addresses, or the raw peer text when only the peer counts; '' = allowed.
-  const tp = identity?.trustedProxies
-  const peerOnly =
-    identity?.trustPlatform !== true &&
-    (tp === undefined || tp === 0 || (Array.isArray(tp) && tp.length === 0))
+  const peerOnly = !trust.platform && trust.hops === 0 && trust.trusted.length === 0
   const fallbackKey = `ip:${identity?.fallback ?? FALLBACK}`
   const known = new Map<string, string>()
   // Keeps at most KNOWN_ADDRESSES entries (remember() drops the oldest first).
@@ -466,7 +468,7 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
       const key = known.get(peer)
       if (key !== undefined) return key === '' ? undefined : key
     }
-    const ip = resolveClientIp(request, identity).ip
+    const ip = resolveWith(request, trust).ip
     if (ip === undefined) {
       stats.fallbackKeys++
       return fallbackKey
@@ -478,8 +480,10 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
       if (peer !== undefined && peer !== ip) remember(known, peer, found, KNOWN_ADDRESSES)
       return found === '' ? undefined : found
     }
-    return hashKey(subnetKey(ip, identity) as string, secret).then((hash) => {
-      const hashed = `ip:${hash}`
+    const address = parseIp(ip) as ParsedIp
+    const subnet = subnetText(address, address.version === 4 ? ipv4Prefix : ipv6Prefix)
+    return digest(subnet, secret).then((hash) => {
+      const hashed = `ip:${base64url(hash)}`
       remember(known, ip, hashed, KNOWN_ADDRESSES)
       if (peer !== undefined && peer !== ip) remember(known, peer, hashed, KNOWN_ADDRESSES)
       return hashed
@@ -498,10 +502,12 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
       )
     }
     if (allow.keys.has(custom)) return undefined
-    if (checkAddress && isAllowed(allow, resolveClientIp(request, identity).ip)) return undefined
+    if (checkAddress && isAllowed(allow, resolveWith(request, trust).ip)) return undefined
     // A client picks this key (an API key header): a long one is hashed, so that keys of
     // 16 KB each cannot fill the store's memory (`maxKeys` bounds the count, not the size).
-    return custom.length > MAX_RAW_KEY ? hashKey(custom, secret).then((h) => `kh:${h}`) : `k:${custom}`
+    return custom.length > MAX_RAW_KEY
+      ? digest(custom, secret).then((h) => `kh:${base64url(h)}`)
+      : `k:${custom}`
   }
 
   function keyOf(request: HttpRequest, route: CompiledRoute | undefined) {
@@ -592,8 +598,8 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     if (options.partitionKey !== true) return verdict(request, t, key, decision, '')
     const pk = partitionKeys.get(key)
     if (pk !== undefined) return verdict(request, t, key, decision, pk)
-    return partitionKeyBytes(key, secret).then((bytes) => {
-      const rendered = `;pk=${sfBinary(bytes)}`
+    return digest(key, secret).then((bytes) => {
+      const rendered = `;pk=${sfBinary(bytes.slice(0, 16))}`
       remember(partitionKeys, key, rendered, KNOWN_ADDRESSES)
       return verdict(request, t, key, decision, rendered)
     })
