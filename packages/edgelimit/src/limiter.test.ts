@@ -11,6 +11,7 @@ import {
 import { parseDuration } from './duration.js'
 import { ConfigError, EdgelimitError } from './errors.js'
 import { type Consistency, createLimiter, type LimiterOptions } from './limiter.js'
+import { validateOptions } from './options.js'
 import { approximate } from './resilience/approximate.js'
 import { remoteDecider } from './resilience/remote.js'
 import type { Store } from './stores/types.js'
@@ -132,6 +133,61 @@ describe('option validation', () => {
     }
     expect(createLimiter({ rules, denyCache: false }).rules).toHaveLength(1)
     expect(createLimiter({ rules, denyCache: {} }).rules).toHaveLength(1)
+  })
+  it('validates the breaker options, reporting each with its path and code', () => {
+    const rules = [{ name: 'a', algorithm: fixedWindow({ limit: 5, window: '1m' }) }]
+    const breakerIssues = (breaker: unknown) => issuesOf({ rules, breaker })
+    expect(breakerIssues({ failureRatio: 0, sampleSize: -1, minimumCalls: 0.5, openMs: '5 sec' })).toEqual([
+      'breaker.failureRatio ERR_RATIO',
+      'breaker.sampleSize ERR_INTEGER',
+      'breaker.minimumCalls ERR_INTEGER',
+      'breaker.openMs ERR_DURATION',
+    ])
+    expect(breakerIssues({ failureRatio: '0.5', sampleSize: '20', minimumCalls: true, openMs: -5 })).toEqual([
+      'breaker.failureRatio ERR_RATIO',
+      'breaker.sampleSize ERR_INTEGER',
+      'breaker.minimumCalls ERR_INTEGER',
+      'breaker.openMs ERR_DURATION',
+    ])
+    for (const failureRatio of [1.01, Number.NaN, -0.5]) {
+      expect(breakerIssues({ failureRatio }), String(failureRatio)).toEqual([
+        'breaker.failureRatio ERR_RATIO',
+      ])
+    }
+    expect(breakerIssues({ sampleSize: 10_001 })).toEqual(['breaker.sampleSize ERR_INTEGER'])
+    // A minimum above the sample could never be reached: the breaker would never open.
+    expect(breakerIssues({ sampleSize: 5, minimumCalls: 6 })).toEqual(['breaker.minimumCalls ERR_INTEGER'])
+    expect(() => createLimiter({ rules, breaker: { sampleSize: 5, minimumCalls: 6 } })).toThrow(
+      'breaker.minimumCalls: expected a positive integer up to 5, got 6 (number) [ERR_INTEGER]',
+    )
+    expect(() => createLimiter({ rules, breaker: { failureRatio: 0 } })).toThrow(
+      'breaker.failureRatio: expected a number above 0 and at most 1, got 0 (number) [ERR_RATIO]',
+    )
+  })
+  it('hands the breaker its options validated: defaults filled in, openMs in milliseconds', () => {
+    const rules = [{ name: 'a', algorithm: fixedWindow({ limit: 5, window: '1m' }) }]
+    const breakerOf = (breaker: LimiterOptions['breaker']) => validateOptions({ rules, breaker }).breaker
+    expect(breakerOf(undefined)).toEqual({
+      failureRatio: 0.5,
+      sampleSize: 20,
+      minimumCalls: 10,
+      openMs: 1000,
+    })
+    expect(breakerOf({ openMs: '5s', failureRatio: 1 })).toEqual({
+      failureRatio: 1,
+      sampleSize: 20,
+      minimumCalls: 10,
+      openMs: 5000,
+    })
+    // minimumCalls defaults to 10, or to the whole sample when it is smaller.
+    expect(breakerOf({ sampleSize: 4, openMs: 250 })).toEqual({
+      failureRatio: 0.5,
+      sampleSize: 4,
+      minimumCalls: 4,
+      openMs: 250,
+    })
+    expect(breakerOf({ sampleSize: 1, minimumCalls: 1 })?.minimumCalls).toBe(1)
+    expect(breakerOf(false)).toBeUndefined()
   })
   it('reports an omitted GCRA burst under limit only (burst defaults to the limit)', () => {
     expect(issuesOf({ rules: [{ name: 'g', algorithm: gcra({ limit: 0, period: '1s' }) }] })).toEqual([

@@ -4,7 +4,7 @@ import type { Duration } from './duration.js'
 import { ConfigError, describe } from './errors.js'
 import type { EventSink } from './events.js'
 import type { ApproximateConsistency } from './resilience/approximate.js'
-import type { BreakerOptions } from './resilience/breaker.js'
+import type { BreakerConfig, BreakerOptions } from './resilience/breaker.js'
 import type { Store, StoreRule } from './stores/types.js'
 import { createIssues } from './validate.js'
 
@@ -84,7 +84,7 @@ export interface RuleConfig extends StoreRule {
 export interface LimiterConfig {
   readonly rules: readonly RuleConfig[]
   readonly timeoutMs: number | undefined
-  readonly breaker: BreakerOptions | undefined
+  readonly breaker: BreakerConfig | undefined
   readonly denyCacheKeys: number
 }
 
@@ -173,8 +173,29 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
     'a store such as memoryStore()',
   )
   const timeoutMs = options.timeout === false ? undefined : issues.duration('timeout', options.timeout ?? 45)
-  const breaker = options.breaker === false ? undefined : (options.breaker ?? {})
-  if (breaker !== undefined) issues.object('breaker', breaker)
+  const b = options.breaker ?? {}
+  let breaker: BreakerConfig | undefined
+  if (b !== false && issues.object('breaker', b)) {
+    const failureRatio = b.failureRatio ?? 0.5
+    issues.expect(
+      'breaker.failureRatio',
+      failureRatio,
+      typeof failureRatio === 'number' && failureRatio > 0 && failureRatio <= 1,
+      'ERR_RATIO',
+      'a number above 0 and at most 1',
+    )
+    const sampleSize = issues.integer('breaker.sampleSize', b.sampleSize ?? 20, 1, 10_000)
+    // A minimum above the sample would never be reached: the breaker could never open.
+    const minimumCalls = issues.integer(
+      'breaker.minimumCalls',
+      b.minimumCalls ?? Math.min(10, sampleSize ?? 10),
+      1,
+      sampleSize,
+    )
+    const openMs = issues.duration('breaker.openMs', b.openMs ?? 1000)
+    // As for rules: were any of them missing, the options are refused whole.
+    breaker = { failureRatio, sampleSize, minimumCalls, openMs } as BreakerConfig
+  }
   const denyCache = options.denyCache === false ? { maxKeys: 0 } : (options.denyCache ?? {})
   const denyCacheKeys =
     issues.object('denyCache', denyCache) &&

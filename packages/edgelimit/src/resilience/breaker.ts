@@ -1,13 +1,31 @@
-/** Options of the circuit breaker in front of a remote store. */
+import type { Duration } from '../duration.js'
+
+/**
+ * Options of the circuit breaker in front of a remote store, checked by `createLimiter` (a bad one
+ * is a `ConfigError` with its path, e.g. `breaker.sampleSize`).
+ *
+ * @example breaker: { failureRatio: 0.5, sampleSize: 20, minimumCalls: 10, openMs: '1s' }
+ */
 export interface BreakerOptions {
-  /** Opens when at least this share of the recent calls failed. @default 0.5 */
+  /** Opens when at least this share of the recent calls failed: above 0, at most 1. @default 0.5 */
   failureRatio?: number
-  /** How many recent calls the ratio is taken over (a sliding sample). @default 20 */
+  /** How many recent calls the ratio is taken over (a sliding sample): 1 to 10,000. @default 20 */
   sampleSize?: number
-  /** Calls needed in the sample before the breaker may open. @default 10 */
+  /**
+   * Calls needed in the sample before the breaker may open: 1 to `sampleSize`.
+   * @default 10, or `sampleSize` when smaller
+   */
   minimumCalls?: number
-  /** How long the breaker stays open before letting a probe through. @default 1000 */
-  openMs?: number
+  /** How long the breaker stays open before letting a probe through. @default '1s' */
+  openMs?: Duration
+}
+
+/** The breaker's options as validated: every one set, `openMs` in milliseconds. */
+export interface BreakerConfig {
+  readonly failureRatio: number
+  readonly sampleSize: number
+  readonly minimumCalls: number
+  readonly openMs: number
 }
 
 /** The breaker's state, as reported in events and metrics. */
@@ -35,16 +53,13 @@ export interface Breaker {
  * store while open, lets one probe through after `openMs` (half-open) and closes on its success.
  *
  * @example
- * const b = createBreaker({ failureRatio: 0.5 }, (s) => console.log('breaker', s))
+ * const b = createBreaker(
+ *   { failureRatio: 0.5, sampleSize: 20, minimumCalls: 10, openMs: 1000 },
+ *   (s) => console.log('breaker', s),
+ * )
  */
-export function createBreaker(
-  options: BreakerOptions = {},
-  onChange?: (state: BreakerState) => void,
-): Breaker {
-  const ratio = options.failureRatio ?? 0.5
-  const size = options.sampleSize ?? 20
-  const minimum = options.minimumCalls ?? 10
-  const openMs = options.openMs ?? 1000
+export function createBreaker(config: BreakerConfig, onChange?: (state: BreakerState) => void): Breaker {
+  const { failureRatio: ratio, sampleSize: size, minimumCalls: minimum, openMs } = config
   const sample = new Uint8Array(size)
   let calls = 0
   let failures = 0

@@ -44,7 +44,7 @@ describe('circuit breaker', () => {
     expect(states).toEqual(['open', 'half-open', 'open', 'half-open', 'closed'])
   })
   it('judges a sliding sample: old failures leave it', () => {
-    const b = createBreaker({ failureRatio: 0.5, sampleSize: 4, minimumCalls: 4 })
+    const b = createBreaker({ failureRatio: 0.5, sampleSize: 4, minimumCalls: 4, openMs: 1000 })
     for (const ok of [false, true, true, true, true, false, true]) b.record(b.allow(0), ok, 0)
     expect(b.state).toBe('closed')
     b.record(b.allow(0), false, 0)
@@ -346,6 +346,21 @@ describe('store errors', () => {
     expect(held.length).toBe(14)
     answer('other', true)
     expect((await next).allowed).toBe(true)
+  })
+  it('takes openMs as a duration, and reopens after it', async () => {
+    const { limiter, faults, clock } = remote([rule('open')], {
+      breaker: { minimumCalls: 2, sampleSize: 2, failureRatio: 1, openMs: '5s' },
+    })
+    faults.fail = new Error('down')
+    for (let i = 0; i < 4; i++) await limiter.limit('k')
+    expect(faults.calls).toBe(2)
+    clock.advance(4999)
+    await limiter.limit('k')
+    expect(faults.calls).toBe(2)
+    clock.advance(1)
+    faults.fail = undefined
+    await limiter.limit('k')
+    expect(faults.calls).toBe(3)
   })
 })
 
