@@ -4,7 +4,7 @@ import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { type RedisServer, startRedis } from '../../edgelimit/test/support/redis.js'
+import { type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
 import { REPO_ROOT, runCli, spawnGateway, startInProcess, tempDir, writePolicy } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
@@ -414,6 +414,47 @@ rules:
       await gateway.stop('SIGKILL')
       hung.resume()
       await hung.stop()
+    }
+  }, 20_000)
+})
+
+describe('close() during a reload', () => {
+  test('a reload waiting for its new Redis is abandoned: its connection is closed, nothing is logged after stopped', async () => {
+    const first = await startRedis()
+    // Paused: it takes the new store's connection but answers nothing, a Redis not up yet.
+    const next = await startRedis()
+    next.pause()
+    const policy = (url: string) => `
+store: { type: redis, url: "${url}", prefix: cr }
+rules: [{ name: r, algorithm: fixed-window, limit: 10, window: 1m, key: global }]
+`
+    const gw = await startInProcess(policy(first.url), { upstream: origin.url, storeTimeoutMs: 10_000 })
+    try {
+      writeFileSync(gw.file, policy(next.url))
+      const reloaded = gw.gateway.reload()
+      // Long enough for the reload to open the new client (the outcome must not depend on it).
+      await new Promise((r) => setTimeout(r, 100))
+      // Within the store timeout: a close that waited for the reload's full timeout would fail this.
+      const started = performance.now()
+      await gw.close()
+      expect(performance.now() - started).toBeLessThan(5_000)
+      next.resume()
+      expect(await reloaded).toMatchObject({ ok: false })
+      expect(gw.gateway.generation).toBe(1)
+      // Only this probe's own connection is left on the new Redis.
+      const clients = async () =>
+        String(await redisCommand(next.port, ['CLIENT', 'LIST']))
+          .split('\n')
+          .filter((line) => line.trim() !== '').length
+      for (let i = 0; i < 50 && (await clients()) > 1; i++) await new Promise((r) => setTimeout(r, 20))
+      expect(await clients()).toBe(1)
+      expect(gw.logs.some((l) => l.msg === 'policy reloaded')).toBe(false)
+      expect(gw.logs.at(-1)?.msg).toBe('stopped')
+    } finally {
+      await gw.close()
+      next.resume()
+      await first.stop()
+      await next.stop()
     }
   }, 20_000)
 })

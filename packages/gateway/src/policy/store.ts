@@ -68,14 +68,17 @@ async function connect(config: StoreConfig): Promise<StoreHandle> {
             })
       // Errors surface per decision (and in metrics); an unhandled 'error' event would crash.
       client.on('error', () => {})
+      // Ends a wait for readiness: a client closed while connecting ends only when its socket does.
+      const closed = new AbortController()
       return {
         signature,
         type: config.type,
         store: redisStore({ client, prefix: config.prefix }),
         inProcess: false,
-        ready: (timeoutMs) => untilReady(client, timeoutMs),
+        ready: (timeoutMs) => untilReady(client, timeoutMs, closed.signal),
         status: () => client.status,
         close: async () => {
+          closed.abort()
           client.disconnect()
         },
       }
@@ -122,17 +125,26 @@ function clusterAuth(nodes: readonly string[]): RedisOptions {
   }
 }
 
-function untilReady(client: Redis | Cluster, timeoutMs: number): Promise<void> {
+/** Resolves once `client` is ready; rejects after `timeoutMs`, or at once when the store is closed meanwhile. */
+function untilReady(client: Redis | Cluster, timeoutMs: number, closed: AbortSignal): Promise<void> {
   if (client.status === 'ready') return Promise.resolve()
+  if (closed.aborted) return Promise.reject(new Error('the store was closed'))
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      client.off('ready', onReady)
-      reject(new Error(`the store did not become ready within ${timeoutMs} ms (status ${client.status})`))
-    }, timeoutMs)
-    const onReady = () => {
+    const settle = (error?: Error) => {
       clearTimeout(timer)
-      resolve()
+      client.off('ready', onReady)
+      closed.removeEventListener('abort', onClosed)
+      if (error === undefined) resolve()
+      else reject(error)
     }
+    const timer = setTimeout(
+      () =>
+        settle(new Error(`the store did not become ready within ${timeoutMs} ms (status ${client.status})`)),
+      timeoutMs,
+    )
+    const onReady = () => settle()
+    const onClosed = () => settle(new Error('the store was closed'))
     client.once('ready', onReady)
+    closed.addEventListener('abort', onClosed)
   })
 }

@@ -71,13 +71,14 @@ export interface Gateway {
   readonly metrics: Metrics
   /**
    * Loads the file again; an invalid file, or one whose store or upstream cannot be opened, is
-   * rejected (and logged) and the current policy stays. Never rejects.
+   * rejected (and logged) and the current policy stays. One under way when `close()` begins is
+   * abandoned (`ok: false`): what it opened is closed. Never rejects.
    */
   reload(reason?: string): Promise<ReloadResult>
   /**
    * Stops accepting, drains requests in flight (up to the drain timeout), flushes approximate
    * counts (for what is left of it, at least 3 s: rules whose counts were not sent are logged),
-   * then closes everything. Never waits on a store that does not answer.
+   * then closes everything, a reload under way included. Never waits on a store that does not answer.
    */
   close(): Promise<void>
 }
@@ -171,6 +172,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   // closes them too.
   const retiring = new Set<Limiter>()
   const unused = new Set<StoreHandle | Upstream>()
+  // A store a reload opened and waits on: shutdown closes it, which ends the wait.
+  const opening = new Set<StoreHandle>()
 
   /**
    * Puts a drained, retired generation away: its limiters that the policy in force does not keep
@@ -464,19 +467,27 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     try {
       if (JSON.stringify(config.store) !== store.signature) {
         store = await openStore(config.store)
+        opening.add(store)
         try {
-          await store.ready(storeTimeoutMs)
+          if (!draining) await store.ready(storeTimeoutMs)
         } catch (error) {
-          throw new Error(`new store unreachable: ${(error as Error).message}`)
+          if (!draining) throw new Error(`new store unreachable: ${(error as Error).message}`)
         }
+        opening.delete(store)
       }
+      // close() may have begun during a wait: what this reload opened is closed, not put in force.
+      if (draining) throw STOPPING
       const upstreamConfig = await upstreamFor(config)
+      if (draining) throw STOPPING
       if (JSON.stringify(upstreamConfig) !== old.upstream.signature) upstream = openUpstream(upstreamConfig)
       policy = compilePolicy(config, store, old.policy, sink, clock)
     } catch (error) {
+      opening.delete(store)
       if (store !== old.policy.store) await store.close().catch(() => {})
       if (upstream !== old.upstream) await upstream.close().catch(() => {})
-      return failed(reason, error)
+      if (error !== STOPPING) return failed(reason, error)
+      log.info({ reason, generation: current.id }, 'reload abandoned: the gateway is stopping')
+      return { ok: false, issues: [], error: 'the gateway is stopping' }
     }
     warnAbout(config, log)
     const next: Generation = {
@@ -615,13 +626,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         'approximate counts not flushed',
       )
     }
-    const resources = [...users.keys(), ...unused]
+    const resources = [...users.keys(), ...unused, ...opening]
     unused.clear()
     const closed = await within(
       Promise.allSettled(resources.map((r) => r.close())),
       Math.max(deadline - performance.now(), 0),
     )
     if (!closed) log.warn('closing the store or the upstream did not end in time')
+    // A reload under way sees `draining` and closes what it opened: it ends before "stopped".
+    if (!(await within(reloading, Math.max(deadline - performance.now(), 0)))) {
+      log.warn('a reload under way did not end in time')
+    }
     await demo?.close()
     await admin.close()
     log.info('stopped')
@@ -651,6 +666,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     },
   }
 }
+
+/** Thrown inside a reload that finds the gateway stopping: what it opened is closed, nothing logged as a failure. */
+const STOPPING = new Error('the gateway is stopping')
 
 /** How long the final flush may take when the drain timeout is spent (or has less left). */
 const FINAL_FLUSH_MS = 3_000
