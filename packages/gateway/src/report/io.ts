@@ -129,11 +129,21 @@ export function durationFlag<F extends number | undefined>(
   return ms
 }
 
-/** Parses a whole, positive number flag. */
-export function positiveInt(flag: string, value: string | undefined, fallback: number): number {
+/** The most a rule's limit can be (the library's bound on integers, 2^31 − 1). */
+export const MAX_LIMIT = 2 ** 31 - 1
+
+/** Parses a whole, positive number flag, up to `max`. */
+export function positiveInt(
+  flag: string,
+  value: string | undefined,
+  fallback: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
   if (value === undefined) return fallback
   const n = Number(value.replace(/_/g, ''))
-  if (!Number.isSafeInteger(n) || n < 1)
-    throw new UsageError(`--${flag}: expected a positive whole number, got "${value}"`)
+  if (!Number.isSafeInteger(n) || n < 1 || n > max) {
+    const bound = max === Number.MAX_SAFE_INTEGER ? '' : ` up to ${max}`
+    throw new UsageError(`--${flag}: expected a positive whole number${bound}, got "${value}"`)
+  }
   return n
 }

@@ -3,6 +3,7 @@ import { loadPolicy, PolicyError } from '../replay/policy.js'
 import {
   type CliIo,
   durationFlag,
+  MAX_LIMIT,
   parseCommandArgs,
   positiveInt,
   runCommand,
@@ -13,12 +14,12 @@ import {
 import { ALGORITHM_IDS, type Contestant, defaultContestants, policyContestants } from './contestants.js'
 import { type SimulationResult, simulate } from './engine.js'
 import { htmlReport, textTable } from './report.js'
-import { SCENARIOS, scenarioByName } from './scenarios.js'
+import { MAX_SCENARIO_REQUESTS, SCENARIOS, type Scenario, scenarioByName } from './scenarios.js'
 import { readTrace } from './trace-file.js'
 
 export { ALGORITHM_IDS, type Contestant, defaultContestants, policyContestants } from './contestants.js'
 export { type AlgorithmResult, type SimulationResult, simulate } from './engine.js'
-export { SCENARIOS, type Scenario, scenarioByName } from './scenarios.js'
+export { MAX_SCENARIO_REQUESTS, SCENARIOS, type Scenario, scenarioByName } from './scenarios.js'
 export type { Trace } from './trace.js'
 export { readTrace } from './trace-file.js'
 
@@ -35,7 +36,8 @@ Options:
                           {"t","key","cost"}, or time,key[,cost] lines
   -c, --config <file>     run the rules of this policy file (edgelimit.yaml) instead of every
                           algorithm; --limit/--window then only shape the scenario's traffic
-  --limit <n>             the limit (default: the scenario's, 100; credential-stuffing 5)
+  --limit <n>             the limit (default: the scenario's, 100; credential-stuffing 5); the
+                          scenario traffic grows with it (at most ${MAX_SCENARIO_REQUESTS.toLocaleString('en-US')} requests)
   --window <duration>     the window (default 60s)
   --algorithms <a,b,...>  a subset of ${ALGORITHM_IDS.join(', ')}
   --seed <n>              random seed of the scenarios (default 1)
@@ -73,7 +75,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
   }
   const cwd = workingDirectory(io)
   const at = (f: string) => path.resolve(cwd, f)
-  const limit = values.limit === undefined ? undefined : positiveInt('limit', values.limit, 100)
+  const limit = values.limit === undefined ? undefined : positiveInt('limit', values.limit, 100, MAX_LIMIT)
   const windowMs = durationFlag('window', values.window, undefined, '60s')
   const seed = positiveInt('seed', values.seed, 1)
   const only = values.algorithms?.split(',').map((s) => s.trim())
@@ -100,12 +102,16 @@ async function run(args: string[], io: CliIo): Promise<number> {
   } else {
     const names =
       positionals.length === 0 || positionals.includes('all') ? SCENARIOS.map((s) => s.name) : positionals
-    for (const name of names) {
+    const scenarios = names.map((name) => {
       const scenario = scenarioByName(name)
       if (scenario === undefined)
         throw new UsageError(
           `unknown scenario "${name}" (known: ${SCENARIOS.map((s) => s.name).join(', ')}, all)`,
         )
+      return scenario
+    })
+    if (limit !== undefined) checkSize(scenarios, limit, windowMs)
+    for (const scenario of scenarios) {
       const trace = scenario.build({ limit, windowMs, seed })
       results.push(simulate(trace, contestantsFor(trace.limit, trace.windowMs)))
     }
@@ -118,6 +124,30 @@ async function run(args: string[], io: CliIo): Promise<number> {
   }
   if (values.json !== undefined) await writeOutput(at(values.json), `${JSON.stringify(results, null, 2)}\n`)
   return 0
+}
+
+/**
+ * The scenarios' traffic grows with the limit: one too large to build in memory is refused before
+ * it is built, naming the largest --limit that works for every scenario given.
+ */
+function checkSize(scenarios: readonly Scenario[], limit: number, windowMs: number | undefined): void {
+  const fits = (l: number) => scenarios.every((s) => s.size({ limit: l, windowMs }) <= MAX_SCENARIO_REQUESTS)
+  if (fits(limit)) return
+  const largest = scenarios.reduce((a, b) =>
+    b.size({ limit, windowMs }) > a.size({ limit, windowMs }) ? b : a,
+  )
+  let [lo, hi] = [1, limit] // fits(lo): a limit of 1 makes a few thousand requests at most
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2)
+    if (fits(mid)) lo = mid
+    else hi = mid
+  }
+  const count = (n: number) => Math.round(n).toLocaleString('en-US')
+  throw new UsageError(
+    `--limit ${limit}: the ${largest.name} scenario would be about ${count(largest.size({ limit, windowMs }))} requests, ` +
+      `more than the ${count(MAX_SCENARIO_REQUESTS)} simulate builds; ` +
+      `--limit ${lo} is the most that works${scenarios.length > 1 ? ' for these scenarios' : ''}`,
+  )
 }
 
 function parse(args: string[]) {

@@ -17,7 +17,18 @@ export interface Scenario {
   readonly limit: number
   readonly windowMs: number
   build(options?: ScenarioOptions): Trace
+  /**
+   * About how many requests `build` makes with these options (its expected count, without
+   * building it): the traffic grows with the limit, and a large one would not fit in memory.
+   */
+  size(options?: ScenarioOptions): number
 }
+
+/**
+ * The most requests `edgelimit simulate` builds for one scenario: about 1.5 GB, and from 25 s
+ * (boundary-burst) to a few minutes (botnet, 10,000 keys) of simulation.
+ */
+export const MAX_SCENARIO_REQUESTS = 5_000_000
 
 const MIN = 60_000
 
@@ -28,6 +39,7 @@ function scenario(
   windowMs: number,
   durationMs: (w: number) => number,
   describe: (l: number, w: number) => string,
+  size: (l: number, w: number) => number,
   fill: (
     b: ReturnType<typeof traceBuilder>,
     l: number,
@@ -50,6 +62,7 @@ function scenario(
       fill(b, l, w, rand, duration)
       return b.build({ name, description: describe(l, w), limit: l, windowMs: w, durationMs: duration })
     },
+    size: (options = {}) => Math.round(size(options.limit ?? limit, options.windowMs ?? windowMs)),
   }
 }
 
@@ -87,6 +100,7 @@ const steady = scenario(
   (w) => 10 * w,
   (l, w) =>
     `10 clients at a steady 80 % of the limit (${Math.round(0.8 * l)} per ${w / 1000} s, evenly spaced) and one heavy client at 2×, for 10 windows.`,
+  (l) => 10 * 8 * l + 20 * l,
   (b, l, w, rand, duration) => {
     for (let i = 0; i < 10; i++) {
       const period = w / (0.8 * l)
@@ -104,6 +118,16 @@ const bursty = scenario(
   (w) => 10 * w,
   (l, w) =>
     `50 browsers loading pages: each page is a document and 20–60 assets within 1.5 s, then 5–40 s of reading; about ${Math.round(0.8 * l)} requests per ${w / 1000} s on average, in bursts.`,
+  (l, w) => {
+    // Pages per browser: from a start in the first 10 s, one every 1.5 s + 22.5 s (scaled) on average.
+    const duration = 10 * w
+    const cycle = 1500 + 22_500 * (w / MIN)
+    const pages =
+      duration >= 10_000
+        ? (duration - 5000) / cycle + 0.5
+        : (duration * duration) / 20_000 / cycle + (0.5 * duration) / 10_000
+    return 50 * pages * (1 + 0.4 * l)
+  },
   (b, l, w, rand, duration) => {
     const scale = l / 100
     for (let u = 0; u < 50; u++) {
@@ -126,6 +150,7 @@ const boundaryBurst = scenario(
   (w) => 10 * w,
   (l) =>
     `An attacker sends the whole limit (${l}) in the second before every other window boundary and again in the second after it; 5 legitimate clients send 30 % of the limit, evenly.`,
+  (l) => 4 * 2 * l + 5 * 3 * l,
   (b, l, w, rand, duration) => {
     const attacker = b.client('203.0.113.66', 'attacker')
     const span = Math.min(1000, w / 4)
@@ -148,6 +173,7 @@ const credentialStuffing = scenario(
   (w) => 10 * w,
   (l) =>
     `20 attacking IPs each try ${l} passwords in the half second before every other window rollover of POST /login and ${l} more in the half second after; 50 real users log in 1–3 times (typos) at random.`,
+  (l) => 20 * 4 * 2 * l + 50 * 2,
   (b, l, w, rand, duration) => {
     const span = Math.min(500, w / 8)
     for (let a = 0; a < 20; a++) {
@@ -175,6 +201,7 @@ const botnet = scenario(
   (w) => 3 * w,
   (l, w) =>
     `10,000 IPs each send ${Math.round(0.05 * l)} requests per ${w / 1000} s (Poisson), far below a per-IP limit, to /api/search for 3 windows: ${Math.round(500 * l).toLocaleString('en-US')} per window in all; 20 real clients send 30 % of the limit.`,
+  (l) => 10_000 * 3 * 0.05 * l + 20 * 3 * 0.3 * l,
   (b, l, w, rand, duration) => {
     const mean = w / (0.05 * l)
     for (let i = 0; i < 10_000; i++) {
@@ -197,6 +224,8 @@ const thunderingHerd = scenario(
   (w) => 5 * w,
   (l, w) =>
     `500 clients poll at 30 % of the limit; a deploy at ${Math.round((5 * w) / 3) / 1000} s drops every connection and each client reconnects within 1 s with ${Math.round(1.2 * l)} requests in 2 s (state reload and retries), then polls again.`,
+  // Polls before the deploy, the reconnect, polls from about 2.5 s after it to the end.
+  (l, w) => 500 * (0.5 * l + 1.2 * l + (Math.max(0, (10 * w) / 3 - 2500) * 0.3 * l) / w),
   (b, l, w, rand, duration) => {
     const deploy = Math.round((5 * w) / 3)
     const period = w / (0.3 * l)

@@ -4,7 +4,14 @@ import path from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { describe, expect, test } from 'vitest'
 import { runReplay } from '../../src/replay/index.js'
-import { runSimulate, type SimulationResult } from '../../src/simulate/index.js'
+import {
+  MAX_SCENARIO_REQUESTS,
+  runSimulate,
+  SCENARIOS,
+  type Scenario,
+  type SimulationResult,
+  scenarioByName,
+} from '../../src/simulate/index.js'
 import { captureIo } from '../replay/io.js'
 import { runCli } from '../support/gateway.js'
 
@@ -194,6 +201,44 @@ describe('edgelimit simulate', () => {
     const full = captureIo(dir)
     expect(await runSimulate(['boundary-burst', '--no-html', '--json', '/dev/full'], full)).toBe(2)
     expect(full.err()).toMatch(/^edgelimit simulate: cannot write \/dev\/full: ENOSPC/)
+  })
+
+  test("--limit: at most 2147483647 (the limiter's bound), and no more than the scenario traffic that can be built", async () => {
+    const trace = file('small.csv', 'time,key\n0,a\n10,b\n')
+    const run = async (args: string[]) => {
+      const io = captureIo(dir)
+      return { code: await runSimulate([...args, '--no-html'], io), err: io.err() }
+    }
+    for (const limit of ['2147483648', '3000000000', '9007199254740991']) {
+      expect(await run(['--trace', trace, '--limit', limit])).toEqual({
+        code: 2,
+        err: `edgelimit simulate: --limit: expected a positive whole number up to 2147483647, got "${limit}"\n`,
+      })
+    }
+    // Built traffic grows with the limit: refused before it is built, naming the most that works.
+    const big = await run(['boundary-burst', '--limit', '1000000'])
+    expect(big.code).toBe(2)
+    expect(big.err).toMatch(
+      /^edgelimit simulate: --limit 1000000: the boundary-burst scenario would be about 23,000,000 requests, more than the 5,000,000 simulate builds; --limit (\d+) is the most that works\n$/,
+    )
+    const most = Number(/--limit (\d+) is the most/.exec(big.err)?.[1])
+    const burst = scenarioByName('boundary-burst') as Scenario
+    expect(burst.size({ limit: most })).toBeLessThanOrEqual(MAX_SCENARIO_REQUESTS)
+    expect(burst.size({ limit: most + 1 })).toBeGreaterThan(MAX_SCENARIO_REQUESTS)
+    // Every scenario given is checked up front; the most that works is the one for all of them.
+    const all = await run(['--limit', '2147483647'])
+    expect(all.code).toBe(2)
+    const allMost = Number(/--limit (\d+) is the most/.exec(all.err)?.[1])
+    expect(Math.max(...SCENARIOS.map((s) => s.size({ limit: allMost })))).toBeLessThanOrEqual(
+      MAX_SCENARIO_REQUESTS,
+    )
+    expect(Math.max(...SCENARIOS.map((s) => s.size({ limit: allMost + 1 })))).toBeGreaterThan(
+      MAX_SCENARIO_REQUESTS,
+    )
+    expect(all.err).toContain('the botnet scenario would be about')
+    expect(all.err).toContain('works for these scenarios')
+    // A smaller window does not make the traffic smaller: --window is taken into account.
+    expect((await run(['bursty', '--limit', '100000', '--window', '1s'])).code).toBe(2)
   })
 
   test('usage errors exit 2; --help and --list exit 0', async () => {

@@ -3,6 +3,7 @@ import {
   type AlgorithmResult,
   defaultContestants,
   SCENARIOS,
+  type Scenario,
   type SimulationResult,
   scenarioByName,
   simulate,
@@ -47,6 +48,23 @@ describe('every scenario', () => {
         expect(a.timeline.denied.reduce((x, y) => x + y, 0)).toBe(a.denied)
       }
       expect(r.offered.reduce((x, y) => x + y, 0)).toBe(r.requests)
+    },
+  )
+
+  test.each(SCENARIOS.map((s) => s.name))(
+    '%s: size() tells about how many requests build() makes (within a tenth), whatever the limit and window',
+    (name) => {
+      const s = scenarioByName(name) as Scenario
+      for (const options of [
+        {},
+        { limit: 20, windowMs: 10_000 },
+        { limit: 300 },
+        { limit: 7, windowMs: 3_600_000 },
+        { limit: 50, windowMs: 1000 },
+      ]) {
+        const built = s.build(options).n
+        expect(Math.abs(s.size(options) - built) / built, JSON.stringify(options)).toBeLessThan(0.1)
+      }
     },
   )
 
