@@ -3,6 +3,7 @@ import path from 'node:path'
 import {
   type CliIo,
   durationFlag,
+  MAX_LIMIT,
   parseCommandArgs,
   positiveInt,
   runCommand,
@@ -29,7 +30,7 @@ Reads Common/Combined Log Format and JSON lines (auto-detected per line), gzip b
 Options:
   -c, --config <file>      the gateway's policy file (edgelimit.yaml); see docs/simulate-replay.md
   --algorithm <name>       without --config: one rule of this algorithm (default sliding-window)
-  --limit <n>              without --config: its limit (default 100)
+  --limit <n>              without --config: its limit, 1 to 2147483647 (default 100)
   --window <duration>      without --config: its window (default 60s)
   --key <parts>            without --config: what it counts by, e.g. ip, ip+path,
                            header:user-agent (default ip)
@@ -164,7 +165,7 @@ function quickRule(values: {
   key?: string
 }): PolicyRule[] {
   const algorithm = values.algorithm ?? 'sliding-window'
-  const limit = Number(values.limit ?? 100)
+  const limit = positiveInt('limit', values.limit, 100, MAX_LIMIT)
   const window = values.window ?? '60s'
   const params: Record<string, unknown> = ['fixed-window', 'sliding-log', 'sliding-window'].includes(
     algorithm,

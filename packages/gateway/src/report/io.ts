@@ -132,7 +132,10 @@ export function durationFlag<F extends number | undefined>(
 /** The most a rule's limit can be (the library's bound on integers, 2^31 − 1). */
 export const MAX_LIMIT = 2 ** 31 - 1
 
-/** Parses a whole, positive number flag, up to `max`. */
+/**
+ * Parses a whole, positive number flag written in decimal digits (`_` may group them: `1_000`),
+ * up to `max`; `1e3`, `0x10` and `''` are usage errors quoting what was typed.
+ */
 export function positiveInt(
   flag: string,
   value: string | undefined,
@@ -140,7 +143,7 @@ export function positiveInt(
   max = Number.MAX_SAFE_INTEGER,
 ): number {
   if (value === undefined) return fallback
-  const n = Number(value.replace(/_/g, ''))
+  const n = /^\d+(_\d+)*$/.test(value) ? Number(value.replace(/_/g, '')) : Number.NaN
   if (!Number.isSafeInteger(n) || n < 1 || n > max) {
     const bound = max === Number.MAX_SAFE_INTEGER ? '' : ` up to ${max}`
     throw new UsageError(`--${flag}: expected a positive whole number${bound}, got "${value}"`)

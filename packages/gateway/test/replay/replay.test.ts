@@ -412,6 +412,28 @@ describe('the command', () => {
     expect(await runReplay(['--help'], help)).toBe(0)
     expect(help.out()).toContain('Usage: edgelimit replay')
   })
+
+  test('--limit is a whole number in digits up to 2147483647; the error quotes what was typed', async () => {
+    for (const typed of ['1e3', '0x10', '', 'abc', ' 5', '2.5', '-3', '0', '2147483648']) {
+      const io = captureIo(dir)
+      expect(await runReplay([SAMPLE, `--limit=${typed}`, '--no-html', '--no-progress'], io), typed).toBe(2)
+      expect(io.err()).toBe(
+        `edgelimit replay: --limit: expected a positive whole number up to 2147483647, got "${typed}"\n`,
+      )
+    }
+    // Digits, with _ between groups as the other number flags take them.
+    for (const [typed, limit] of [
+      ['2147483647', 2_147_483_647],
+      ['1_000', 1000],
+    ] as const) {
+      const json = path.join(dir, `limit-${limit}.json`)
+      const io = captureIo(dir)
+      expect(
+        await runReplay([SAMPLE, '--limit', typed, '--no-html', '--no-progress', '--json', json], io),
+      ).toBe(0)
+      expect(readFileSync(json, 'utf8')).toContain(`"limit": ${limit}`)
+    }
+  })
 })
 
 /** A result without its timing. */

@@ -247,6 +247,8 @@ describe('edgelimit simulate', () => {
       [['--algorithms', 'magic'], /--algorithms: unknown magic/],
       [['--window', 'soon'], /--window: expected a duration/],
       [['--limit', '0'], /--limit: expected a positive whole number/],
+      [['--limit', '1e3'], /--limit: expected a positive whole number up to 2147483647, got "1e3"/],
+      [['--seed', '0x10'], /--seed: expected a positive whole number, got "0x10"/],
       [['--trace', path.join(dir, 'missing.csv')], /ENOENT/],
       [['--trace', file('empty.csv', 'time,key\n')], /no requests found/],
       [
