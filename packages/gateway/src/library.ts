@@ -1,7 +1,7 @@
 /**
  * What the gateway takes from the library beyond its public entry points: the HTTP building
- * blocks come from `edgelimit/http` (shared with every adapter); `bindingRule`, `describe` and `within` are
- * internal helpers not worth a public export, taken from the library's source in this one file.
+ * blocks come from `edgelimit/http` (shared with every adapter); `bindingRule`, `describe`,
+ * `enforcedFor` and `within` are internal helpers not worth a public export, taken from the library's source in this one file.
  */
 
 export {
@@ -22,3 +22,4 @@ export {
 export { bindingRule } from '../../edgelimit/src/decision.js'
 export { describe } from '../../edgelimit/src/errors.js'
 export { within } from '../../edgelimit/src/resilience/deadline.js'
+export { enforcedFor } from '../../edgelimit/src/resilience/rollout.js'

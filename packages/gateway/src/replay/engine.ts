@@ -17,8 +17,10 @@ export interface ReplayOptions {
   /**
    * `shadow`: every rule observes, nothing is blocked, each rule is charged when it admits (what the
    * gateway counts with `mode: shadow`). `enforce`: the rules as the policy says (its `mode: shadow`
-   * rules stay in shadow), walked as the gateway walks them: each matching rule counts the request
-   * in turn, and the first enforced denial blocks it before later rules see it. @default 'shadow'
+   * rules stay in shadow, a rule with `enforce: N` blocks only for the keys in its N % share, as the
+   * gateway's limiter picks them), walked as the gateway walks them: each matching rule counts the
+   * request in turn, and the first enforced denial blocks it before later rules see it; any other
+   * denial is a shadow denial and the walk goes on. @default 'shadow'
    */
   mode?: 'shadow' | 'enforce'
   /** @default 'auto' (a line starting with `{` is JSON, any other Common/Combined Log Format) */

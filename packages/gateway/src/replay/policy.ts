@@ -2,7 +2,8 @@ import { type AlgorithmSpec, createLimiter, type Policy, type StoreRule } from '
 import { PolicyError } from '../config/issues.js'
 import type { GatewayConfig, KeyPart, RuleConfig } from '../config/types.js'
 import { loadPolicy as loadGatewayPolicy, validatePolicy } from '../config/validate.js'
-import { type ClientKeyOptions, subnetKey } from '../library.js'
+import { type ClientKeyOptions, enforcedFor, subnetKey } from '../library.js'
+import { createHasher, type Hasher } from '../policy/key.js'
 import { compileMatch } from '../policy/match.js'
 import { memo } from '../policy/memo.js'
 import { canonicalPath, hostForm, routeForm } from '../policy/path.js'
@@ -35,6 +36,8 @@ export interface PolicyRule {
   readonly cost: number
   /** `mode: shadow` in the policy. */
   readonly shadow: boolean
+  /** `enforce` in the policy: the percentage of keys the rule blocks when not in shadow. */
+  readonly enforce: number
   readonly plans: readonly PolicyPlan[]
   /** Whether the rule applies to every request (no `match`). */
   readonly matchesAll: boolean
@@ -44,6 +47,12 @@ export interface PolicyRule {
   keyOf(r: LogRecord, route: string): string
   /** Index into `plans` for a request with `key`. */
   planOf(r: LogRecord, key: string): number
+  /**
+   * Whether the request's key falls in the rule's `enforce` share, as the gateway's limiter (plan
+   * `plan`) decides it: by the store key the gateway derives, the HMAC of the key parts under
+   * `identity.secret`. Outside it, a denial is a shadow denial.
+   */
+  enforces(r: LogRecord, route: string, plan: number): boolean
   /** For a rule keyed by `ip` alone: the key of a client address (IPv6 grouped as configured). */
   readonly clientKey: ((ip: string) => string) | undefined
   /** Fields of a log line the rule reads beyond the defaults. */
@@ -70,10 +79,11 @@ export function policyFromRules(rules: readonly unknown[], identity?: unknown): 
 
 /** The rules of a validated gateway configuration. */
 export function compilePolicy(config: GatewayConfig): PolicyRule[] {
-  return config.rules.map((rule) => compileRule(rule, config.identity))
+  const hasher = createHasher(config.identity.secret)
+  return config.rules.map((rule) => compileRule(rule, config.identity, hasher))
 }
 
-function compileRule(rule: RuleConfig, identity: ClientKeyOptions): PolicyRule {
+function compileRule(rule: RuleConfig, identity: ClientKeyOptions, hasher: Hasher): PolicyRule {
   const plans = rule.plans.map((plan): PolicyPlan => {
     const name = plan.tier === '' ? rule.name : `${rule.name}.${plan.tier}`
     const { policy, compiled } = createLimiter({ rules: [{ name, algorithm: plan.algorithm }] })
@@ -84,6 +94,7 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions): PolicyRule {
   const request = requestView()
   const client = clientKey(identity)
   const parts = rule.key.map((p) => keyPart(p, client))
+  const names = rule.key.map((p) => ('name' in p ? `${p.kind}:${p.name}` : p.kind))
   const tiers = rule.tiers
   const planIndex = new Map(plans.map((p, i) => [p.tier, i]))
   const defaultPlan = tiers === undefined ? 0 : (planIndex.get(tiers.default) ?? 0)
@@ -95,9 +106,10 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions): PolicyRule {
     0
   return {
     name: rule.name,
-    key: rule.key.map((p) => ('name' in p ? `${p.kind}:${p.name}` : p.kind)),
+    key: names,
     cost: rule.cost,
     shadow: rule.mode === 'shadow',
+    enforce: rule.enforce,
     plans,
     matchesAll,
     clientKey: rule.key.length === 1 && rule.key[0]?.kind === 'ip' ? client : undefined,
@@ -122,6 +134,10 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions): PolicyRule {
               (tiers.header === undefined ? undefined : headerOf(r, tiers.header)?.trim())
             return (named === undefined ? undefined : planIndex.get(named)) ?? defaultPlan
           },
+    enforces:
+      rule.enforce >= 100 || rule.enforce <= 0
+        ? () => rule.enforce >= 100
+        : (r, route, plan) => enforcedFor((plans[plan] as PolicyPlan).name, storeKey(r, route), rule.enforce),
     needs: {
       ua:
         rule.key.some((p) => p.kind === 'header' && p.name === 'user-agent') ||
@@ -133,6 +149,17 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions): PolicyRule {
 
   function fallback(r: LogRecord): string {
     return `${FALLBACK}${client(r.ip)}`
+  }
+
+  /** The key the gateway passes its limiter: `name=value` parts (or the fallback), hashed. */
+  function storeKey(r: LogRecord, route: string): string {
+    let descriptor = ''
+    for (let i = 0; i < parts.length; i++) {
+      const v = (parts[i] as KeyFn)(r, route)
+      if (v === undefined || v === '') return hasher.hash(fallback(r))
+      descriptor += `${i === 0 ? '' : '|'}${names[i]}=${encodeURIComponent(v)}`
+    }
+    return hasher.hash(descriptor)
   }
 }
 

@@ -104,7 +104,8 @@ export function ruleRunner(
           if ((verdicts[j] as { allowed: boolean }).allowed) continue
           any = true
           onDenied(i, key)
-          if (u.enforced) {
+          // Outside the rule's `enforce` share a denial is a shadow denial: the walk goes on.
+          if (u.enforced && u.rule.enforces(r, route, plan)) {
             blocked++
             return true
           }

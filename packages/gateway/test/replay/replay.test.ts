@@ -370,6 +370,29 @@ describe('shadow counts equal the limiter in shadow mode (what the gateway count
     ])
     expect(enforce.blocked).toBe(7)
   })
+
+  test("enforce mode blocks only for the keys in a rule's `enforce` share; other denials do not stop the walk", async () => {
+    const t = Date.UTC(2026, 0, 1)
+    const log = Array.from({ length: 10 }, (_, i) => line('10.0.0.1', t + i * 100)).join('')
+    const rules = (enforce: number) =>
+      policyFromRules([
+        { name: 'tight', algorithm: 'fixed-window', limit: 3, window: '1m', enforce },
+        { name: 'after', algorithm: 'fixed-window', limit: 5, window: '1m' },
+      ])
+    const none = await replayLog({ inputs: [Readable.from([log])], rules: rules(0), mode: 'enforce' })
+    // `tight` denies 7 but blocks none: `after` sees all 10 and blocks 5.
+    expect(none.rules.map((x) => [x.matched, x.denied])).toEqual([
+      [10, 7],
+      [10, 5],
+    ])
+    expect(none.blocked).toBe(5)
+    const all = await replayLog({ inputs: [Readable.from([log])], rules: rules(100), mode: 'enforce' })
+    expect(all.rules.map((x) => [x.matched, x.denied])).toEqual([
+      [10, 7],
+      [3, 0],
+    ])
+    expect(all.blocked).toBe(7)
+  })
 })
 
 describe('the command', () => {
