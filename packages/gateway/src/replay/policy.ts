@@ -280,7 +280,10 @@ function requestView() {
   return view
 }
 
-/** The limit and window a policy stands for (the exact sliding log it is compared with). */
+/**
+ * The limit and window a policy stands for (the exact sliding log it is compared with): for the
+ * buckets and GCRA, the largest burst and the time to refill it.
+ */
 export function nominal(p: Policy): { limit: number; windowMs: number } {
   switch (p.algorithm) {
     case 'fixed-window':
@@ -297,6 +300,7 @@ export function nominal(p: Policy): { limit: number; windowMs: number } {
       return { limit, windowMs: Math.max(1, Math.round((limit * p.leakIntervalMs) / p.leakRate)) }
     }
     case 'gcra':
-      return { limit: p.limit, windowMs: p.periodMs }
+      // Its largest burst and the time to earn it back (T = period / limit per request).
+      return { limit: p.burst, windowMs: Math.max(1, Math.round((p.burst * p.periodMs) / p.limit)) }
   }
 }

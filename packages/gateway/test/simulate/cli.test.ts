@@ -82,6 +82,31 @@ describe('edgelimit simulate', () => {
     expect(global?.maxInSpan.key).toBe('*')
   })
 
+  test('GCRA is measured against its burst and the time to refill it, as the token bucket it equals', async () => {
+    // 20 requests at once, then one every 50 ms: GCRA 2/s with bursts of 20 and a token bucket of
+    // 20 refilled at 2/s admit and deny the same requests, so they must score the same.
+    const trace = file(
+      'burst.csv',
+      `time,key\n${Array.from({ length: 40 }, (_, i) => `${i < 20 ? 0 : (i - 19) * 50},alice`).join('\n')}\n`,
+    )
+    const policy = file(
+      'gcra-burst.yaml',
+      `rules:
+  - { name: g, algorithm: gcra, limit: 2, period: 1s, burst: 20 }
+  - { name: tb, algorithm: token-bucket, capacity: 20, refillRate: 2 }
+`,
+    )
+    const { code, results } = await simulateJson(['--trace', trace, '--config', policy])
+    expect(code).toBe(0)
+    const [g, tb] = results[0]?.algorithms ?? []
+    expect([g?.admitted, g?.denied]).toEqual([tb?.admitted, tb?.denied])
+    expect(g?.admitted).toBe(22)
+    expect([g?.limit, g?.windowMs]).toEqual([20, 10_000])
+    const score = (a: typeof g) => [a?.maxInSpan.count, a?.falseBlocks, a?.misses]
+    expect(score(g)).toEqual(score(tb))
+    expect(g?.maxInSpan.count).toBe(22)
+  })
+
   test('--trace: an access log, JSON lines, and time,key[,cost] lines', async () => {
     const log = await simulateJson([
       '--trace',
