@@ -57,6 +57,11 @@ export interface PolicyRule {
   readonly clientKey: ((ip: string) => string) | undefined
   /** Fields of a log line the rule reads beyond the defaults. */
   readonly needs: { readonly ua: boolean; readonly query: boolean }
+  /**
+   * What the rule reads of a request beyond its address, path and method (key, `match`, tier
+   * header), as the policy names it: `host`, `header:<name>`, `query:<name>`.
+   */
+  readonly reads: readonly string[]
 }
 
 /**
@@ -145,6 +150,14 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions, hasher: Hashe
         rule.match.headers.some(([h]) => h === 'user-agent'),
       query: rule.key.some((p) => p.kind === 'query'),
     },
+    reads: [
+      ...new Set([
+        ...names.filter((n) => n === 'host' || n.startsWith('header:') || n.startsWith('query:')),
+        ...(rule.match.hosts.length > 0 ? ['host'] : []),
+        ...rule.match.headers.map(([h]) => `header:${h}`),
+        ...(tiers?.header === undefined ? [] : [`header:${tiers.header}`]),
+      ]),
+    ],
   }
 
   function fallback(r: LogRecord): string {

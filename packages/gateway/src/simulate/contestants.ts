@@ -9,7 +9,7 @@ import {
 } from 'edgelimit'
 import type { PolicyRule } from '../replay/policy.js'
 import type { LogRecord } from '../replay/record.js'
-import type { Trace } from './trace.js'
+import type { Trace, TraceField } from './trace.js'
 
 /** One limiter run over the trace. */
 export interface Contestant {
@@ -106,11 +106,18 @@ export function policyContestants(rules: readonly PolicyRule[]): Contestant[] {
     ua: '-',
     json: undefined,
   }
+  const field = (trace: Trace, f: TraceField, i: number) => {
+    const column = trace.fields[f]
+    return column === undefined ? '' : (column.values[column.of[i] as number] as string)
+  }
   const at = (trace: Trace, i: number) => {
     record.ts = trace.t[i] as number
     record.ip = trace.keys[trace.key[i] as number] as string
     record.path = trace.paths[trace.path[i] as number] as string
     record.method = trace.methods[trace.method[i] as number] as string
+    record.ua = field(trace, 'ua', i) || '-'
+    record.query = field(trace, 'query', i)
+    record.host = field(trace, 'host', i)
     return record
   }
   return rules.flatMap((r) =>
@@ -134,5 +141,32 @@ export function policyContestants(rules: readonly PolicyRule[]): Contestant[] {
         cost: r.cost,
       }
     }),
+  )
+}
+
+/** The trace field that holds what a rule reads (`PolicyRule.reads`), if a trace can carry it. */
+function fieldOf(read: string): TraceField | undefined {
+  if (read === 'host') return 'host'
+  if (read === 'header:user-agent') return 'ua'
+  return read.startsWith('query:') ? 'query' : undefined
+}
+
+/**
+ * What the rules read that the trace does not carry (another header, or a field no request of
+ * the trace has): one message per rule and field. Such a rule decides as if no request had it.
+ *
+ * @example traceGaps(loadPolicy('edgelimit.yaml'), trace) // ['by-tenant: reads header:x-tenant, …']
+ */
+export function traceGaps(rules: readonly PolicyRule[], trace: Trace): string[] {
+  return rules.flatMap((r) =>
+    r.reads
+      .filter((read) => {
+        const f = fieldOf(read)
+        return f === undefined || trace.fields[f] === undefined
+      })
+      .map(
+        (read) =>
+          `${r.name}: reads ${read}, which the trace does not carry: decided as if no request had it (a key falls back to the client)`,
+      ),
   )
 }

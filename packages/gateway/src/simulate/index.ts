@@ -11,7 +11,13 @@ import {
   workingDirectory,
   writeOutput,
 } from '../report/io.js'
-import { ALGORITHM_IDS, type Contestant, defaultContestants, policyContestants } from './contestants.js'
+import {
+  ALGORITHM_IDS,
+  type Contestant,
+  defaultContestants,
+  policyContestants,
+  traceGaps,
+} from './contestants.js'
 import { type SimulationResult, simulate } from './engine.js'
 import { htmlReport, textTable } from './report.js'
 import { MAX_SCENARIO_REQUESTS, SCENARIOS, type Scenario, scenarioByName } from './scenarios.js'
@@ -98,6 +104,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
       io.stderr.write(
         `${values.trace}: ${skipped.count} malformed line(s) skipped: ${skipped.first.join('; ')}\n`,
       )
+    for (const gap of traceGaps(rules ?? [], trace)) io.stderr.write(`${values.trace}: rule ${gap}\n`)
     results.push(simulate(trace, contestantsFor(trace.limit, trace.windowMs)))
   } else {
     const names =

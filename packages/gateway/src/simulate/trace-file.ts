@@ -2,14 +2,15 @@ import { clfParser } from '../replay/clf.js'
 import { toMs } from '../replay/json-line.js'
 import { forEachLine } from '../replay/lines.js'
 import { UsageError } from '../report/io.js'
-import { type Trace, traceBuilder } from './trace.js'
+import { type Trace, type TraceField, traceBuilder } from './trace.js'
 
 /**
  * Reads a trace file into a `Trace` (times made relative to the first request; fixed windows stay
  * aligned to the epoch). Accepted, detected per line:
- * - an access log line (Common/Combined Log Format): the client IP is the key;
+ * - an access log line (Common/Combined Log Format): the client IP is the key; its user agent and
+ *   query string are kept for the rules that read them;
  * - JSON lines: `{"t": 1200, "key": "alice", "cost": 1, "path": "/login", "method": "POST"}`
- *   (`t`, `time`, `ts` or `timestamp`; `key` or `ip`);
+ *   (`t`, `time`, `ts` or `timestamp`; `key` or `ip`; optional `ua`, `query` and `host`);
  * - `time,key[,cost]` (comma, tab or space separated; a header line is skipped).
  * A time is read the same way in both (`traceMs`): a number under 10⁹ is milliseconds from the
  * start of the trace, a larger one epoch seconds (10 digits) or epoch milliseconds (13 digits);
@@ -21,9 +22,17 @@ export async function readTrace(
   meta: { limit: number; windowMs: number },
 ): Promise<{ trace: Trace; skipped: { count: number; first: string[] } }> {
   const b = traceBuilder()
-  const clf = clfParser()
+  const clf = clfParser({ ua: true, query: true })
   const skipped = { count: 0, first: [] as string[] }
-  const rows: { t: number; key: string; cost: number; path: string; method: string }[] = []
+  const rows: {
+    t: number
+    key: string
+    cost: number
+    path: string
+    method: string
+    fields?: Partial<Record<TraceField, string>>
+  }[] = []
+  const str = (v: unknown) => (typeof v === 'string' ? v : undefined)
   const skip = (line: number, why: string) => {
     skipped.count++
     if (skipped.first.length < 10) skipped.first.push(`line ${line}: ${why}`)
@@ -49,12 +58,18 @@ export async function readTrace(
           cost,
           path: typeof o.path === 'string' ? o.path : '/',
           method: typeof o.method === 'string' ? o.method.toUpperCase() : 'GET',
+          fields: {
+            ua: str(o.ua),
+            query: str(o.query)?.replace(/^\?/, ''),
+            host: str(o.host)?.toLowerCase(),
+          },
         })
         return
       }
       if (clf.parse(buf, s, e) === undefined) {
         const r = clf.record
-        rows.push({ t: r.ts, key: r.ip, cost: 1, path: r.path, method: r.method })
+        const fields = { ua: r.ua === '-' ? undefined : r.ua, query: r.query }
+        rows.push({ t: r.ts, key: r.ip, cost: 1, path: r.path, method: r.method, fields })
         return
       }
       const parts = buf
@@ -82,7 +97,7 @@ export async function readTrace(
     if (r.t < origin) origin = r.t
     if (r.t > end) end = r.t
   }
-  for (const r of rows) b.add(r.t - origin, b.client(r.key, 'clients'), r.path, r.method, r.cost)
+  for (const r of rows) b.add(r.t - origin, b.client(r.key, 'clients'), r.path, r.method, r.cost, r.fields)
   const name = file === '-' ? 'standard input' : (file.split('/').pop() ?? file)
   const trace = b.build({
     name,

@@ -25,13 +25,32 @@ export interface Trace {
   /** Group of each key (index into `groups`): attacker, legit, … */
   readonly group: Uint8Array
   readonly groups: readonly string[]
+  /** The fields of `TRACE_FIELDS` the trace carries (an access log's user agent and query, …). */
+  readonly fields: Readonly<Partial<Record<TraceField, TraceColumn>>>
+}
+
+/** Request fields a trace may carry beyond key, path and method, for the rules that read them. */
+export const TRACE_FIELDS = ['ua', 'query', 'host'] as const
+export type TraceField = (typeof TRACE_FIELDS)[number]
+
+/** One field of every request: an index into `values` (`''` where a request has none). */
+export interface TraceColumn {
+  readonly of: Int32Array
+  readonly values: readonly string[]
 }
 
 /** Collects requests in any order, then sorts them (stable) into a `Trace`. */
 export interface TraceBuilder {
   /** Interns a key in a group; returns its index. */
   client(name: string, group: string): number
-  add(t: number, client: number, path?: string, method?: string, cost?: number): void
+  add(
+    t: number,
+    client: number,
+    path?: string,
+    method?: string,
+    cost?: number,
+    fields?: Partial<Record<TraceField, string>>,
+  ): void
   build(meta: {
     name: string
     description: string
@@ -55,6 +74,8 @@ export function traceBuilder(): TraceBuilder {
   const paths = new Map<string, number>()
   const methods = new Map<string, number>()
   const keyIndex = new Map<string, number>()
+  // Per field: its values interned, and each request's (filled in only once a request has one).
+  const columns = new Map<TraceField, { values: Map<string, number>; of: number[] }>()
   let anyCost = false
   const intern = (m: Map<string, number>, s: string) => {
     let i = m.get(s)
@@ -77,7 +98,19 @@ export function traceBuilder(): TraceBuilder {
       }
       return i
     },
-    add(t, client, path = '/', method = 'GET', cost = 1) {
+    add(t, client, path = '/', method = 'GET', cost = 1, fields) {
+      if (fields !== undefined) {
+        for (const f of TRACE_FIELDS) {
+          const v = fields[f]
+          if (v === undefined || v === '') continue
+          let column = columns.get(f)
+          if (column === undefined) {
+            column = { values: new Map([['', 0]]), of: [] }
+            columns.set(f, column)
+          }
+          column.of[times.length] = intern(column.values, v)
+        }
+      }
       times.push(Math.max(0, Math.round(t)))
       clients.push(client)
       pathIds.push(intern(paths, path))
@@ -113,6 +146,16 @@ export function traceBuilder(): TraceBuilder {
         methods: [...methods.keys()],
         group: Uint8Array.from(keyGroups),
         groups,
+        fields: Object.fromEntries(
+          [...columns].map(([f, c]) => {
+            // Requests without the field (holes) are index 0, `''`.
+            const of = new Int32Array(n)
+            order.forEach((j, i) => {
+              of[i] = c.of[j] ?? 0
+            })
+            return [f, { of, values: [...c.values.keys()] }]
+          }),
+        ),
       }
     },
   }

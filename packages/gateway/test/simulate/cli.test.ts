@@ -12,6 +12,7 @@ import {
   type SimulationResult,
   scenarioByName,
 } from '../../src/simulate/index.js'
+import { clfTime } from '../replay/generate-log.js'
 import { captureIo } from '../replay/io.js'
 import { runCli } from '../support/gateway.js'
 
@@ -154,6 +155,45 @@ describe('edgelimit simulate', () => {
       'fixed-window',
     ])
     expect(j.results[0]?.algorithms[0]).toMatchObject({ admitted: 2, denied: 1 })
+  })
+
+  test('--trace with --config: rules read the user agent and query of an access log; a field the trace lacks is warned about', async () => {
+    // One address, two user agents, 10 requests each within a minute; the bot's all to ?q=x.
+    const lines = Array.from({ length: 20 }, (_, i) => {
+      const bot = i % 2 === 1
+      const target = bot ? '/search?q=x' : `/search?q=${i}`
+      return `10.0.0.1 - - [${clfTime(Date.UTC(2026, 0, 1) + i * 1000)}] "GET ${target} HTTP/1.1" 200 5 "-" "${bot ? 'bot/1' : 'curl/8'}"`
+    })
+    const log = file('agents.log', `${lines.join('\n')}\n`)
+    const policy = file(
+      'by-agent.yaml',
+      `rules:
+  - { name: by-ua, key: header:user-agent, algorithm: fixed-window, limit: 10, window: 1m }
+  - { name: by-ip, key: ip, algorithm: fixed-window, limit: 10, window: 1m }
+  - { name: by-q, key: "query:q", algorithm: fixed-window, limit: 5, window: 1m }
+  - { name: by-tenant, key: "header:x-tenant", algorithm: fixed-window, limit: 10, window: 1m }
+`,
+    )
+    const { code, results, err } = await simulateJson(['--trace', log, '--config', policy])
+    expect(code).toBe(0)
+    const [ua, ip, q, tenant] = results[0]?.algorithms ?? []
+    // Each agent sent 10: none over its own limit, keyed by the agent (not by the address).
+    expect(ua).toMatchObject({ admitted: 20, denied: 0 })
+    expect(['curl/8', 'bot/1']).toContain(ua?.maxInSpan.key)
+    expect(ip).toMatchObject({ admitted: 10, denied: 10 })
+    expect(q).toMatchObject({ admitted: 15, denied: 5 })
+    expect(q?.maxInSpan.key).toBe('x')
+    // No access log line carries X-Tenant: that rule falls back to the address, and says so.
+    expect(tenant).toMatchObject({ admitted: 10, denied: 10 })
+    expect(err).toMatch(/by-tenant: reads header:x-tenant, which the trace does not carry/)
+    expect(err).not.toMatch(/by-ua|by-q/)
+
+    // A time,key trace carries neither: both rules are warned about.
+    const csv = file('plain.csv', 'time,key\n0,alice\n10,bob\n')
+    const plain = await simulateJson(['--trace', csv, '--config', policy])
+    expect(plain.code).toBe(0)
+    expect(plain.err).toMatch(/by-ua: reads header:user-agent, which the trace does not carry/)
+    expect(plain.err).toMatch(/by-q: reads query:q, which the trace does not carry/)
   })
 
   test('a trace time means the same in JSON and delimited lines: small numbers are ms from the start, 10 digits epoch seconds', async () => {
