@@ -78,7 +78,7 @@ export interface ReplayResult {
   readonly mode: 'shadow' | 'enforce'
   readonly lines: number
   readonly requests: number
-  /** Requests denied by at least one rule (blocked, in enforce mode). */
+  /** Requests denied by at least one rule (in enforce mode, shadow denials included). */
   readonly denied: number
   /** Requests blocked (`enforce` mode only: denied by an enforced rule). */
   readonly blocked: number
@@ -90,7 +90,10 @@ export interface ReplayResult {
   readonly firstTs: number | undefined
   readonly lastTs: number | undefined
   readonly rules: RuleReport[]
-  /** Series: requests, denied by any rule, then denied per rule (rule order). */
+  /**
+   * Series: requests; blocked by any rule (in shadow mode: denied by any rule, what would be
+   * blocked); then denied per rule (rule order).
+   */
   readonly timeline: { widthMs: number; starts: number[]; series: number[][] }
   readonly elapsedMs: number
 }
@@ -165,10 +168,11 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
     } else t[NOW] = ts
     const now = t[NOW] as number
     line.add(now, 0)
-    const any = runner.decide(r, now)
-    if (any) {
+    const verdict = runner.decide(r, now)
+    if (verdict !== 0) {
       deniedAny++
-      line.add(now, 1)
+      // What the headline counts: blocked in enforce mode, would be blocked in shadow.
+      if (verdict === 2 || mode === 'shadow') line.add(now, 1)
     }
   }
 

@@ -124,14 +124,16 @@ export function htmlReport(r: ReplayResult, label: string, top = 10): string {
       { label: 'would block', color: PALETTE[1] as string, values: t.series[2 + i] ?? [], fill: true },
     ],
   }))
+  // Blocked requests in enforce mode; in shadow nothing is, and the series is what would be.
+  const anyRule = r.mode === 'enforce' ? 'blocked' : 'would block'
   const overview = {
     id: 'overview',
-    title: `All rules: requests, blocked by any rule, and per rule, per ${duration(t.widthMs)}`,
+    title: `All rules: requests, ${r.mode === 'enforce' ? 'blocked' : 'would be blocked'} by any rule, and would-block per rule, per ${duration(t.widthMs)}`,
     x,
     yLabel: 'requests',
     series: [
       { label: 'requests', color: PALETTE[0] as string, values: t.series[0] ?? [] },
-      { label: 'blocked (any rule)', color: PALETTE[1] as string, values: t.series[1] ?? [] },
+      { label: `${anyRule} (any rule)`, color: PALETTE[1] as string, values: t.series[1] ?? [] },
       ...r.rules.map((rule, i) => ({
         label: rule.name,
         color: PALETTE[(i + 2) % PALETTE.length] as string,

@@ -27,8 +27,11 @@ interface Unit {
 
 /** How the rules of a policy decide each request of a replay. */
 export interface RuleRunner {
-  /** Decides one request at `now`; returns whether any rule denied it. */
-  decide(r: LogRecord, now: number): boolean
+  /**
+   * Decides one request at `now`: 0 when every rule admitted it, 1 when a rule denied it without
+   * blocking it (in shadow, or outside its `enforce` share), 2 when a rule blocked it (`enforce` mode).
+   */
+  decide(r: LogRecord, now: number): 0 | 1 | 2
   /** Requests each rule decided. */
   readonly matched: Float64Array
   /** Each rule's busiest keys (rules of one unit share theirs). */
@@ -89,7 +92,7 @@ export function ruleRunner(
 
   return {
     decide(r, now) {
-      let any = false
+      let any: 0 | 1 = 0
       for (const u of units) {
         const route = u.rule.match(r)
         if (route === undefined) continue
@@ -102,12 +105,12 @@ export function ruleRunner(
           const i = members[j] as number
           matched[i] = (matched[i] as number) + 1
           if ((verdicts[j] as { allowed: boolean }).allowed) continue
-          any = true
+          any = 1
           onDenied(i, key)
           // Outside the rule's `enforce` share a denial is a shadow denial: the walk goes on.
           if (u.enforced && u.rule.enforces(r, route, plan)) {
             blocked++
-            return true
+            return 2
           }
         }
       }

@@ -7,6 +7,7 @@ import { createLimiter, type LimiterEvent, slidingWindow, tokenBucket } from 'ed
 import { manualClock } from 'edgelimit/testing'
 import { describe, expect, test } from 'vitest'
 import { policyFromRules, type ReplayResult, replayLog, runReplay } from '../../src/replay/index.js'
+import { htmlReport } from '../../src/replay/report.js'
 import { isoTime } from '../../src/report/format.js'
 import { clfTime } from './generate-log.js'
 import { captureIo } from './io.js'
@@ -369,6 +370,13 @@ describe('shadow counts equal the limiter in shadow mode (what the gateway count
       [3, 0],
     ])
     expect(enforce.blocked).toBe(7)
+    // The overview's "any rule" series is what the headline counts: blocked (7) in enforce mode,
+    // not every request some rule denied (8, `watch`'s shadow denials included).
+    const sum = (r: ReplayResult) => r.timeline.series[1]?.reduce((a, b) => a + b, 0)
+    expect([sum(enforce), enforce.denied]).toEqual([7, 8])
+    expect(sum(shadow)).toBe(shadow.denied)
+    expect(htmlReport(enforce, 'log')).toContain('blocked (any rule)')
+    expect(htmlReport(shadow, 'log')).toContain('would block (any rule)')
   })
 
   test("enforce mode blocks only for the keys in a rule's `enforce` share; other denials do not stop the walk", async () => {

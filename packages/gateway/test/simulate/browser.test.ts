@@ -138,7 +138,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('HTML reports in Chromium', () => {
     const r = JSON.parse(readFileSync(path.join(OUT, 'replay-report.json'), 'utf8')) as ReplayResult
     const { page, charts, problems } = await open(html)
     const buckets = r.timeline.starts.length
-    expect(charts.overview?.labels).toEqual(['time', 'requests', 'blocked (any rule)', 'per-ip', 'burst'])
+    expect(charts.overview?.labels).toEqual(['time', 'requests', 'would block (any rule)', 'per-ip', 'burst'])
     expect(charts.overview?.lengths).toEqual(Array(5).fill(buckets))
     expect(charts.overview?.sums.slice(1)).toEqual([10_000, r.denied, r.rules[0]?.denied, r.rules[1]?.denied])
     expect(charts['rule-0']?.labels).toEqual(['time', 'requests', 'would block'])
