@@ -242,8 +242,11 @@ ${extra}`
         }
       }
       const load = Promise.all(Array.from({ length: 8 }, worker))
+      // Waits for what the gateway does, not for a time: a reload is the watcher's 100 ms debounce
+      // plus a policy build, in this process, beside 8 request loops; on a loaded 2-core machine
+      // that took over 2 s. A reload that never comes still fails here, after 15 s.
       const waitFor = async (test: () => boolean) => {
-        for (let i = 0; i < 100 && !test(); i++) await new Promise((r) => setTimeout(r, 20))
+        for (let i = 0; i < 750 && !test(); i++) await new Promise((r) => setTimeout(r, 20))
         expect(test()).toBe(true)
       }
       const reloads = () => gw.logs.filter((l) => l.msg === 'policy reloaded').length
@@ -268,6 +271,9 @@ ${extra}`
       const result = await gw.gateway.reload('test')
       expect(result.ok).toBe(true)
       await new Promise((r) => setTimeout(r, 200))
+      // A count, not a time: the zero failures below are over at least 50 requests sent while the
+      // policy changed, however slowly the loaded machine served them (not 50 within ~0.5 s).
+      await waitFor(() => sent > 50)
       stop = true
       await load
       expect(failures).toEqual([])
@@ -295,8 +301,18 @@ ${extra}`
     try {
       writeFileSync(gw.file, `upstream: ${origin.url}\n${policy(100)}`)
       await gw.gateway.reload()
+      // The reload comes once the request has reached the first upstream (not 100 ms after it was
+      // sent: on a loaded machine it had not, went to the second upstream, and the count failed).
+      const arrived = new Promise<void>((resolve) => {
+        const onRequest = (url: string) => {
+          if (!url.startsWith('/slow')) return
+          origin.events.off('request', onRequest)
+          resolve()
+        }
+        origin.events.on('request', onRequest)
+      })
       const slow = fetch(`${gw.url}/slow?ms=400`)
-      await new Promise((r) => setTimeout(r, 100))
+      await arrived
       writeFileSync(gw.file, `upstream: ${other.url}\n${policy(100)}`)
       expect((await gw.gateway.reload()).ok).toBe(true)
       const response = await slow
