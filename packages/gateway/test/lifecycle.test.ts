@@ -36,7 +36,9 @@ describe('a newcomer: npm start', () => {
       `${upstream}/?k=1`,
     ])
     try {
-      for (let i = 0; i < 100 && !gateway.stderr().includes('Ctrl-C'); i++)
+      // The banner (stderr) up to 10 s after the listening line, as waitForLog waits: 2 s was
+      // tight for a child process on a loaded machine. A missing banner still fails below.
+      for (let i = 0; i < 500 && !gateway.stderr().includes('Ctrl-C'); i++)
         await new Promise((r) => setTimeout(r, 20))
       const masked = `${origin.url.replace('http://', 'http://***@')}/?***`
       expect(gateway.logs[0]).toMatchObject({ msg: 'listening', upstream: masked })
@@ -51,8 +53,8 @@ describe('a newcomer: npm start', () => {
     const gateway = await spawnGateway(['--config', 'examples/edgelimit.yaml'])
     try {
       expect(gateway.logs[0]).toMatchObject({ msg: 'listening', demo: true })
-      // The banner goes to stderr, the logs to stdout: two pipes, no order between them.
-      for (let i = 0; i < 100 && !gateway.stderr().includes('Ctrl-C'); i++)
+      // The banner goes to stderr, the logs to stdout: two pipes, no order between them (up to 10 s).
+      for (let i = 0; i < 500 && !gateway.stderr().includes('Ctrl-C'); i++)
         await new Promise((r) => setTimeout(r, 20))
       const banner = gateway.stderr()
       expect(banner).toContain('built-in demo origin')
@@ -172,8 +174,19 @@ describe('signals', () => {
     const file = writePolicy(tempDir(), 'rules: []\n')
     const gateway = await spawnGateway(['--config', file, '--upstream', origin.url])
     try {
-      const slow = fetch(`${gateway.url}/slow?ms=700`)
-      await new Promise((r) => setTimeout(r, 150))
+      // SIGTERM once the request is at the origin, not 150 ms after sending it (on a loaded machine
+      // it was not there yet: 0 in flight). The origin holds it 1.5 s: in flight when the gateway
+      // handles the signal, however late the machine lets it.
+      const arrived = new Promise<void>((resolve) => {
+        const onRequest = (url: string) => {
+          if (!url.startsWith('/slow')) return
+          origin.events.off('request', onRequest)
+          resolve()
+        }
+        origin.events.on('request', onRequest)
+      })
+      const slow = fetch(`${gateway.url}/slow?ms=1500`)
+      await arrived
       gateway.child.kill('SIGTERM')
       await gateway.waitForLog((l) => l.msg === 'draining')
       expect(gateway.logs.find((l) => l.msg === 'draining')?.inFlight).toBe(1)
