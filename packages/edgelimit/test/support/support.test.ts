@@ -108,10 +108,15 @@ describe('startDelayProxy', () => {
     const far = client({ host: '127.0.0.1', port: proxy.port })
     await Promise.all([direct.ping(), far.ping()]) // connect + handshake
 
-    let started = performance.now()
-    expect(await direct.ping()).toBe('PONG')
-    const directMs = performance.now() - started
-    started = performance.now()
+    // The direct round trip is the fastest of 5: one slow moment of the loaded machine there made
+    // `farMs - directMs` fall short of the delay. (Slowness in `farMs` only makes it larger.)
+    let directMs = Number.POSITIVE_INFINITY
+    for (let i = 0; i < 5; i++) {
+      const started = performance.now()
+      expect(await direct.ping()).toBe('PONG')
+      directMs = Math.min(directMs, performance.now() - started)
+    }
+    const started = performance.now()
     expect(await far.ping()).toBe('PONG')
     const farMs = performance.now() - started
     expect(farMs).toBeGreaterThanOrEqual(2 * delayMs - 2)
