@@ -9,6 +9,8 @@ export type LimiterEvent =
   | {
       readonly type: 'decision'
       readonly key: string
+      /** The units charged: 0 for a peek (`peek()`, or `limit()` with `cost: 0`), which charges nothing. */
+      readonly cost: number
       readonly decision: Decision
       readonly source: DecisionSource
     }
@@ -55,8 +57,9 @@ export interface MeterLike {
 
 /**
  * Turns events into OpenTelemetry instruments: `edgelimit.decisions` (by rule and outcome:
- * allowed, denied, shadow_denied), `edgelimit.store.errors` (by kind), `edgelimit.fallbacks` (by
- * mode), `edgelimit.breaker.open` (1 while open), `edgelimit.store.latency` (ms histogram).
+ * allowed, denied, shadow_denied; peeks, `cost: 0`, charge nothing and are not counted),
+ * `edgelimit.store.errors` (by kind), `edgelimit.fallbacks` (by mode), `edgelimit.breaker.open`
+ * (1 while open), `edgelimit.store.latency` (ms histogram).
  *
  * @example
  * import { metrics } from '@opentelemetry/api'
@@ -83,6 +86,8 @@ export function meterSink(meter: MeterLike): EventSink {
   return (event) => {
     switch (event.type) {
       case 'decision':
+        // A peek is a question, not a request: an exhausted key looked at would count as allowed.
+        if (event.cost === 0) break
         for (const r of event.decision.rules) {
           const outcome = r.allowed ? 'allowed' : r.shadow ? 'shadow_denied' : 'denied'
           decisions.add(1, { rule: r.name, outcome, source: event.source })

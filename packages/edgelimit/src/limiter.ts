@@ -90,9 +90,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
     }
     return mask
   }
-  function report(key: string, decision: Decision, source: DecisionSource): Decision {
+  function report(key: string, cost: number, decision: Decision, source: DecisionSource): Decision {
     if (emit === undefined) return decision
-    emit({ type: 'decision', key, decision, source })
+    emit({ type: 'decision', key, cost, decision, source })
     for (const r of decision.rules)
       if (r.shadow && !r.allowed) emit({ type: 'shadow-deny', key, rule: r.name, decision })
     return decision
@@ -158,7 +158,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
           const shadow = shadowOf(key)
           const verdicts = evaluateSync.call(bound, key, cost, now(), shadow === 0 ? undefined : { shadow })
           const decision = build(verdicts, shadow)
-          return emit === undefined ? decision : report(key, decision, 'store')
+          return emit === undefined ? decision : report(key, cost, decision, 'store')
         }
   const limitSync = (key: string, opts?: LimitOptions): Decision => decide(key, checkCall(key, opts))
   const limit = (key: string, opts?: LimitOptions): Promise<Decision> => {

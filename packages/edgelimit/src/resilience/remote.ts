@@ -107,10 +107,9 @@ export const remoteDecider: Decider = (context) => {
       (i, j) => (rules[i] as RuleConfig).onStoreError === 'closed' && (mask & (1 << j)) === 0,
     )
     const retry = breaker?.state === 'open' ? Math.max(1, breaker.reopensAt - now) : 1000
-    const local =
-      g.fallback === undefined
-        ? undefined
-        : g.fallback.evaluateSync?.(key, closed ? 0 : cost, now, { shadow: sub(mask, g.fallbackIndex) })
+    const local = g.fallback?.evaluateSync?.(key, closed ? 0 : cost, now, {
+      shadow: sub(mask, g.fallbackIndex),
+    })
     g.index.forEach((i, j) => {
       const rule = rules[i] as RuleConfig
       emit?.({ type: 'fallback', mode: rule.onStoreError, rule: rule.name, key })
@@ -137,7 +136,8 @@ export const remoteDecider: Decider = (context) => {
       const shadow = shadowOf(key)
       if (cache !== undefined && cost > 0) {
         const hit = cachedDenial(cache, key, cost, now)
-        if (hit !== undefined) return Promise.resolve(report(key, aged(hit.decision, now - hit.at), 'cache'))
+        if (hit !== undefined)
+          return Promise.resolve(report(key, cost, aged(hit.decision, now - hit.at), 'cache'))
       }
       return strict !== undefined && allStrict
         ? attempt(strict, key, cost, now, shadow, STRICT)
@@ -162,10 +162,10 @@ export const remoteDecider: Decider = (context) => {
           remember(cache, key, { at: now, until, cost, decision }, config.denyCacheKeys)
         }
       }
-      return report(key, decision, 'store')
+      return report(key, cost, decision, 'store')
     },
     fail: (g, key, cost, now, shadow) =>
-      report(key, build(fallback(g, key, cost, now, shadow), shadow), 'fallback'),
+      report(key, cost, build(fallback(g, key, cost, now, shadow), shadow), 'fallback'),
   }
 
   /** A group's verdicts, for a decision with several groups. */
@@ -293,7 +293,7 @@ export const remoteDecider: Decider = (context) => {
         shadow: mask,
       })
       place(localIndex, vs)
-      if (blocks(vs, mask)) return report(key, build(verdicts, shadow), 'local')
+      if (blocks(vs, mask)) return report(key, cost, build(verdicts, shadow), 'local')
     }
     if (approx !== undefined && approxGroup !== undefined) {
       const mask = sub(shadow, approxIndex)
@@ -302,14 +302,14 @@ export const remoteDecider: Decider = (context) => {
       )
       source = answer.source
       place(approxIndex, answer.verdicts)
-      if (blocks(answer.verdicts, mask)) return report(key, build(verdicts, shadow), source)
+      if (blocks(answer.verdicts, mask)) return report(key, cost, build(verdicts, shadow), source)
     }
     if (strict !== undefined) {
       const answer = await attempt(strict, key, cost, now, sub(shadow, strictIndex), GROUP)
       place(strictIndex, answer.verdicts)
       if (answer.source === 'fallback') source = 'fallback'
     }
-    return report(key, build(verdicts, shadow), source)
+    return report(key, cost, build(verdicts, shadow), source)
   }
 
   return {

@@ -96,8 +96,8 @@ export interface DecisionContext {
   shadowOf(key: string): number
   /** Reports an event to the limiter's observers (undefined when there are none). */
   readonly emit: ((event: LimiterEvent) => void) | undefined
-  /** Reports a decision to the observers and returns it. */
-  report(key: string, decision: Decision, source: DecisionSource): Decision
+  /** Reports a decision (of `cost` units, 0 for a peek) to the observers and returns it. */
+  report(key: string, cost: number, decision: Decision, source: DecisionSource): Decision
 }
 
 /** A limiter's decisions on one store: what `limit`, `reset` and `flush` call. */

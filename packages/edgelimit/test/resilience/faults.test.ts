@@ -907,4 +907,44 @@ describe('OpenTelemetry: the meter with @opentelemetry/sdk-metrics', () => {
     const latency = metrics.find((m) => m.descriptor.name === 'edgelimit.store.latency')
     expect(latency?.descriptor.unit).toBe('ms')
   })
+
+  it('peeks (cost 0) are no decisions: an exhausted key peeked on counts nothing, on Redis and in memory', async () => {
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 60_000 })
+    const provider = new MeterProvider({ readers: [reader] })
+    cleanups.push(() => provider.shutdown())
+    const c = client()
+    await ready(c)
+    const events: LimiterEvent[] = []
+    const onEvent = [meterSink(provider.getMeter('edgelimit-peek')), (e: LimiterEvent) => events.push(e)]
+    const rules = (name: string): Rule[] => [{ name, algorithm: fixedWindow({ limit: 2, window: '1h' }) }]
+    const onRedis = createLimiter({
+      rules: rules('redis'),
+      store: redisStore({ client: c, prefix: `otel-peek-${Date.now()}` }),
+      timeout: '200ms',
+      onEvent,
+    })
+    const inMemory = createLimiter({ rules: rules('memory'), onEvent })
+    for (const limiter of [onRedis, inMemory]) {
+      for (let i = 0; i < 3; i++) await limiter.limit('k') // allowed, allowed, denied
+      for (let i = 0; i < 4; i++) expect((await limiter.peek('k')).rules[0]?.remaining).toBe(0)
+      await limiter.limit('k', { cost: 0 }) // what peek() is
+      await limiter.limit('k') // denied
+    }
+    await provider.forceFlush()
+    const points = exporter
+      .getMetrics()
+      .flatMap((m) => m.scopeMetrics.flatMap((s) => s.metrics))
+      .filter((m) => m.descriptor.name === 'edgelimit.decisions')
+      .flatMap((m) => m.dataPoints as DataPoint<number>[])
+    const count = (rule: string, outcome: string) =>
+      points
+        .filter((p) => p.attributes.rule === rule && p.attributes.outcome === outcome)
+        .reduce((n, p) => n + p.value, 0)
+    expect([count('redis', 'allowed'), count('redis', 'denied')]).toEqual([2, 2])
+    expect([count('memory', 'allowed'), count('memory', 'denied')]).toEqual([2, 2])
+    // Observers still see every query, each decision event with its cost.
+    const costs = events.flatMap((e) => (e.type === 'decision' ? [e.cost] : []))
+    expect(costs).toEqual([1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1])
+  })
 })
