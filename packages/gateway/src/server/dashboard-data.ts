@@ -72,8 +72,13 @@ export interface DashboardData {
   breaker(rule: string, tier: string, state: BreakerState): void
   /** Points from epoch second `since` on (all kept points by default); the last one is the current, partial second. */
   points(since?: number): DashboardPoint[]
-  /** Series with data in the kept points or counted since the start. */
+  /**
+   * Series with data in the kept points or counted since the start (beyond 64 series, those idle
+   * for the whole window are left out; their totals stay, see `total`).
+   */
   series(): SeriesInfo[]
+  /** A rule's count of one outcome since the start, whether its series is still listed or not. */
+  total(rule: string, outcome: Outcome): number
   /** The most frequent (rule, key) pairs since the start, highest first. */
   topKeys(n: number): KeyRow[]
   /** Whether every top-keys count is exact (no pair was dropped yet), and how many pairs are held. */
@@ -130,12 +135,17 @@ interface KeyEntry {
 }
 
 const NONE: readonly (readonly [Series, number])[] = []
-/** Series beyond this many are forgotten once they have no data in the window. */
+/**
+ * Series beyond this many are forgotten once they have no data in the window: only their total
+ * is kept, so that it goes on when they come back.
+ */
 const KEEP_SERIES = 64
 
 /**
  * Creates the dashboard's bounded store: a ring of `seconds` one-second points (filled as the clock
- * passes each second — no timer), totals per series, a top-keys table of at most
+ * passes each second — no timer), totals per series (of forgotten ones too: one number per rule and
+ * outcome counted since the start, fewer than the label sets `edgelimit_decisions_total` holds for
+ * good, and rule names come from the policy, never from requests), a top-keys table of at most
  * `topKeysCapacity` pairs (lossy counting: when full, the 3/4 least frequent are dropped and a
  * pair seen again afterwards may be short by at most the largest count dropped), and the state
  * of every store breaker.
@@ -154,6 +164,8 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
   let current = Math.floor(now() / 1000)
 
   const byRule = new Map<string, Map<Outcome, Series>>()
+  /** Totals of forgotten series, by series key: a series is here or in `byRule`, never in both. */
+  const forgotten = new Map<string, number>()
   let touched: Series[] = []
   const histogram = new Uint32Array(LAT_BUCKETS)
   let latN = 0
@@ -220,6 +232,7 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
     for (const [rule, outcomes] of byRule) {
       for (const [outcome, s] of outcomes) {
         if (s.lastSeen < oldest) {
+          forgotten.set(s.key, s.total)
           outcomes.delete(outcome)
           seriesCount--
         }
@@ -241,7 +254,9 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
     }
     let s = outcomes.get(outcome)
     if (s === undefined) {
-      s = { key: `${rule}/${outcome}`, rule, outcome, total: 0, current: 0, lastSeen: current }
+      const key = `${rule}/${outcome}`
+      s = { key, rule, outcome, total: forgotten.get(key) ?? 0, current: 0, lastSeen: current }
+      forgotten.delete(key)
       outcomes.set(outcome, s)
       seriesCount++
     }
@@ -356,6 +371,9 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
           out.push({ key: s.key, rule: s.rule, outcome: s.outcome, total: s.total })
       }
       return out
+    },
+    total(rule, outcome) {
+      return byRule.get(rule)?.get(outcome)?.total ?? forgotten.get(`${rule}/${outcome}`) ?? 0
     },
     topKeys(n) {
       const all: KeyEntry[] = []

@@ -88,7 +88,7 @@ export function seriesFor(data: DashboardData, context: DashboardContext): WireS
       const key = `${rule.name}/${outcome}`
       const s = known.get(key)
       if (s === undefined && !expected(rule).includes(outcome)) continue
-      out.push(s ?? { key, rule: rule.name, outcome, total: 0 })
+      out.push(s ?? { key, rule: rule.name, outcome, total: data.total(rule.name, outcome) })
       seen.add(key)
     }
   }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { seriesFor } from '../../src/server/dashboard.js'
-import { createDashboardData } from '../../src/server/dashboard-data.js'
+import { createDashboardData, OUTCOMES, type Outcome } from '../../src/server/dashboard-data.js'
 
 /** A clock the test moves by hand (epoch ms). */
 function clock(start = 1_000_000_000) {
@@ -101,6 +101,49 @@ describe('dashboard data: one-second points', () => {
     c.add(20_000)
     data.decision('kept', '', 'allowed')
     expect(data.series().map((s) => s.rule)).toEqual(['kept'])
+  })
+
+  test('a forgotten series keeps its total since the start: it goes on from there when it comes back', () => {
+    const c = clock(0)
+    const data = createDashboardData({ now: c.now, seconds: 10 })
+    const others = (outcomes: readonly Outcome[]) => {
+      for (let r = 1; r < 30; r++) for (const o of outcomes) data.decision(`r${r}`, '', o)
+    }
+    // 30 rules × 3 outcomes = 90 series, more than are kept once idle.
+    for (const o of OUTCOMES) data.decision('r0', '', o)
+    others(OUTCOMES)
+    for (let i = 0; i < 100; i++) data.decision('r0', '', 'allowed')
+    // r0 idle for 2 windows while the others keep counting: forgotten.
+    for (let t = 0; t < 20; t++) {
+      c.add(1_000)
+      others(['allowed'])
+    }
+    expect(data.series().filter((s) => s.rule === 'r0')).toEqual([])
+    data.decision('r0', '', 'allowed')
+    expect(data.series().filter((s) => s.rule === 'r0')).toEqual([
+      { key: 'r0/allowed', rule: 'r0', outcome: 'allowed', total: 102 },
+    ])
+    // Forgotten again: a rule in force still shows its totals, as does `total`.
+    c.add(20_000)
+    others(OUTCOMES)
+    c.add(1_000)
+    expect(data.series().some((s) => s.rule === 'r0')).toBe(false)
+    expect([data.total('r0', 'allowed'), data.total('r0', 'denied'), data.total('never', 'denied')]).toEqual([
+      102, 1, 0,
+    ])
+    const context = {
+      rules: [{ name: 'r0', mode: 'enforce' as const, enforce: 100 }],
+      store: { type: 'memory', status: 'ready' },
+      generation: 1,
+      draining: false,
+    }
+    expect(seriesFor(data, context).slice(0, 2)).toEqual([
+      { key: 'r0/allowed', rule: 'r0', outcome: 'allowed', total: 102 },
+      { key: 'r0/denied', rule: 'r0', outcome: 'denied', total: 1 },
+    ])
+    data.decision('r0', '', 'denied')
+    expect(data.series().find((s) => s.key === 'r0/denied')?.total).toBe(2)
+    expect(data.total('r0', 'denied')).toBe(2)
   })
 })
 
