@@ -1,5 +1,6 @@
-// CONNECT asks for a tunnel, which a reverse proxy does not open: the client gets an answer that
-// says so (Node would close the connection without one), and metrics count it.
+// Answers on a bare connection: CONNECT asks for a tunnel, which a reverse proxy does not open,
+// and what Node's HTTP parser refuses never becomes a request. The client gets an answer that
+// says so (Node would close the connection without one, or with an empty one), and metrics count it.
 import { connect } from 'node:net'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { type InProcess, startInProcess } from './support/gateway.js'
@@ -32,4 +33,41 @@ test('CONNECT gets a 405 problem with Connection: close, counted in edgelimit_re
   const metrics = await (await fetch(`${gw.admin}/metrics`)).text()
   expect(metrics).toContain('edgelimit_responses_total{code="405"} 1')
   expect(metrics).toContain('edgelimit_in_flight_requests 0')
+})
+
+/** Sends `data` on a connection of its own; resolves what came back once the gateway closed it. */
+function exchange(port: number, data: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(data))
+    let text = ''
+    socket.on('error', () => {})
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1')
+    })
+    socket.on('close', () => resolve(text))
+  })
+}
+
+test("what Node's parser refuses (400, 431) is counted in edgelimit_responses_total and the duration histogram", async () => {
+  const own = await startInProcess('rules: []\n', { upstream: 'http://127.0.0.1:9' })
+  try {
+    const port = own.gateway.port
+    const answers = [
+      await exchange(port, 'GET e HTTP/1.1\r\nHost: x\r\n\r\n'),
+      await exchange(port, 'GET / HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n'),
+      await exchange(port, `GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`),
+    ]
+    expect(answers.map((a) => a.slice(0, 12))).toEqual(['HTTP/1.1 400', 'HTTP/1.1 400', 'HTTP/1.1 431'])
+    const metrics = await (await fetch(`${own.admin}/metrics`)).text()
+    const lines = metrics.split('\n')
+    expect(lines.filter((l) => l.startsWith('edgelimit_responses_total{'))).toEqual([
+      'edgelimit_responses_total{code="400"} 2',
+      'edgelimit_responses_total{code="431"} 1',
+    ])
+    expect(lines).toContain('edgelimit_request_duration_seconds_count 3')
+    expect(lines.filter((l) => l.startsWith('edgelimit_upstream_responses_total{'))).toEqual([])
+    expect(lines).toContain('edgelimit_in_flight_requests 0')
+  } finally {
+    await own.close()
+  }
 })

@@ -47,17 +47,21 @@ const PARSER_STATUS: Readonly<Record<string, number>> = {
 
 /**
  * A server's 'clientError' handler: what Node's HTTP parser refuses (a target that is no path, a
- * malformed header, headers too large) is answered with a problem, as the gateway's own 400s
- * are, instead of Node's empty one; then the connection closes.
+ * malformed header, headers too large) or a header timeout (408) is answered with a problem, as
+ * the gateway's own 400s are, instead of Node's empty one; then the connection closes.
  *
- * @example server.on('clientError', answerClientError)
+ * Returns the status answered when it answered for a request that never reached the request
+ * handler (one for the metrics to count); undefined when it answered nothing (a reset, a peer
+ * gone, a response already begun) or ended a request that the handler has and counts itself.
+ *
+ * @example server.on('clientError', (error, socket) => count(answerClientError(error, socket)))
  */
-export function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+export function answerClientError(error: Error & { code?: string }, socket: Duplex): number | undefined {
   // Nothing can be said once a response on this connection has begun, or to a peer that is gone.
   const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
   if (error.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent === true) {
     socket.destroy()
-    return
+    return undefined
   }
   const status = PARSER_STATUS[error.code ?? ''] ?? 400
   endWithProblem(
@@ -65,6 +69,8 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
     status,
     `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')}).`,
   )
+  // A request whose body timed out (408) is in the handler's hands: it counts how that ends.
+  return inFlight == null ? status : undefined
 }
 
 /**

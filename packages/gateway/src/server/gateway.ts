@@ -368,7 +368,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const s = createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, (req, res) =>
       new Handling(req, res).run(),
     )
-    s.on('clientError', answerClientError)
+    // What the parser refuses never becomes a request: counted here (no start time: 0 s, as CONNECT).
+    s.on('clientError', (error: Error, socket: Duplex) => {
+      const status = answerClientError(error, socket)
+      if (status !== undefined) metrics.response(status, 'none', 0)
+    })
     // Without this listener Node answers `100 Continue` itself, before any rule has decided.
     s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => new Handling(req, res, true).run())
     // A reverse proxy opens no CONNECT tunnels: answered (Node would close without a word) and counted.
