@@ -1,7 +1,8 @@
 // Operations: health, metrics, the admin API and its token, hot reload under load.
 import { writeFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
+import { startRedis } from '../../edgelimit/test/support/redis.js'
+import { burst, type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
@@ -323,6 +324,72 @@ ${extra}`
     } finally {
       await gw.close()
       await other.close()
+    }
+  })
+
+  test("a reload that removes a rule or a tier removes its breaker's gauge and dashboard entry; a rule kept or changed keeps them", async () => {
+    const redis = await startRedis()
+    const onRedis = (rules: string) => `
+store: ${redis.url}
+identity: { secret: test }
+rules:
+${rules}`
+    const fragile =
+      '  - { name: fragile, match: { path: /f/** }, key: global, algorithm: fixed-window, limit: 1000, window: 1h, timeout: 300ms, onStoreError: open }'
+    const tiered = (plans: string) =>
+      `  - { name: api, match: { path: /api/** }, key: global, algorithm: fixed-window, window: 1h, tiers: { header: x-plan, default: free, plans: { ${plans} } } }`
+    const changed = (limit: number) =>
+      `  - { name: changed, match: { path: /c/** }, key: global, algorithm: fixed-window, limit: ${limit}, window: 1h }`
+    const gw = await startInProcess(
+      onRedis([fragile, tiered('free: { limit: 10 }, pro: { limit: 20 }'), changed(10)].join('\n')),
+      { upstream: origin.url },
+    )
+    const breakers = async () =>
+      (await (await fetch(`${gw.admin}/metrics`)).text())
+        .split('\n')
+        .filter((l) => l.startsWith('edgelimit_breaker_state{'))
+        .sort()
+    const dashboard = () =>
+      gw.gateway.metrics.dashboard
+        .breakers()
+        .map((b) => `${b.rule}/${b.tier}:${b.state}`)
+        .sort()
+    try {
+      // A frozen Redis: fragile's calls time out and its breaker opens.
+      redis.pause()
+      try {
+        await burst(12, 12, async (i) => (await fetch(`${gw.url}/f/${i}`)).status)
+      } finally {
+        redis.resume()
+      }
+      expect(await breakers()).toEqual([
+        'edgelimit_breaker_state{rule="api",tier="free"} 0',
+        'edgelimit_breaker_state{rule="api",tier="pro"} 0',
+        'edgelimit_breaker_state{rule="changed",tier=""} 0',
+        'edgelimit_breaker_state{rule="fragile",tier=""} 2',
+      ])
+      expect(dashboard()).toEqual(['api/free:closed', 'api/pro:closed', 'changed/:closed', 'fragile/:open'])
+      // fragile and api's tier pro removed, api's tier free kept, changed on a new limiter.
+      writeFileSync(gw.file, onRedis([tiered('free: { limit: 10 }'), changed(11)].join('\n')))
+      const reloaded = await gw.gateway.reload('test')
+      expect(reloaded.ok).toBe(true)
+      expect(gw.logs.find((l) => l.msg === 'policy reloaded')).toMatchObject({
+        limitersKept: 1,
+        limitersNew: 1,
+      })
+      expect(await breakers()).toEqual([
+        'edgelimit_breaker_state{rule="api",tier="free"} 0',
+        'edgelimit_breaker_state{rule="changed",tier=""} 0',
+      ])
+      expect(dashboard()).toEqual(['api/free:closed', 'changed/:closed'])
+      // A rule back again gets its gauge again, from its new limiter.
+      writeFileSync(gw.file, onRedis([fragile, tiered('free: { limit: 10 }'), changed(11)].join('\n')))
+      expect((await gw.gateway.reload('test')).ok).toBe(true)
+      expect(await breakers()).toContain('edgelimit_breaker_state{rule="fragile",tier=""} 0')
+      expect(dashboard()).toContain('fragile/:closed')
+    } finally {
+      await gw.close()
+      await redis.stop()
     }
   })
 })

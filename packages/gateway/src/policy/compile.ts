@@ -143,6 +143,30 @@ export function compilePolicy(
 }
 
 /**
+ * The (rule, tier) pairs of `limiters` (retired ones of `policy`) that no limiter of `next`
+ * reports events for — whose breaker gauges are to go: the rule or the tier is gone from `next`,
+ * or `next` is on an in-process store (whose limiters report none).
+ *
+ * @example for (const [rule, tier] of labelsGone(old, retired, current)) metrics.forgetBreaker(rule, tier)
+ */
+export function labelsGone(
+  policy: CompiledPolicy,
+  limiters: readonly Limiter[],
+  next: CompiledPolicy,
+): [rule: string, tier: string][] {
+  const gone: [string, string][] = []
+  for (const rule of policy.rules) {
+    for (const plan of rule.plans.values()) {
+      if (!limiters.includes(plan.limiter)) continue
+      const kept =
+        !next.store.inProcess && next.rules.some((r) => r.name === rule.name && r.plans.has(plan.tier))
+      if (!kept) gone.push([rule.name, plan.tier])
+    }
+  }
+  return gone
+}
+
+/**
  * Peeks on a limiter made for this one call (the state is in the store, the limiter holds none
  * worth sharing): its events, the store's errors and fallbacks included, stay out of the metrics.
  */

@@ -70,6 +70,8 @@ export interface DashboardData {
   latency(ms: number): void
   storeError(kind: string): void
   breaker(rule: string, tier: string, state: BreakerState): void
+  /** Drops the breaker of (rule, tier): no limiter in force has it any more. */
+  forgetBreaker(rule: string, tier: string): void
   /** Points from epoch second `since` on (all kept points by default); the last one is the current, partial second. */
   points(since?: number): DashboardPoint[]
   /**
@@ -336,6 +338,9 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
         known.state = state
         known.since = now()
       }
+    },
+    forgetBreaker(rule, tier) {
+      breakers.delete(`${rule}\n${tier}`)
     },
     points(since = Number.NEGATIVE_INFINITY) {
       tick()

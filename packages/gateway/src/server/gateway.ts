@@ -11,7 +11,7 @@ import { readPolicySource } from '../config/source.js'
 import type { GatewayConfig, UpstreamConfig } from '../config/types.js'
 import { checkSource, loadPolicy } from '../config/validate.js'
 import { within } from '../library.js'
-import { type CompiledPolicy, compilePolicy } from '../policy/compile.js'
+import { type CompiledPolicy, compilePolicy, labelsGone } from '../policy/compile.js'
 import { decide, decideSync, type Verdict } from '../policy/decide.js'
 import { canonicalTarget } from '../policy/path.js'
 import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
@@ -195,6 +195,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       .filter(([signature, limiter]) => current.policy.limiters.get(signature) !== limiter)
       .map(([, limiter]) => limiter)
     for (const limiter of retired) retiring.add(limiter)
+    for (const [rule, tier] of labelsGone(gen.policy, retired, current.policy))
+      metrics.forgetBreaker(rule, tier)
     void flushAll(retired).then(async (result) => {
       for (const limiter of retired) retiring.delete(limiter)
       if (result.unsent.length > 0) {

@@ -10,8 +10,18 @@ export interface Metrics {
    * key, feeds the dashboard's top keys (never a label: it would make unbounded series).
    */
   decision(rule: string, tier: string, outcome: 'allowed' | 'denied' | 'shadow_denied', key?: string): void
-  /** Events of a limiter on a remote store: latency, errors, fallbacks, breaker. */
+  /**
+   * Events of a limiter on a remote store: latency, errors, fallbacks, breaker. The breaker gauge
+   * of (rule, tier) follows the newest limiter made for it (a reload that changes a rule makes a
+   * new one), never a retired one.
+   */
   limiterEvents(rule: string, tier: string): (event: LimiterEvent) => void
+  /**
+   * Removes the breaker gauge and dashboard entry of (rule, tier) once no limiter in force has it
+   * (a reload removed the rule or tier, or moved it to an in-process store): the limiters that
+   * had it change them no more.
+   */
+  forgetBreaker(rule: string, tier: string): void
   /**
    * One answered request: the status sent (or `aborted`: cut off after its head), the upstream's
    * (or `error`, `aborted`, `none`), and how long the gateway had it, in seconds (shaping delay
@@ -218,6 +228,8 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
   const blockedBy = new Map<string, Map<string, Tally>>()
   const byCode = new Map<number | string, Tally>()
   const byUpstream = new Map<number | string, Tally>()
+  // (rule, tier) → the events of the limiter that owns its breaker gauge (the newest).
+  const breakerOwners = new Map<string, object>()
   const nested = <T>(map: Map<string, Map<string, T>>, key: string): Map<string, T> => {
     let inner = map.get(key)
     if (inner === undefined) {
@@ -263,6 +275,8 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
       }
     },
     limiterEvents(rule, tier) {
+      const owner = {}
+      breakerOwners.set(`${rule}\n${tier}`, owner)
       breaker.labels(rule, tier).set(0)
       dashboard.breaker(rule, tier, 'closed')
       return (event) => {
@@ -279,11 +293,17 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
             fallbacks.labels(rule, event.mode).inc()
             break
           case 'breaker':
+            if (breakerOwners.get(`${rule}\n${tier}`) !== owner) break
             breaker.labels(rule, tier).set(BREAKER[event.state])
             dashboard.breaker(rule, tier, event.state)
             break
         }
       }
+    },
+    forgetBreaker(rule, tier) {
+      breakerOwners.delete(`${rule}\n${tier}`)
+      breaker.remove(rule, tier)
+      dashboard.forgetBreaker(rule, tier)
     },
     response(status, up, seconds) {
       duration(seconds)
