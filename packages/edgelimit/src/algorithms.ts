@@ -17,6 +17,8 @@ import type { Issues } from './validate.js'
  */
 export interface AlgorithmDefinition {
   readonly name: Policy['algorithm']
+  /** The names of its options, space-separated: any other name is refused. */
+  readonly options: string
   /** Validates options (at `path`) into a policy; reports every problem into `issues`. */
   policy(options: Record<string, unknown>, path: string, issues: Issues): Policy | undefined
   /** The policy's hot-path form (stateless: one compiled rule serves every store and key). */
@@ -41,12 +43,14 @@ export type AlgorithmFactory<O> = ((options: O) => AlgorithmSpec) & {
 
 function define<O>(
   name: Policy['algorithm'],
+  options: string,
   // Each builder and compiler takes its own algorithm's types: `never` accepts them all.
   policy: (algorithm: never, o: Record<string, unknown>, path: string, issues: Issues) => Policy | undefined,
   compile: (policy: never) => CompiledRule,
 ): AlgorithmFactory<O> {
   const definition: AlgorithmDefinition = {
     name,
+    options,
     policy: (o, path, issues) => policy(name as never, o, path, issues),
     compile: compile as (policy: Policy) => CompiledRule,
   }
@@ -73,6 +77,7 @@ export interface WindowOptions {
  */
 export const fixedWindow: AlgorithmFactory<WindowOptions> = /* @__PURE__ */ define(
   'fixed-window',
+  'limit window',
   windowPolicy,
   compileFixedWindow,
 )
@@ -84,6 +89,7 @@ export const fixedWindow: AlgorithmFactory<WindowOptions> = /* @__PURE__ */ defi
  */
 export const slidingLog: AlgorithmFactory<WindowOptions> = /* @__PURE__ */ define(
   'sliding-log',
+  'limit window',
   windowPolicy,
   compileSlidingLog,
 )
@@ -95,6 +101,7 @@ export const slidingLog: AlgorithmFactory<WindowOptions> = /* @__PURE__ */ defin
  */
 export const slidingWindow: AlgorithmFactory<WindowOptions> = /* @__PURE__ */ define(
   'sliding-window',
+  'limit window',
   windowPolicy,
   compileSlidingWindow,
 )
@@ -115,6 +122,7 @@ export interface TokenBucketOptions {
  */
 export const tokenBucket: AlgorithmFactory<TokenBucketOptions> = /* @__PURE__ */ define(
   'token-bucket',
+  'capacity refillRate refillInterval',
   tokenBucketPolicy,
   compileTokenBucket,
 )
@@ -137,6 +145,7 @@ export interface LeakyBucketOptions {
  */
 export const leakyBucket: AlgorithmFactory<LeakyBucketOptions> = /* @__PURE__ */ define(
   'leaky-bucket',
+  'capacity leakRate leakInterval mode',
   leakyBucketPolicy,
   compileLeakyBucket,
 )
@@ -154,7 +163,12 @@ export interface GcraOptions {
  * GCRA: token-bucket behaviour in a single timestamp per key — the cheapest state.
  * @example gcra({ limit: 10, period: '1s', burst: 20 })
  */
-export const gcra: AlgorithmFactory<GcraOptions> = /* @__PURE__ */ define('gcra', gcraPolicy, compileGcra)
+export const gcra: AlgorithmFactory<GcraOptions> = /* @__PURE__ */ define(
+  'gcra',
+  'limit period burst',
+  gcraPolicy,
+  compileGcra,
+)
 
 const FACTORIES = {
   'fixed-window': fixedWindow,
@@ -200,7 +214,7 @@ export function toPolicy(
     return undefined
   }
   const o = (spec.options ?? {}) as Record<string, unknown>
-  if (!issues.object(path, o)) return undefined
+  if (!issues.object(path, o, definition.options)) return undefined
   const before = issues.list.length
   const policy = definition.policy(o, path, issues)
   if (policy === undefined || issues.list.length > before) return undefined

@@ -11,11 +11,12 @@ export type ErrorCode =
 
 /** An error with a stable `code`; denials are never errors (they are decisions). */
 export class EdgelimitError extends Error {
-  readonly code: ErrorCode
+  declare readonly code: ErrorCode
   constructor(code: ErrorCode, message: string) {
     super(message)
-    this.name = 'EdgelimitError'
+    // Declared, not defined, fields: assigned here, in the order they were defined before.
     this.code = code
+    this.name = 'EdgelimitError'
   }
 }
 
@@ -30,7 +31,7 @@ export interface ConfigIssue {
 
 /** Thrown once for invalid options, listing every problem found. */
 export class ConfigError extends EdgelimitError {
-  readonly issues: readonly ConfigIssue[]
+  declare readonly issues: readonly ConfigIssue[]
   constructor(issues: readonly ConfigIssue[]) {
     super(
       'ERR_EDGELIMIT_CONFIG',

@@ -121,6 +121,71 @@ describe('option validation', () => {
       'approximate',
     )
   })
+  it('reports every option name it does not know, with its path and the names it knows', () => {
+    // Rules read from JSON or YAML: no type checker sees these names.
+    const rules = JSON.parse(`[
+      { "name": "u", "algorithm": { "algorithm": "token-bucket",
+          "options": { "capacity": 2, "refillRate": 1, "refillinterval": "1m" } } },
+      { "name": "q", "algorithm": { "algorithm": "leaky-bucket",
+          "options": { "capacity": 2, "leakRate": 1, "shape": true } } },
+      { "name": "g", "algorithm": { "algorithm": "gcra", "options": { "limit": 1, "period": "1s", "brust": 2 } },
+        "onStoreErorr": "open", "syncinterval": "1s" },
+      { "name": "w", "algorithm": { "algorithm": "sliding-window", "options": { "limit": 1, "window": "1s" } } }
+    ]`).map((r: { algorithm: { algorithm: string } }) => ({ ...r, algorithm: algorithmSpec(r.algorithm) }))
+    expect(
+      issuesOf({ rules, timout: '1s', denycache: false, breaker: { openms: 5 }, denyCache: { maxkeys: 5 } }),
+    ).toEqual([
+      'timout ERR_UNKNOWN_OPTION',
+      'denycache ERR_UNKNOWN_OPTION',
+      'rules[0].algorithm.refillinterval ERR_UNKNOWN_OPTION',
+      'rules[1].algorithm.shape ERR_UNKNOWN_OPTION',
+      'rules[2].onStoreErorr ERR_UNKNOWN_OPTION',
+      'rules[2].syncinterval ERR_UNKNOWN_OPTION',
+      'rules[2].algorithm.brust ERR_UNKNOWN_OPTION',
+      'breaker.openms ERR_UNKNOWN_OPTION',
+      'denyCache.maxkeys ERR_UNKNOWN_OPTION',
+    ])
+    const message = (options: unknown) => {
+      try {
+        createLimiter(options as LimiterOptions)
+      } catch (error) {
+        return (error as ConfigError).issues.map((i) => i.message)
+      }
+    }
+    expect(message({ rules: [rules[0]] })).toEqual([
+      'expected one of capacity, refillRate, refillInterval, got "refillinterval" (string)',
+    ])
+    expect(message({ rules: [rules[1]] })).toEqual([
+      'expected one of capacity, leakRate, leakInterval, mode, got "shape" (string)',
+    ])
+    expect(() => createLimiter({ rules: [rules[3]], timout: '1s' } as LimiterOptions)).toThrow(
+      'timout: expected one of rules, store, clock, timeout, breaker, denyCache, onEvent, got "timout" (string) [ERR_UNKNOWN_OPTION]',
+    )
+    // Every option the types declare is known, and undefined is an omitted option.
+    const all: LimiterOptions = {
+      rules: [
+        {
+          name: 'a',
+          algorithm: leakyBucket({ capacity: 1, leakRate: 1, leakInterval: '1s', mode: 'shape' }),
+          onStoreError: 'open',
+          mode: 'shadow',
+          enforce: 50,
+          consistency: 'strict',
+          syncInterval: '1s',
+        },
+        { name: 'b', algorithm: tokenBucket({ capacity: 1, refillRate: 1, refillInterval: '1s' }) },
+        { name: 'c', algorithm: gcra({ limit: 1, period: '1s', burst: 2 }) },
+        { name: 'd', algorithm: fixedWindow({ limit: 1, window: '1s' }) },
+      ],
+      store: undefined,
+      clock: manualClock(0),
+      timeout: '1s',
+      breaker: { failureRatio: 1, sampleSize: 2, minimumCalls: 1, openMs: 5 },
+      denyCache: { maxKeys: 1 },
+      onEvent: () => {},
+    }
+    expect(createLimiter(all).rules).toHaveLength(4)
+  })
   it('reports a bad breaker with the problems after it, and a denyCache that is not an object', () => {
     const rules = [{ name: 'a', algorithm: fixedWindow({ limit: 5, window: '1m' }) }]
     expect(issuesOf({ rules, breaker: 5, denyCache: { maxKeys: -1 }, onEvent: 3 })).toEqual([

@@ -94,7 +94,8 @@ const NAME = /^[\x21-\x7e]{1,64}$/
 export function validateOptions(options: LimiterOptions): LimiterConfig {
   const issues = createIssues()
   const rules: RuleConfig[] = []
-  if (!issues.object('options', options)) throw new ConfigError(issues.list)
+  if (!issues.object('options', options, 'rules store clock timeout breaker denyCache onEvent'))
+    throw new ConfigError(issues.list)
   const list = options.rules as unknown
   if (!Array.isArray(list) || list.length === 0) {
     issues.add('rules', 'ERR_EMPTY_RULES', `expected a non-empty array of rules, got ${describe(list)}`)
@@ -104,7 +105,8 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
     const seen = new Set<string>()
     list.forEach((rule: unknown, i) => {
       const path = `rules[${i}]`
-      if (!issues.object(path, rule)) return
+      if (!issues.object(path, rule, 'name algorithm onStoreError mode enforce consistency syncInterval'))
+        return
       const name = rule.name
       if (typeof name !== 'string' || !NAME.test(name)) {
         issues.add(
@@ -175,7 +177,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
   const timeoutMs = options.timeout === false ? undefined : issues.duration('timeout', options.timeout ?? 45)
   const b = options.breaker ?? {}
   let breaker: BreakerConfig | undefined
-  if (b !== false && issues.object('breaker', b)) {
+  if (b !== false && issues.object('breaker', b, 'failureRatio sampleSize minimumCalls openMs')) {
     const failureRatio = b.failureRatio ?? 0.5
     issues.expect(
       'breaker.failureRatio',
@@ -198,7 +200,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
   }
   const denyCache = options.denyCache === false ? { maxKeys: 0 } : (options.denyCache ?? {})
   const denyCacheKeys =
-    issues.object('denyCache', denyCache) &&
+    issues.object('denyCache', denyCache, 'maxKeys') &&
     issues.integer('denyCache.maxKeys', denyCache.maxKeys ?? 10_000, 0, 10_000_000)
   const sinks: unknown = options.onEvent
   if (!Array.isArray(sinks)) issues.function('onEvent', sinks)

@@ -8,7 +8,13 @@ export interface Issues {
   integer(path: string, value: unknown, min: 0 | 1, max?: number): number | undefined
   duration(path: string, value: unknown): number | undefined
   oneOf<T extends string>(path: string, value: unknown, choices: readonly T[]): T | undefined
-  object(path: string, value: unknown): value is Record<string, unknown>
+  /**
+   * Whether `value` is a plain object (`ERR_OBJECT`). With `names` (its option names,
+   * space-separated), also reports each other key as `ERR_UNKNOWN_OPTION` at `<path>.<key>`
+   * (`<key>` when `path` is `options`, the root), listing the names: options read from JSON or
+   * YAML have no type checker to catch a misspelling, and one ignored would leave its default.
+   */
+  object(path: string, value: unknown, names?: string): value is Record<string, unknown>
   /** Reports `expected <what>, got <value>` under `code` unless `ok`; returns `ok`. */
   expect(path: string, value: unknown, ok: boolean, code: string, what: string): boolean
   /** Unless `undefined`: a non-empty string (`ERR_STRING`). */
@@ -47,51 +53,63 @@ export function createIssues(): Issues {
       expect(path, value, value === undefined || typeof value === 'function', 'ERR_FUNCTION', 'a function'),
 
     /** A whole number in `[min, max]`; reports and returns `undefined` otherwise. */
-    integer(path: string, value: unknown, min: 0 | 1, max = 2 ** 31 - 1): number | undefined {
+    integer: (path, value, min, max = 2 ** 31 - 1) =>
       // Number.isInteger is false for anything but a number.
-      if (Number.isInteger(value) && (value as number) >= min && (value as number) <= max) {
-        return value as number
-      }
       expect(
         path,
         value,
-        false,
+        Number.isInteger(value) && (value as number) >= min && (value as number) <= max,
         'ERR_INTEGER',
         `${min ? 'a positive' : 'a non-negative'} integer up to ${max}`,
       )
-      return undefined
-    },
+        ? (value as number)
+        : undefined,
 
     /** A positive duration; reports and returns `undefined` otherwise. */
-    duration(path: string, value: unknown): number | undefined {
+    duration(path, value) {
       const ms = parseDuration(value)
-      if (ms !== undefined && ms <= MAX_DURATION_MS) return ms
-      expect(
+      return expect(
         path,
         value,
-        false,
+        ms !== undefined && ms <= MAX_DURATION_MS,
         'ERR_DURATION',
         `a duration like "60s" (ms, s, m, h, d) or whole milliseconds from 1 to ${MAX_DURATION_MS}`,
       )
-      return undefined
+        ? ms
+        : undefined
     },
 
     /** One of `choices`; reports and returns `undefined` otherwise. */
-    oneOf<T extends string>(path: string, value: unknown, choices: readonly T[]): T | undefined {
-      if (typeof value === 'string' && (choices as readonly string[]).includes(value)) return value as T
-      expect(path, value, false, 'ERR_CHOICE', `one of ${choices.map((c) => `"${c}"`).join(', ')}`)
-      return undefined
-    },
+    oneOf: <T extends string>(path: string, value: unknown, choices: readonly T[]): T | undefined =>
+      expect(
+        path,
+        value,
+        typeof value === 'string' && (choices as readonly string[]).includes(value),
+        'ERR_CHOICE',
+        `one of ${choices.map((c) => `"${c}"`).join(', ')}`,
+      )
+        ? (value as T)
+        : undefined,
 
-    /** Whether `value` is a plain object; reports otherwise. */
-    object(path: string, value: unknown): value is Record<string, unknown> {
-      return expect(
+    object(path: string, value: unknown, names?: string): value is Record<string, unknown> {
+      const ok = expect(
         path,
         value,
         typeof value === 'object' && value !== null && !Array.isArray(value),
         'ERR_OBJECT',
         'an object',
       )
+      const list = names?.split(' ')
+      if (ok && list)
+        for (const key of Object.keys(value as object))
+          expect(
+            path === 'options' ? key : `${path}.${key}`,
+            key,
+            list.includes(key),
+            'ERR_UNKNOWN_OPTION',
+            `one of ${list.join(', ')}`,
+          )
+      return ok
     },
   }
 }

@@ -1,4 +1,5 @@
 import {
+  after,
   createRateLimitCore,
   type HttpRequest,
   type HttpVerdict,
@@ -63,19 +64,18 @@ function respond<R extends Response | undefined>(
   response: R | Promise<R>,
   headers: readonly (readonly [string, string])[],
 ): R | Promise<R> {
-  if (typeof (response as Partial<PromiseLike<R>> | undefined)?.then === 'function')
-    return Promise.resolve(response).then((r) => respond(r, headers))
-  const r = response as R
-  // No response (a Bun WebSocket upgrade): nothing to set.
-  if (!r) return r
-  try {
-    setAll(r.headers, headers)
-    return r
-  } catch {
-    const copy = new Response(r.body, r)
-    setAll(copy.headers, headers)
-    return copy as R
-  }
+  return after(response, (r) => {
+    // No response (a Bun WebSocket upgrade): nothing to set.
+    if (!r) return r
+    try {
+      setAll(r.headers, headers)
+      return r
+    } catch {
+      const copy = new Response(r.body, r)
+      setAll(copy.headers, headers)
+      return copy as R
+    }
+  })
 }
 
 /**
@@ -125,7 +125,7 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
  */
 class FetchRequest implements HttpRequest {
   readonly #request: Request
-  readonly peer: string | undefined
+  declare readonly peer: string | undefined
   constructor(request: Request, peer: string | undefined) {
     this.#request = request
     this.peer = peer

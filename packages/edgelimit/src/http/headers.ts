@@ -80,7 +80,9 @@ export function rateLimitHeaders(
 ): [string, string][] {
   const pk = options.partitionKey ? `;pk=${sfBinary(options.partitionKey)}` : ''
   // Fresh pairs: the renderer shares its constant ones between answers.
-  return headerRenderer(policies, options.standards)(decision, options.nowMs, pk).map(([n, v]) => [n, v])
+  return headerRenderer(policies, options.standards)(decision, options.nowMs, pk).map(
+    (field) => [...field] as [string, string],
+  )
 }
 
 /** Renders one decision's header fields: `pk` is the rendered parameter (`;pk=:…:`) or `''`. */

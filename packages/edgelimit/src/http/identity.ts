@@ -96,7 +96,7 @@ export interface CompiledIdentity {
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i
 const compiledOptions = new WeakMap<object, CompiledIdentity>()
-const NO_OPTIONS: ClientKeyOptions = Object.freeze({})
+const NO_OPTIONS: ClientKeyOptions = /* @__PURE__ */ Object.freeze({})
 
 /**
  * Lists every problem in client identity options, with its path; empty when they are valid.

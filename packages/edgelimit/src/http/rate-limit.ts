@@ -348,10 +348,12 @@ function checkedAnswer(answer: HttpAnswer, request: HttpRequest): HttpAnswer {
   )
 }
 
-/** A value that `await` would wait for. */
-function isThenable(value: unknown): value is PromiseLike<unknown> {
+/** `f(value)`: now, or once `value` settles when it is a value that `await` would wait for. */
+export function after<T, R>(value: T | PromiseLike<T>, f: (value: T) => R): R | Promise<Awaited<R>> {
   // `?.then` on a primitive reads its prototype, which has no `then`.
   return typeof (value as { then?: unknown } | null | undefined)?.then === 'function'
+    ? (Promise.resolve(value as T).then(f) as Promise<Awaited<R>>)
+    : f(value as T)
 }
 
 /** What a request is charged to: a route, or the default limiter. Built once per route. */
@@ -513,20 +515,13 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
   function keyOf(request: HttpRequest, route: CompiledRoute | undefined) {
     const keyFn = route?.key ?? options.key
     if (keyFn === undefined) return addressKey(request)
-    const custom = keyFn(request)
-    if (isThenable(custom)) return Promise.resolve(custom).then((c) => customKey(request, c))
-    return customKey(request, custom)
+    return after(keyFn(request), (c) => customKey(request, c))
   }
 
   // Each step goes on synchronously when it can, and through a promise when it must.
   function run(request: HttpRequest): HttpVerdict | Promise<HttpVerdict> {
     try {
-      if (skip !== undefined) {
-        const skipped = skip(request)
-        if (isThenable(skipped)) return Promise.resolve(skipped).then((s) => (s ? PASS : select(request)))
-        if (skipped) return PASS
-      }
-      return select(request)
+      return skip === undefined ? select(request) : after(skip(request), (s) => (s ? PASS : select(request)))
     } catch (error) {
       return Promise.reject(error)
     }
@@ -549,10 +544,7 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
       }
     }
     if (t === undefined) return PASS
-    const client = keyOf(request, t.route)
-    // A key is a string or undefined; anything else is the promise of one.
-    if (typeof client === 'object') return client.then((c) => charge(request, t, c))
-    return charge(request, t, client)
+    return after(keyOf(request, t.route), (client) => charge(request, t, client))
   }
 
   function charge(
@@ -563,12 +555,9 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     if (client === undefined) return PASS
     const key = t.route === undefined ? client : t.route.prefix + client
     if (t.costOptions !== undefined) return decide(request, t, key, t.costOptions)
-    const cost = (t.cost as (request: HttpRequest) => number | Promise<number>)(request)
-    if (isThenable(cost))
-      return Promise.resolve(cost).then((c) =>
-        decide(request, t, key, { cost: checkedCost(c, request, t.where) }),
-      )
-    return decide(request, t, key, { cost: checkedCost(cost, request, t.where) })
+    return after((t.cost as (request: HttpRequest) => number | Promise<number>)(request), (c) =>
+      decide(request, t, key, { cost: checkedCost(c, request, t.where) }),
+    )
   }
 
   function decide(
@@ -629,8 +618,7 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
       decision,
       key,
     })
-    const custom = onLimited?.({ request, decision, response })
-    return isThenable(custom) ? Promise.resolve(custom).then(limited) : limited(custom)
+    return after(onLimited?.({ request, decision, response }), limited)
   }
 
   return { run, stats }

@@ -24,6 +24,20 @@ describe('memory store', () => {
       expect.objectContaining({ issues: [expect.objectContaining({ path: 'options', code: 'ERR_OBJECT' })] }),
     )
   })
+  it('refuses an option name it does not know, as createLimiter does', () => {
+    expect(() => memoryStore({ maxkeys: 10 } as MemoryStoreOptions)).toThrow(
+      expect.objectContaining({
+        issues: [
+          {
+            path: 'maxkeys',
+            code: 'ERR_UNKNOWN_OPTION',
+            message: 'expected one of maxKeys, got "maxkeys" (string)',
+          },
+        ],
+      }),
+    )
+    expect(memoryStore({ maxKeys: undefined }).size).toBe(0)
+  })
   it('evicts the least recently used key beyond maxKeys', () => {
     const clock = manualClock(0)
     const store = memoryStore({ maxKeys: 3 })

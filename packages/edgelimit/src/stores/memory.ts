@@ -46,17 +46,16 @@ const FIRST_CAPACITY = 1024
  */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const issues = createIssues()
-  const maxKeys = issues.object('options', options)
-    ? issues.integer('maxKeys', options.maxKeys ?? 100_000, 1)
-    : undefined
-  if (maxKeys === undefined) throw new ConfigError(issues.list)
+  const maxKeys =
+    issues.object('options', options, 'maxKeys') && issues.integer('maxKeys', options.maxKeys ?? 100_000, 1)
+  if (issues.list.length > 0) throw new ConfigError(issues.list)
   const tables: MemoryRules[] = []
   return {
     name: 'memory',
     bind(rules) {
       const table = createTable(
         rules.map((r) => r.compiled),
-        maxKeys,
+        maxKeys as number,
       )
       tables.push(table)
       return table

@@ -49,6 +49,17 @@ describe('redisStore options', () => {
     expect(issuesOf(() => redisStore(undefined as never))).toEqual({ options: ['ERR_OBJECT'] })
   })
 
+  it('refuses an option name it does not know (a misspelling from a config file)', () => {
+    const options = { client: fixture.client, prefix: 'opts', maxbatch: 4, coalesce: false, clockk: 'client' }
+    expect(issuesOf(() => redisStore(options as never))).toEqual({
+      maxbatch: ['ERR_UNKNOWN_OPTION'],
+      clockk: ['ERR_UNKNOWN_OPTION'],
+    })
+    expect(() => redisStore(options as never)).toThrow(
+      'maxbatch: expected one of client, prefix, clock, coalesce, maxBatch, got "maxbatch" (string) [ERR_UNKNOWN_OPTION]',
+    )
+  })
+
   it('a rule name with a brace is a ConfigError at that rule, when the limiter is created', () => {
     const store = redisStore({ client: fixture.client, prefix: 'opts' })
     const rule = (name: string) => ({ name, algorithm: fixedWindow({ limit: 1, window: '1m' }) })

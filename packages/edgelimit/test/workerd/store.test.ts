@@ -56,6 +56,22 @@ describe('durableObjectStore options', () => {
     }
   })
 
+  it('refuses an option name it does not know', () => {
+    const bad = () => durableObjectStore({ namespace, shard: 4, locationhint: 'weur' } as never)
+    expect(bad).toThrow(ConfigError)
+    try {
+      bad()
+    } catch (error) {
+      expect((error as ConfigError).issues.map((i) => [i.path, i.code])).toEqual([
+        ['shard', 'ERR_UNKNOWN_OPTION'],
+        ['locationhint', 'ERR_UNKNOWN_OPTION'],
+      ])
+    }
+    expect(
+      durableObjectStore({ namespace, shards: 4, clock: 'client', prefix: 'p', locationHint: 'weur' }).name,
+    ).toBe('durable-object')
+  })
+
   it('maps a key to one object per key, or to its shard', async () => {
     const names: string[] = []
     const spy = {

@@ -202,9 +202,15 @@ function checkParams(c: Checker, path: Path, o: Record<string, unknown>, algorit
   }
 }
 
+/**
+ * The library's spec for the algorithm's own parameters: another algorithm's was reported
+ * (`ERR_PARAM`), and the library refuses a name it does not know.
+ */
 function spec(algorithm: AlgorithmName, params: Record<string, unknown>): AlgorithmSpec {
-  const { shape, ...options } = params
-  if (algorithm === 'leaky-bucket') options.mode = shape === true ? 'shape' : 'police'
+  const options: Record<string, unknown> = Object.fromEntries(
+    Object.entries(params).filter(([name]) => name !== 'shape' && PARAMS[algorithm].includes(name)),
+  )
+  if (algorithm === 'leaky-bucket') options.mode = params.shape === true ? 'shape' : 'police'
   return algorithmSpec({ algorithm, options })
 }
 

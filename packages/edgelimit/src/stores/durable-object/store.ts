@@ -43,7 +43,7 @@ export interface DurableObjectStoreOptions {
  */
 export function durableObjectStore(options: DurableObjectStoreOptions): Store {
   const issues = createIssues()
-  if (issues.object('options', options)) {
+  if (issues.object('options', options, 'namespace shards clock prefix locationHint')) {
     const { namespace, shards, clock, prefix, locationHint } = options
     const ns = namespace as Partial<DurableObjectNamespaceLike> | undefined
     issues.expect(

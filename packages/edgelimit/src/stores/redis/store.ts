@@ -71,7 +71,7 @@ const afterTick: (f: () => void) => void =
 export function redisStore(options: RedisStoreOptions): Store {
   const issues = createIssues()
   let client: ScriptClient | undefined
-  if (issues.object('options', options)) {
+  if (issues.object('options', options, 'client prefix clock coalesce maxBatch')) {
     const { prefix, clock, coalesce, maxBatch } = options
     client = toScriptClient(options.client)
     issues.expect(
