@@ -43,7 +43,12 @@ export interface Rule {
    * Rules on the in-process memory store are always strict. @default 'strict'
    */
   consistency?: Consistency
-  /** How often `approximate` rules sync their counts. @default '250ms' */
+  /**
+   * How often `approximate` rules sync their counts. A limiter syncs all its approximate rules
+   * together (one store call per key), at the shortest `syncInterval` among them: a `'1s'` rule
+   * next to a `'50ms'` one syncs every 50 ms. Give a rule a longer interval in a limiter of its
+   * own. @default '250ms'
+   */
   syncInterval?: Duration
 }
 

@@ -237,8 +237,9 @@ export interface ApproximateConsistency {
 
 /**
  * Approximate consistency for a rule on a remote store: `{ consistency: approximate }`. The rule
- * counts in-process and syncs to the store in batches every `syncInterval` (bounded
- * over-admission, far fewer store calls; see docs/resilience.md). An import rather than a string,
+ * counts in-process and syncs to the store in batches every `syncInterval` (the shortest of the
+ * limiter's approximate rules: they sync together; bounded over-admission, far fewer store calls;
+ * see docs/resilience.md). An import rather than a string,
  * so that only apps that use it bundle it.
  *
  * @example

@@ -184,6 +184,62 @@ describe('approximate consistency on Redis', () => {
     expect(await admitted('victim', 100)).toBe(0)
   })
 
+  it("one sync interval per limiter: the shortest of its approximate rules' syncInterval", async () => {
+    // Store calls for 101 decisions of one key, one every 10 ms over a second, each decision
+    // waiting for the sync it started (syncs ride on requests) to be answered.
+    const calls = async (prefix: string, intervals: Duration[]) => {
+      let sent = 0
+      const travelling = new Set<Promise<unknown>>()
+      const redis = fixture.client as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
+      const counted =
+        (name: string) =>
+        (...args: unknown[]): Promise<unknown> => {
+          sent++
+          const reply = (redis[name] as (...a: unknown[]) => Promise<unknown>).apply(fixture.client, args)
+          const done = () => travelling.delete(reply)
+          travelling.add(reply)
+          // A script not loaded yet (NOSCRIPT) is sent again with EVAL: one store call.
+          reply.then(done, (error) => {
+            if (/NOSCRIPT/.test(String(error))) sent--
+            done()
+          })
+          return reply
+        }
+      const clock = manualClock(T0)
+      const limiter = createLimiter({
+        rules: intervals.map((syncInterval, i) => ({
+          name: `r${i}`,
+          algorithm: fixedWindow({ limit: 100_000, window: '1h' }),
+          consistency: approximate,
+          syncInterval,
+        })),
+        store: redisStore({
+          client: { evalsha: counted('evalsha'), eval: counted('eval'), del: counted('del') },
+          prefix,
+          clock: 'client',
+        }),
+        clock,
+        timeout: false,
+        breaker: false,
+      })
+      for (let t = 0; t <= 1000; t += 10) {
+        clock.set(T0 + t)
+        await limiter.limit('k')
+        while (travelling.size > 0) {
+          await Promise.allSettled([...travelling])
+          await new Promise((resolve) => setImmediate(resolve))
+        }
+      }
+      return sent
+    }
+    // The key's first decision, then one sync per interval (at 50, 100, … 1000 ms for '50ms').
+    expect(await calls('as1', ['1s'])).toBe(2)
+    expect(await calls('as2', ['50ms'])).toBe(21)
+    // A '1s' rule next to a '50ms' one syncs every 50 ms too: both rules' counts go in each sync.
+    expect(await calls('as3', ['1s', '50ms'])).toBe(21)
+    expect(await calls('as4', ['50ms', '1s'])).toBe(21)
+  })
+
   it('Retry-After of an approximate denial: the next sync, then, spent and synced, the window reset', async () => {
     const clock = manualClock(T0)
     const limiter = onRedis({
