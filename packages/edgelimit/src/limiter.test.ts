@@ -226,7 +226,7 @@ describe('option validation', () => {
       'breaker.minimumCalls: expected a positive integer up to 5, got 6 (number) [ERR_INTEGER]',
     )
     expect(() => createLimiter({ rules, breaker: { failureRatio: 0 } })).toThrow(
-      'breaker.failureRatio: expected a number above 0 and at most 1, got 0 (number) [ERR_RATIO]',
+      'breaker.failureRatio: expected a number above 0, at most 1, got 0 (number) [ERR_RATIO]',
     )
   })
   it('hands the breaker its options validated: defaults filled in, openMs in milliseconds', () => {

@@ -189,7 +189,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       failureRatio,
       typeof failureRatio === 'number' && failureRatio > 0 && failureRatio <= 1,
       'ERR_RATIO',
-      'a number above 0 and at most 1',
+      'a number above 0, at most 1',
     )
     const sampleSize = issues.integer('breaker.sampleSize', b.sampleSize ?? 20, 1, 10_000)
     // A minimum above the sample would never be reached: the breaker could never open.
@@ -203,10 +203,12 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
     // As for rules: were any of them missing, the options are refused whole.
     breaker = { failureRatio, sampleSize, minimumCalls, openMs } as BreakerConfig
   }
-  const denyCache = options.denyCache === false ? { maxKeys: 0 } : (options.denyCache ?? {})
+  const denyCache = options.denyCache ?? {}
   const denyCacheKeys =
-    issues.object('denyCache', denyCache, 'maxKeys') &&
-    issues.integer('denyCache.maxKeys', denyCache.maxKeys ?? 10_000, 0, 10_000_000)
+    denyCache === false
+      ? 0
+      : issues.object('denyCache', denyCache, 'maxKeys') &&
+        issues.integer('denyCache.maxKeys', denyCache.maxKeys ?? 10_000, 0, 10_000_000)
   const sinks: unknown = options.onEvent
   if (!Array.isArray(sinks)) issues.function('onEvent', sinks)
   else
