@@ -478,6 +478,20 @@ describe('the JSON Schema and `check` agree', () => {
     upstream_ftp: top('upstream: "ftp://x"'),
     upstream_upper_scheme: top('upstream: "HTTP://x"'),
     upstream_conn0: top('upstream: { url: "http://x", connections: 0 }'),
+    clients_all: top(
+      'clients: { headersTimeout: 5s, requestTimeout: 1m, keepAliveTimeout: 5s, maxBodySize: 1MB }',
+    ),
+    clients_bytes: top('clients: { maxBodySize: 1048576 }'),
+    clients_size_0: top('clients: { maxBodySize: 0 }'),
+    clients_size_0kb: top('clients: { maxBodySize: 0kb }'),
+    clients_size_no_unit: top('clients: { maxBodySize: "1024" }'),
+    clients_size_space: top('clients: { maxBodySize: "10 mb" }'),
+    clients_size_decimal: top('clients: { maxBodySize: 1.5mb }'),
+    clients_size_tb: top('clients: { maxBodySize: 1tb }'),
+    clients_duration_bad: top('clients: { keepAliveTimeout: soon }'),
+    clients_unknown: top('clients: { bodyTimeout: 5s }'),
+    clients_not_object: top('clients: 5s'),
+    env_in_size: top(`clients: { maxBodySize: "\${S:-10mb}" }`),
     trusted_neg: top('identity: { trustedProxies: -1 }'),
     trusted_65_hops: top('identity: { trustedProxies: 65 }'),
     identity_header_bad: top('identity: { header: "bad header" }'),
@@ -542,6 +556,13 @@ describe('the JSON Schema and `check` agree', () => {
     ['a tier key mapped to no plan', tiers('    a: { limit: 1 }', '  keys: { k: b }\n'), 'ERR_TIER'],
     // Nor, short of a very long pattern, which addresses exist.
     ['an address out of range', top('identity: { trustedProxies: [300.0.0.1/8] }'), 'ERR_CIDR'],
+    // Nor how two fields compare, or a duration's unit-dependent bound.
+    [
+      'a headersTimeout longer than requestTimeout',
+      top('clients: { headersTimeout: 2m, requestTimeout: 1m }'),
+      'ERR_RANGE',
+    ],
+    ['a keep-alive timeout past Node’s timer limit', top('clients: { keepAliveTimeout: 25d }'), 'ERR_RANGE'],
     // A quoted placeholder stays a string where a number is due; the schema sees no quotes.
     [
       'a quoted placeholder for a number',

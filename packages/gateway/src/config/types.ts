@@ -6,6 +6,8 @@ export interface GatewayConfig {
   readonly version: 1
   /** Absent: `serve` needs `--upstream`, or starts the built-in demo origin. */
   readonly upstream: UpstreamConfig | undefined
+  /** The limits clients are held to (Node's server timeouts, the body size). */
+  readonly clients: ClientsConfig
   readonly store: StoreConfig
   readonly identity: ClientKeyOptions
   readonly headers: readonly HeaderStandard[]
@@ -22,6 +24,17 @@ export interface UpstreamConfig {
   readonly connections: number
   /** Send the client's Host instead of the upstream's. */
   readonly preserveHost: boolean
+}
+
+export interface ClientsConfig {
+  /** From a request's first byte until its headers are complete (else 408). */
+  readonly headersTimeoutMs: number
+  /** From a request's first byte until its body is complete (else 408). */
+  readonly requestTimeoutMs: number
+  /** How long an idle keep-alive connection stays open. */
+  readonly keepAliveTimeoutMs: number
+  /** Bytes a request body may have (else 413); `undefined`: no limit. */
+  readonly maxBodySize: number | undefined
 }
 
 export type StoreConfig =

@@ -1,5 +1,6 @@
 import { type ClientKeyOptions, describe, type HeaderStandard, validateClientKeyOptions } from '../library.js'
 import { type Checker, createChecker } from './checker.js'
+import { readClients } from './clients.js'
 import { type Issue, type Path, PolicyError, parsePath } from './issues.js'
 import { BUILT_IN_DEFAULTS, DEFAULT_FIELDS, readDefaults, readRule } from './rule.js'
 import { describeUrl } from './secret.js'
@@ -22,6 +23,7 @@ export const ISSUE_CODES = [
   'ERR_BOOLEAN',
   'ERR_INTEGER',
   'ERR_DURATION',
+  'ERR_SIZE',
   'ERR_CHOICE',
   'ERR_PERCENT',
   'ERR_RANGE',
@@ -43,7 +45,17 @@ export const ISSUE_CODES = [
   'ERR_TIER',
 ] as const
 
-const TOP_FIELDS = ['version', 'upstream', 'store', 'identity', 'headers', 'defaults', 'rules', 'admin']
+const TOP_FIELDS = [
+  'version',
+  'upstream',
+  'clients',
+  'store',
+  'identity',
+  'headers',
+  'defaults',
+  'rules',
+  'admin',
+]
 const STANDARDS: readonly HeaderStandard[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
 const IDENTITY_FIELDS = [
   'trustedProxies',
@@ -100,6 +112,7 @@ export function validatePolicy(value: unknown): { config?: GatewayConfig; issues
     c.add(['version'], 'ERR_VERSION', `this edgelimit reads policy version 1, got ${describe(value.version)}`)
   }
   const upstream = value.upstream === undefined ? undefined : readUpstream(c, value.upstream)
+  const clients = readClients(c, value.clients)
   const store = readStore(c, value.store ?? 'memory')
   const identity = value.identity === undefined ? {} : readIdentity(c, value.identity)
   const headers = readHeaders(c, value.headers)
@@ -125,8 +138,12 @@ export function validatePolicy(value: unknown): { config?: GatewayConfig; issues
     c.fields(['admin'], value.admin, ['token'])
     if (value.admin.token !== undefined) token = c.secret(['admin', 'token'], value.admin.token)
   }
-  if (c.issues.length > 0 || store === undefined || identity === undefined) return { issues: c.issues }
-  return { config: { version: 1, upstream, store, identity, headers, rules, admin: { token } }, issues: [] }
+  if (c.issues.length > 0 || clients === undefined || store === undefined || identity === undefined)
+    return { issues: c.issues }
+  return {
+    config: { version: 1, upstream, clients, store, identity, headers, rules, admin: { token } },
+    issues: [],
+  }
 }
 
 function readUpstream(c: Checker, value: unknown): UpstreamConfig | undefined {

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { type Dispatcher, Pool } from 'undici'
 import type { UpstreamConfig } from '../config/types.js'
+import { BodyTooLarge, refuseTooLarge, upTo } from './body-limit.js'
 import { REASON, requestHeaders, responseHeaders } from './headers.js'
 import { sendProblem } from './problem.js'
 import { openTunnel, type TunnelSink } from './tunnel.js'
@@ -18,6 +19,7 @@ export interface Upstream {
   /**
    * Sends a request on and streams the answer back; `sink.done` reports how it ended. `trusted`:
    * the peer is one of our proxies (`identity`), so the forwarding headers it sent are kept.
+   * `maxBodySize`: a body without `Content-Length` that grows past it is cut off (413).
    */
   forward(
     req: IncomingMessage,
@@ -25,6 +27,7 @@ export interface Upstream {
     extra: readonly (readonly [string, string])[],
     sink: ForwardSink,
     trusted: boolean,
+    maxBodySize?: number,
   ): void
   /**
    * Opens a WebSocket tunnel for an upgrade request (`res` answers on its `socket`; `head`: the
@@ -155,6 +158,17 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.finish(499, 'aborted')
       return
     }
+    // A chunked body past `clients.maxBodySize`: the upstream request is aborted with it.
+    if (error instanceof BodyTooLarge) {
+      if (res.headersSent) {
+        res.destroy()
+        this.finish('aborted', 'aborted', error)
+      } else {
+        refuseTooLarge(res, this.req.url ?? '/', error.max, this.extra)
+        this.finish(413, 'aborted', error)
+      }
+      return
+    }
     const code = (error as { code?: string }).code
     if (res.headersSent) {
       if (code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH' && BODILESS.has(res.statusCode)) {
@@ -209,13 +223,15 @@ export function openUpstream(config: UpstreamConfig): Upstream {
     url,
     config,
     close: () => pool.close(),
-    forward(req, res, extra, sink, trusted) {
+    forward(req, res, extra, sink, trusted, maxBodySize) {
+      // A declared length is checked before the rules (and Node reads no more than it says).
+      const counted = req.headers['content-length'] === undefined ? maxBodySize : undefined
       pool.dispatch(
         {
           path: base + (req.url ?? '/'),
           method: (req.method ?? 'GET') as Dispatcher.HttpMethod,
           headers: requestHeaders(req, config.preserveHost, trusted),
-          body: hasBody(req) ? req : null,
+          body: hasBody(req) ? (counted === undefined ? req : upTo(req, counted)) : null,
         },
         new Exchange(req, res, extra, sink),
       )

@@ -16,10 +16,12 @@ import { decide, decideSync, type Verdict } from '../policy/decide.js'
 import { canonicalTarget } from '../policy/path.js'
 import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
 import { openStore, type StoreHandle } from '../policy/store.js'
+import { refusedForSize } from '../proxy/body-limit.js'
 import { openUpstream, type Upstream } from '../proxy/forward.js'
 import { answerClientError, endWithProblem, sendProblem } from '../proxy/problem.js'
 import { isWebSocket, replayAsRequest, type TunnelSink, upgradeResponse } from '../proxy/tunnel.js'
 import { type AdminServer, startAdmin } from './admin.js'
+import { applyClientTimeouts, CONNECTIONS_CHECK_MS } from './client-timeouts.js'
 import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
 import { createMetrics, type Metrics } from './metrics.js'
 
@@ -278,6 +280,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           return
         }
         this.req.url = canonical.target
+        if (
+          refusedForSize(this.req, this.res, canonical.target, this.gen.policy.config.clients.maxBodySize)
+        ) {
+          this.done(413, 'none')
+          return
+        }
         const request = fromIncoming(this.req)
         const policy = this.gen.policy
         if (policy.store.inProcess) this.proceed(request, decideSync(policy, request, clock.now()))
@@ -334,7 +342,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       if (this.continues) res.writeContinue()
       const trusted = gen.policy.trustsPeer(req.socket.remoteAddress)
       const upgrade = this.upgrade
-      if (upgrade === undefined) gen.upstream.forward(req, res, verdict.headers, this, trusted)
+      const max = gen.policy.config.clients.maxBodySize
+      if (upgrade === undefined) gen.upstream.forward(req, res, verdict.headers, this, trusted, max)
       else gen.upstream.tunnel(req, res, upgrade.socket, upgrade.head, verdict.headers, this, trusted)
     }
 
@@ -367,9 +376,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   /** An HTTP server that hands its requests to `Handling`. */
   function httpServer(): Server {
     // Host is checked in `run`, so that a request without one gets a problem like other 400s.
-    const s = createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, (req, res) =>
-      new Handling(req, res).run(),
+    const s = createServer(
+      { requireHostHeader: false, connectionsCheckingInterval: CONNECTIONS_CHECK_MS },
+      (req, res) => new Handling(req, res).run(),
     )
+    applyClientTimeouts(s, current.policy.config.clients)
     // What the parser refuses never becomes a request: counted here (no start time: 0 s, as CONNECT).
     s.on('clientError', (error: Error, socket: Duplex) => {
       const status = answerClientError(error, socket)
@@ -387,7 +398,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         'The gateway does not open tunnels (CONNECT); it forwards requests to its upstream.',
       )
     })
-    s.headersTimeout = 66_000
     return s
   }
   const server = httpServer()
@@ -506,6 +516,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
     for (const resource of [store, upstream]) users.set(resource, (users.get(resource) ?? 0) + 1)
     current = next
+    for (const s of [server, plain]) applyClientTimeouts(s, config.clients)
     old.retired = true
     if (old.inFlight === 0) release(old)
     const kept = [...policy.limiters.values()].filter((l) =>
