@@ -42,6 +42,9 @@ export interface RedisStoreOptions {
   maxBatch?: number
 }
 
+/** How long a slot seen being migrated gets one command per decision before batches are tried again. */
+const MOVING_MS = 1000
+
 const REASONS = [undefined, 'limit-exceeded', 'cost-exceeds-limit'] as const
 
 /**
@@ -58,7 +61,8 @@ const afterTick: (f: () => void) => void =
  * same tick share one `EVALSHA` (see `coalesce`), so there is at most one Redis command per
  * decision. Keys are `<prefix>:<rule>:{<key>}`, with `%` and `:` in the rule name escaped (`%25`,
  * `%3A`): one hash tag per client key, so a client's rules share a Cluster slot and clients spread across the cluster. A script missing on the server
- * (restart, failover, `SCRIPT FLUSH`) is sent once with `EVAL`, which loads it on that node; any
+ * (restart, failover, `SCRIPT FLUSH`) is sent once with `EVAL`, which loads it on that node; a
+ * batch that a Cluster slot being migrated refuses is sent again one decision per command; any
  * other error is an error.
  *
  * @throws {ConfigError} listing every invalid option (and, when a limiter binds it, every rule
@@ -171,6 +175,12 @@ function bindRules(
   // there is nothing to wait for, and the decisions issued while it travels coalesce.
   let inFlight = 0
   let drained: Promise<unknown> = Promise.resolve()
+  // Cluster slots seen being migrated, and until when (the limiter's clock) their decisions are
+  // sent one per command: Redis refuses a batch of keys not all on one node, and ioredis takes
+  // longer than a limiter's deadline to give up on it (it retries TRYAGAIN, ASK and MOVED).
+  const moving = new Map<number, number>()
+  // The latest decision's time: when a refused batch comes back (ioredis: after its retries).
+  let latest = 0
 
   /** The script's reply, the script loaded first when this process has not hashed it yet. */
   async function run(keys: string[], args: string[]): Promise<unknown> {
@@ -208,9 +218,9 @@ function bindRules(
     return loaded
   }
 
-  function send(batch: Batch): void {
+  /** Sends a batch, counted in `gen`: the generation of the decisions it carries. */
+  function send(batch: Batch, gen = generation): void {
     const { keys, args } = batch
-    const gen = generation
     gen.left++
     inFlight++
     const finish = (reply: unknown) => {
@@ -219,9 +229,15 @@ function bindRules(
       settle(batch, reply)
     }
     const abort = (error: unknown) => {
+      // A slot being migrated refuses a batch whose keys are not all on the node, where each
+      // decision alone may pass: the script did not run, so each is resent alone (counted before
+      // this batch is, so that a reset still waits for them).
+      if (batch.resolve.length > 1 && isRedirection(error)) {
+        if (batch.slot >= 0) moving.set(batch.slot, latest + MOVING_MS)
+        for (const one of split(batch)) send(one, gen)
+      } else for (const reject of batch.reject) reject(error)
       inFlight--
       if (--gen.left === 0) gen.done?.()
-      for (const reject of batch.reject) reject(error)
     }
     // Once the script is hashed, EVALSHA goes out with no async frame around it (the common case);
     // NOSCRIPT is then recovered in the rejection handler.
@@ -235,6 +251,21 @@ function bindRules(
     reply.then(finish, (error: unknown) =>
       direct && isNoScript(error) ? recover(keys, args).then(finish, abort) : abort(error),
     )
+  }
+
+  /** A batch's decisions, one batch each. */
+  function split(batch: Batch): Batch[] {
+    const width = clientClock ? 2 : 1
+    return batch.resolve.map((resolve, d) => {
+      const at = header.length + d * width
+      return {
+        slot: batch.slot,
+        keys: batch.keys.slice(d * count, d * count + count),
+        args: [...header, ...batch.args.slice(at, at + width)],
+        resolve: [resolve],
+        reject: [batch.reject[d] as (error: unknown) => void],
+      }
+    })
   }
 
   function flush(): void {
@@ -283,13 +314,22 @@ function bindRules(
     reject: [],
   })
 
-  function batchFor(tag: string): Batch {
-    if (maxBatch === 1) return newBatch(-1)
-    if (!client.cluster) {
+  /** Whether a decision on `slot` at `now` goes alone: no coalescing, or a slot being migrated. */
+  function alone(slot: number, now: number): boolean {
+    if (maxBatch === 1) return true
+    if (moving.size === 0) return false
+    const until = moving.get(slot)
+    if (until === undefined) return false
+    if (until > now) return true
+    moving.delete(slot)
+    return false
+  }
+
+  function batchFor(slot: number): Batch {
+    if (slot < 0) {
       open ??= newBatch(-1)
       return open
     }
-    const slot = keySlot(tag)
     let batch = openBySlot.get(slot)
     if (batch === undefined) {
       batch = newBatch(slot)
@@ -302,17 +342,20 @@ function bindRules(
     evaluate(key, cost, now, options) {
       const tag = escapeTag(key)
       return new Promise<RuleVerdict[]>((resolve, reject) => {
-        const batch = batchFor(tag)
+        const slot = client.cluster ? keySlot(tag) : -1
+        const solo = alone(slot, now)
+        const batch = solo ? newBatch(slot) : batchFor(slot)
+        if (now > latest) latest = now
         for (const head of heads) batch.keys.push(`${head}${tag}}`)
         if (clientClock) batch.args.push(String(now))
         batch.args.push(costSpec(cost, options, count))
         batch.resolve.push(resolve)
         batch.reject.push(reject)
-        if (batch.resolve.length >= maxBatch || (eager && inFlight === 0)) {
-          // Full, not coalescing, or nothing in flight (`eager`): it leaves now; later decisions
-          // of this tick open a new one.
+        if (solo || batch.resolve.length >= maxBatch || (eager && inFlight === 0)) {
+          // Alone, full, or nothing in flight (`eager`): it leaves now; later decisions of this
+          // tick open a new one.
           if (batch === open) open = undefined
-          else if (batch.slot >= 0) openBySlot.delete(batch.slot)
+          else if (openBySlot.get(slot) === batch) openBySlot.delete(slot)
           send(batch)
         } else if (!scheduled) {
           scheduled = true
@@ -400,6 +443,21 @@ function escapeTag(key: string): string {
  */
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && /^(?:Command failed: )?NOSCRIPT\b/.test(error.message)
+}
+
+/**
+ * A Cluster redirection that the client gave up on: the command ran nowhere. node-redis answers
+ * TRYAGAIN (a multi-key command on a slot being migrated, its keys not all on the node) at once;
+ * ioredis retries it (`retryDelayOnTryAgain`) and the ASK and MOVED that follow, then fails with
+ * `Too many Cluster redirections. Last error: ReplyError: <the last of them>`.
+ */
+function isRedirection(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    /^(?:Too many Cluster redirections\. Last error: ReplyError: )?(?:TRYAGAIN|ASK|MOVED) /.test(
+      error.message,
+    )
+  )
 }
 
 const unexpected = (raw: unknown) =>
