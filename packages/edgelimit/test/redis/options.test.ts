@@ -2,6 +2,7 @@
  * redisStore's options, checked when the store is created (and a rule name when a limiter binds
  * it): every problem in one ConfigError, each with its path and code, as createLimiter reports.
  */
+import { Cluster, type ClusterOptions, Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import { ConfigError, createLimiter, fixedWindow } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
@@ -67,6 +68,35 @@ describe('redisStore options', () => {
       'rules[1].name': ['ERR_RULE_NAME'],
       'rules[2].name': ['ERR_RULE_NAME'],
     })
+  })
+
+  it("an ioredis Cluster's keyPrefix with a brace is a ConfigError at client.options.keyPrefix", async () => {
+    // The keyPrefix comes first in every key: a brace in it moves the hash tag off the client key.
+    const cluster = (options: ClusterOptions) =>
+      new Cluster([{ host: fixture.redis.host, port: fixture.redis.port }], { lazyConnect: true, ...options })
+    for (const keyPrefix of ['app{', '{app}:', 'a}b:']) {
+      expect(issuesOf(() => redisStore({ client: cluster({ keyPrefix }), prefix: 'a{' }))).toEqual({
+        prefix: ['ERR_PREFIX'],
+        'client.options.keyPrefix': ['ERR_KEY_PREFIX'],
+      })
+      // Given in redisOptions, ioredis uses it as the Cluster's own.
+      expect(issuesOf(() => redisStore({ client: cluster({ redisOptions: { keyPrefix } }) }))).toEqual({
+        'client.options.keyPrefix': ['ERR_KEY_PREFIX'],
+      })
+    }
+    expect(() => redisStore({ client: cluster({ keyPrefix: 'app{' }) })).toThrow(
+      'client.options.keyPrefix: expected a key prefix without braces on a Cluster',
+    )
+    expect(() => redisStore({ client: cluster({ keyPrefix: 'app:' }) })).not.toThrow()
+    // Without a Cluster a brace moves nothing: a standalone client keeps its keyPrefix.
+    const standalone = new Redis({ port: fixture.redis.port, keyPrefix: 'app{', lazyConnect: true })
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1m' }) }],
+      store: redisStore({ client: standalone, prefix: 'kpx' }),
+    })
+    expect([(await limiter.limit('k')).allowed, (await limiter.limit('k')).allowed]).toEqual([true, false])
+    expect(await fixture.client.exists('app{kpx:r:{k}')).toBe(1)
+    await standalone.quit()
   })
 
   it('valid options make a working store', async () => {

@@ -11,6 +11,8 @@ export interface ScriptClient {
    * rather than writing each as it is issued (ioredis, auto-pipelining or not: see below).
    */
   readonly pipelined: boolean
+  /** ioredis's `keyPrefix`, which it writes before every key. */
+  readonly keyPrefix?: unknown
   evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>
   eval(script: string, keys: string[], args: string[]): Promise<unknown>
   del(keys: string[]): Promise<unknown>
@@ -63,7 +65,8 @@ export function toScriptClient(client: unknown): ScriptClient | undefined {
     // them together. The store coalesces decisions itself, so its script calls take ioredis's
     // own EVALSHA without that queue (`createBuiltinCommand`: same command, key prefix and reply
     // encoding): a full batch leaves at once, and Redis runs it while the next one fills.
-    const auto = (c.options as { enableAutoPipelining?: unknown } | undefined)?.enableAutoPipelining === true
+    const options = c.options as { enableAutoPipelining?: unknown; keyPrefix?: unknown } | undefined
+    const auto = options?.enableAutoPipelining === true
     const builtin =
       auto && has(c, 'createBuiltinCommand')
         ? (c.createBuiltinCommand as (name: string) => { string?: unknown }).call(c, 'evalsha').string
@@ -75,6 +78,7 @@ export function toScriptClient(client: unknown): ScriptClient | undefined {
       kind: 'ioredis',
       cluster: c.isCluster === true,
       pipelined: auto && evalsha === c.evalsha,
+      keyPrefix: options?.keyPrefix,
       evalsha: (sha, keys, args) => evalsha.call(c, sha, keys.length, keys, args),
       eval: (script, keys, args) => call(c, 'eval', script, keys.length, keys, args),
       del: (keys) => call(c, 'del', ...keys),

@@ -11,7 +11,8 @@ import { keySlot } from './slot.js'
 export interface RedisStoreOptions {
   /**
    * An ioredis `Redis` or `Cluster`, a node-redis client or cluster, or an `@upstash/redis` client.
-   * Clients are optional peer dependencies: install the one you use.
+   * Clients are optional peer dependencies: install the one you use. An ioredis `Cluster`'s
+   * `keyPrefix` must not have braces (it comes before the hash tag of every key).
    */
   client: unknown
   /** Prepended to every key: `<prefix>:<rule>:{<key>}` (`%` and `:` in the rule name escaped). @default 'edgelimit' */
@@ -92,6 +93,16 @@ export function redisStore(options: RedisStoreOptions): Store {
       'ERR_PREFIX',
       'a string without braces (they would move the Cluster hash tag)',
     )
+    // ioredis writes its keyPrefix before every key: on a Cluster a brace in it would move the hash
+    // tag ('app{' splits a client's keys across slots; '{app}:' puts every key in one slot).
+    if (client?.cluster === true && client.keyPrefix !== undefined)
+      issues.expect(
+        'client.options.keyPrefix',
+        client.keyPrefix,
+        typeof client.keyPrefix !== 'string' || !/[{}]/.test(client.keyPrefix),
+        'ERR_KEY_PREFIX',
+        'a key prefix without braces on a Cluster (they would move the hash tag)',
+      )
     if (clock !== undefined) issues.oneOf('clock', clock, ['server', 'client'])
     issues.boolean('coalesce', coalesce)
     if (maxBatch !== undefined) issues.integer('maxBatch', maxBatch, 1, Number.MAX_SAFE_INTEGER)
