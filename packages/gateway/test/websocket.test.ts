@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
-import { type AddressInfo, connect, createServer as createNetServer } from 'node:net'
+import { type AddressInfo, connect, createServer as createNetServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -22,6 +22,8 @@ interface Upstream {
   readonly upgrades: IncomingHttpHeaders[]
   readonly requests: { method: string; url: string; headers: IncomingHttpHeaders; body: string }[]
   readonly sockets: Set<WebSocket>
+  /** Plain requests for `/hold…` are answered only once released, first come first answered. */
+  readonly held: (() => void)[]
   /** Resolves with the next server-side WebSocket's close code. */
   readonly server: Server
   close(): Promise<void>
@@ -70,6 +72,7 @@ async function startUpstream(tls = false): Promise<Upstream> {
   const upgrades: IncomingHttpHeaders[] = []
   const requests: Upstream['requests'] = []
   const sockets = new Set<WebSocket>()
+  const held: (() => void)[] = []
   const server = (tls ? createHttpsServer.bind(null, selfSigned()) : createServer)((req, res) => {
     let body = ''
     req.setEncoding('utf8')
@@ -79,7 +82,10 @@ async function startUpstream(tls = false): Promise<Upstream> {
     req.on('end', () => {
       requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body })
       res.setHeader('content-type', 'application/json')
-      res.end(JSON.stringify({ url: req.url, upgrade: req.headers.upgrade ?? null, body }))
+      const answer = () =>
+        res.end(JSON.stringify({ url: req.url, upgrade: req.headers.upgrade ?? null, body }))
+      if (req.url?.startsWith('/hold')) held.push(answer)
+      else answer()
     })
   })
   const wss = new WebSocketServer({
@@ -105,6 +111,7 @@ async function startUpstream(tls = false): Promise<Upstream> {
     upgrades,
     requests,
     sockets,
+    held,
     server,
     async close() {
       for (const ws of sockets) ws.terminate()
@@ -190,6 +197,29 @@ async function until(check: () => boolean | Promise<boolean>): Promise<void> {
 
 /** TCP sockets of this process, by `process.getActiveResourcesInfo`. */
 const tcpSockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length
+
+/** A WebSocket handshake as a client sends it (the key is RFC 6455's example). */
+const handshake = (target: string) =>
+  `GET ${target} HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`
+
+/** A client frame (masked, with a zero key) carrying `text`. */
+const frame = (text: string) =>
+  Buffer.concat([Buffer.from([0x81, 0x80 | text.length, 0, 0, 0, 0]), Buffer.from(text)])
+
+/** A bare TCP connection to `port`: what it has received (latin1) and whether it has closed. */
+function rawClient(port: number): { socket: Socket; text: string; closed: boolean } {
+  const socket = connect(port, '127.0.0.1')
+  const client = { socket, text: '', closed: false }
+  socket.setEncoding('latin1')
+  socket.on('data', (chunk: string) => {
+    client.text += chunk
+  })
+  socket.on('error', () => {})
+  socket.on('close', () => {
+    client.closed = true
+  })
+  return client
+}
 
 let upstream: Upstream
 let gw: InProcess
@@ -507,5 +537,33 @@ describe('other upgrades', () => {
     ])
     expect(text).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
     expect(upstream.upgrades.length).toBe(before)
+  })
+})
+
+describe('an upgrade pipelined behind a request still being answered', () => {
+  test('a WebSocket handshake waits for that answer, then is tunnelled', async () => {
+    const before = upstream.upgrades.length
+    const client = rawClient(gw.gateway.port)
+    client.socket.write(`GET /hold HTTP/1.1\r\nHost: gw\r\n\r\n${handshake('/chat')}`)
+    await until(() => upstream.held.length === 1)
+    expect(upstream.upgrades.length).toBe(before)
+    upstream.held.shift()?.()
+    await until(() => client.text.endsWith('\x81\x05hello'))
+    const [first, second, ...rest] = client.text.split(/(?=HTTP\/1\.1 )/)
+    expect(rest).toEqual([])
+    expect(first).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*"url":"\/hold"/)
+    expect(second).toMatch(/^HTTP\/1\.1 101 Switching Protocols\r\n/)
+    client.socket.write(frame('ping'))
+    await until(() => client.text.endsWith('\x81\x0aecho: ping'))
+    client.socket.destroy()
+  })
+
+  test('one that still fails costs its connection only: behind the 417 Node answers itself', async () => {
+    const client = rawClient(gw.gateway.port)
+    client.socket.write(`GET /x HTTP/1.1\r\nHost: gw\r\nExpect: something\r\n\r\n${handshake('/chat')}`)
+    await until(() => client.closed)
+    expect(client.text).toMatch(/^HTTP\/1\.1 417 /)
+    expect(gw.logs.some((l) => l.msg === 'upgrade failed')).toBe(true)
+    expect((await fetch(`${gw.url}/still-up`)).status).toBe(200)
   })
 })

@@ -24,6 +24,7 @@ import { type AdminServer, startAdmin } from './admin.js'
 import { applyClientTimeouts, CONNECTIONS_CHECK_MS } from './client-timeouts.js'
 import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
 import { createMetrics, type Metrics } from './metrics.js'
+import { pendingResponses } from './pending-responses.js'
 
 /** Options of `startGateway` (the `serve` command's flags). */
 export interface GatewayOptions {
@@ -410,11 +411,27 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   // Every WebSocket handshake's socket, from its upgrade to its close (tunnels included): Node's
   // closeAllConnections no longer knows them.
   const upgrades = new Set<Duplex>()
+  // Node hands an upgrade over once read, answers to earlier requests on its connection maybe
+  // still going out: it waits for them. A failure costs that connection, not the process.
+  const owed = pendingResponses()
+  server.prependListener('request', owed.track).prependListener('checkContinue', owed.track)
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    if (!isWebSocket(req)) {
-      replayAsRequest(plain, req, socket, head)
-      return
+    const run = () => {
+      try {
+        if (isWebSocket(req)) websocket(req, socket, head)
+        else replayAsRequest(plain, req, socket, head)
+      } catch (error) {
+        log.error(
+          { err: error instanceof Error ? error.message : String(error), path: req.url },
+          'upgrade failed',
+        )
+        socket.destroy()
+      }
     }
+    if (isWebSocket(req)) owed.after(socket, run)
+    else run()
+  })
+  function websocket(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy()) // as for CONNECT
     upgrades.add(socket)
     socket.once('close', () => upgrades.delete(socket))
@@ -425,7 +442,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       sendProblem(res, 503, req.url ?? '/', 'The gateway is shutting down; connect again.')
       metrics.response(503, 'none', 0)
     }
-  })
+  }
   opened.push(() => {
     plain.close()
     return new Promise((r) => server.close(r))
