@@ -566,4 +566,22 @@ describe('an upgrade pipelined behind a request still being answered', () => {
     expect(gw.logs.some((l) => l.msg === 'upgrade failed')).toBe(true)
     expect((await fetch(`${gw.url}/still-up`)).status).toBe(200)
   })
+
+  test('an h2c request waits its turn like any pipelined request: both answered, in order', async () => {
+    const before = upstream.requests.length
+    const client = rawClient(gw.gateway.port)
+    client.socket.write(
+      'GET /hold HTTP/1.1\r\nHost: gw\r\n\r\nGET /second HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n',
+    )
+    await until(() => upstream.held.length === 1)
+    upstream.held.shift()?.()
+    await until(() => client.text.split('HTTP/1.1 ').length === 3 && client.text.endsWith('}'))
+    const answers = client.text.split(/(?=HTTP\/1\.1 )/)
+    expect(answers.map((a) => [a.slice(0, 15), /"url":"([^"]+)"/.exec(a)?.[1]])).toEqual([
+      ['HTTP/1.1 200 OK', '/hold'],
+      ['HTTP/1.1 200 OK', '/second'],
+    ])
+    expect(upstream.requests.slice(before).map((r) => r.url)).toEqual(['/hold', '/second'])
+    client.socket.destroy()
+  })
 })

@@ -412,11 +412,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   // closeAllConnections no longer knows them.
   const upgrades = new Set<Duplex>()
   // Node hands an upgrade over once read, answers to earlier requests on its connection maybe
-  // still going out: it waits for them. A failure costs that connection, not the process.
+  // still going out: it waits for them (`plain` cannot answer on the socket before they are
+  // done either). A failure costs that connection, not the process.
   const owed = pendingResponses()
   server.prependListener('request', owed.track).prependListener('checkContinue', owed.track)
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const run = () => {
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+    owed.after(socket, () => {
       try {
         if (isWebSocket(req)) websocket(req, socket, head)
         else replayAsRequest(plain, req, socket, head)
@@ -427,10 +428,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         )
         socket.destroy()
       }
-    }
-    if (isWebSocket(req)) owed.after(socket, run)
-    else run()
-  })
+    }),
+  )
   function websocket(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy()) // as for CONNECT
     upgrades.add(socket)
