@@ -8,6 +8,7 @@ import { createServer as createHttpsServer } from 'node:https'
 import { type AddressInfo, connect, createServer as createNetServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
+import { manualClock } from 'edgelimit/testing'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
 import { type InProcess, startInProcess } from './support/gateway.js'
@@ -221,6 +222,28 @@ function rawClient(port: number): { socket: Socket; text: string; closed: boolea
   return client
 }
 
+/** An upstream that takes TCP connections and records them; `answer` handles each one. */
+async function rawUpstream(
+  answer: (socket: Socket) => void,
+): Promise<{ url: string; peers: Socket[]; close(): Promise<void> }> {
+  const peers: Socket[] = []
+  // Half-open allowed: an EOF from the gateway is not answered with one.
+  const server = createNetServer({ allowHalfOpen: true }, (socket) => {
+    peers.push(socket)
+    socket.on('error', () => {})
+    answer(socket)
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    peers,
+    async close() {
+      for (const peer of peers) peer.destroy()
+      await new Promise((r) => server.close(r))
+    },
+  }
+}
+
 let upstream: Upstream
 let gw: InProcess
 
@@ -378,6 +401,84 @@ describe('an admitted upgrade', () => {
       await client.closed
     } finally {
       await own.close()
+    }
+  })
+})
+
+describe('a client that leaves during its handshake', () => {
+  test('while the upstream has not answered: counted 499, and the upstream connection closes at once', async () => {
+    let received = ''
+    const silent = await rawUpstream((socket) =>
+      socket.on('data', (chunk) => {
+        received += chunk.toString('latin1')
+      }),
+    )
+    const own = await startInProcess('rules: []\n', { upstream: silent.url })
+    try {
+      const client = rawClient(own.gateway.port)
+      client.socket.write(handshake('/chat'))
+      await until(() => received.endsWith('\r\n\r\n'))
+      let upstreamClosed = false
+      // The gateway closed its side (the peer, half-open allowed, keeps its own).
+      silent.peers[0]?.once('end', () => {
+        upstreamClosed = true
+      })
+      client.socket.end()
+      await until(() => upstreamClosed)
+      const metrics = await metricsOf(own)
+      expect(metrics).toContain('edgelimit_responses_total{code="499"} 1')
+      expect(metrics).toContain('edgelimit_in_flight_requests 0')
+      expect(metrics).not.toContain('code="504"')
+    } finally {
+      await own.close()
+      await silent.close()
+    }
+  })
+
+  test('one that stays: what it sent meanwhile reaches the upstream after the 101, in order', async () => {
+    let received = ''
+    const late = await rawUpstream((socket) =>
+      socket.on('data', (chunk) => {
+        received += chunk.toString('latin1')
+      }),
+    )
+    const own = await startInProcess('rules: []\n', { upstream: late.url })
+    try {
+      const client = rawClient(own.gateway.port)
+      client.socket.write(`${handshake('/chat')}one`)
+      await until(() => received.endsWith('\r\n\r\n'))
+      client.socket.write('two')
+      late.peers[0]?.write(
+        'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n',
+      )
+      await until(() => received.endsWith('\r\n\r\nonetwo'))
+      client.socket.write('three')
+      await until(() => received.endsWith('onetwothree'))
+      expect(client.text).toMatch(/^HTTP\/1\.1 101 /)
+      client.socket.destroy()
+    } finally {
+      await own.close()
+      await late.close()
+    }
+  })
+
+  test('while shaping holds it: counted 499 at once, the upstream never sees it', async () => {
+    const shaping = await startInProcess(
+      'rules: [{ name: shaped, algorithm: leaky-bucket, shape: true, capacity: 3, leakRate: 1, leakInterval: 1m }]\n',
+      { upstream: upstream.url, clock: manualClock(1_750_000_000_000) },
+    )
+    try {
+      expect((await fetch(`${shaping.url}/first`)).status).toBe(200)
+      const before = upstream.upgrades.length
+      const client = rawClient(shaping.gateway.port)
+      client.socket.write(handshake('/chat'))
+      await until(async () => (await metricsOf(shaping)).includes('edgelimit_in_flight_requests 1'))
+      client.socket.end()
+      await until(async () => (await metricsOf(shaping)).includes('edgelimit_responses_total{code="499"} 1'))
+      expect(await metricsOf(shaping)).toContain('edgelimit_in_flight_requests 0')
+      expect(upstream.upgrades.length).toBe(before)
+    } finally {
+      await shaping.close()
     }
   })
 })

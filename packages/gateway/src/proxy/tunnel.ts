@@ -47,7 +47,7 @@ export function isWebSocket(req: IncomingMessage): boolean {
 /**
  * A `ServerResponse` on an upgrade request's bare socket, so that what answers ordinary requests
  * (a 429, a problem, a relayed response) answers it too: with `Connection: close`, and the
- * connection closed once the answer is sent.
+ * connection closed once the answer is sent. Until then the socket is read (see `hold`).
  *
  * @example const res = upgradeResponse(req, socket); sendProblem(res, 503, '/ws', 'Draining.')
  */
@@ -57,7 +57,38 @@ export function upgradeResponse(req: IncomingMessage, socket: Duplex): ServerRes
   res.assignSocket(socket as Socket)
   // What Node's server does once a `Connection: close` answer has gone out.
   res.once('finish', () => (socket as Socket).destroySoon())
+  hold(socket)
   return res
+}
+
+/** What a client may send while its handshake waits: it should send nothing (RFC 6455 §4.1). */
+const EARLY_LIMIT = 64 * 1024
+/** Stops reading a waiting handshake's socket and gives back the bytes it sent meanwhile. */
+const held = new WeakMap<Duplex, () => Buffer>()
+
+/**
+ * Reads a handshake's socket while the rules, a shaping delay or the upstream keep it waiting,
+ * so that a client that leaves is seen at once: its EOF (or more than `EARLY_LIMIT` bytes)
+ * closes the connection, and the request is aborted (499, the upstream's connection closed).
+ */
+function hold(socket: Duplex): void {
+  const chunks: Buffer[] = []
+  let size = 0
+  const read = (chunk: Buffer) => {
+    chunks.push(chunk)
+    size += chunk.length
+    if (size > EARLY_LIMIT) socket.destroy()
+  }
+  const leave = () => socket.destroy()
+  socket.on('data', read)
+  socket.once('end', leave)
+  held.set(socket, () => {
+    held.delete(socket)
+    socket.off('data', read)
+    socket.off('end', leave)
+    socket.pause()
+    return Buffer.concat(chunks)
+  })
 }
 
 /**
@@ -80,7 +111,7 @@ export function replayAsRequest(server: Server, req: IncomingMessage, socket: Du
  * Sends a WebSocket handshake on to the upstream, on a connection of its own (the pool's are
  * HTTP's), with the headers an ordinary request gets plus `Connection: Upgrade` and
  * `Upgrade: websocket`. A `101` is relayed with `extra` (the rate-limit fields), then the bytes
- * are piped both ways, each side ended or destroyed with the other; any other answer is relayed
+ * the client sent meanwhile go on, and from there bytes are piped both ways, each side ended or destroyed with the other; any other answer is relayed
  * and the connection closed; an upstream that cannot be reached or is too slow gets 502/504.
  *
  * @example openTunnel({ url, base: '', config }, { req, res, socket, head }, headers, sink, false)
@@ -186,9 +217,10 @@ export function openTunnel(
     text += `connection: Upgrade\r\nupgrade: ${answer.headers.upgrade ?? 'websocket'}\r\n\r\n`
     // The socket is the tunnel's from here on: no response writes on it any more.
     res.detachSocket(socket as Socket)
+    const ahead = Buffer.concat([head, held.get(socket)?.() ?? Buffer.alloc(0)])
     socket.write(text, 'latin1')
     if (upHead.length > 0) socket.write(upHead)
-    if (head.length > 0) upSocket.write(head)
+    if (ahead.length > 0) upSocket.write(ahead)
     settle(101, 101)
     pipe(socket, upSocket)
     sink.opened(socket)
