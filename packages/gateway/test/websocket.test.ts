@@ -9,8 +9,9 @@ import { type AddressInfo, connect, createServer as createNetServer, type Socket
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { manualClock } from 'edgelimit/testing'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
+import { TUNNEL_CLOSE_GRACE_MS } from '../src/proxy/tunnel.js'
 import { type InProcess, startInProcess } from './support/gateway.js'
 
 /**
@@ -401,6 +402,52 @@ describe('an admitted upgrade', () => {
       await client.closed
     } finally {
       await own.close()
+    }
+  })
+})
+
+describe('a tunnel one side half-closes', () => {
+  test('the other side is ended, and both are closed after the grace when the peer stays half-open', async () => {
+    // Answers 101 and echoes; an EOF from the gateway is never answered with one.
+    const stubborn = await rawUpstream((socket) => {
+      socket.once('data', () => {
+        socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n')
+        socket.on('data', (chunk) => socket.write(chunk))
+      })
+    })
+    const own = await startInProcess('rules: []\n', { upstream: stubborn.url })
+    try {
+      const client = rawClient(own.gateway.port)
+      client.socket.write(handshake('/chat'))
+      await until(() => client.text.includes('\r\n\r\n'))
+      expect(client.text).toMatch(/^HTTP\/1\.1 101 /)
+      const [peer] = stubborn.peers
+      const peerEnded = new Promise((r) => peer?.once('end', r))
+      let peerClosed = false
+      peer?.once('close', () => {
+        peerClosed = true
+      })
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+      try {
+        client.socket.end()
+        await peerEnded
+        // Half-closed: the upstream may still answer, for the grace.
+        expect(peerClosed).toBe(false)
+        expect(await metricsOf(own)).toContain('edgelimit_websocket_tunnels 1')
+        vi.advanceTimersByTime(TUNNEL_CLOSE_GRACE_MS)
+      } finally {
+        vi.useRealTimers()
+      }
+      await until(() => client.closed)
+      await until(async () => (await metricsOf(own)).includes('edgelimit_websocket_tunnels 0'))
+      // The gateway's side is gone: what the upstream still writes is refused (a reset).
+      await until(() => {
+        if (!peerClosed) peer?.write('late')
+        return peerClosed
+      })
+    } finally {
+      await own.close()
+      await stubborn.close()
     }
   })
 })

@@ -110,9 +110,10 @@ export function replayAsRequest(server: Server, req: IncomingMessage, socket: Du
 /**
  * Sends a WebSocket handshake on to the upstream, on a connection of its own (the pool's are
  * HTTP's), with the headers an ordinary request gets plus `Connection: Upgrade` and
- * `Upgrade: websocket`. A `101` is relayed with `extra` (the rate-limit fields), then the bytes
- * the client sent meanwhile go on, and from there bytes are piped both ways, each side ended or destroyed with the other; any other answer is relayed
- * and the connection closed; an upstream that cannot be reached or is too slow gets 502/504.
+ * `Upgrade: websocket`. A `101` is relayed with `extra` (the rate-limit fields), then what the
+ * client sent meanwhile, and from there bytes are piped both ways (see `pipe`); any other answer
+ * is relayed and the connection closed; an upstream that cannot be reached or is too slow gets
+ * 502/504.
  *
  * @example openTunnel({ url, base: '', config }, { req, res, socket, head }, headers, sink, false)
  */
@@ -229,17 +230,31 @@ export function openTunnel(
 }
 
 /**
+ * How long a tunnel stays half-closed: once one side has ended (sent its FIN), the other is
+ * ended too and has this long to close before both are destroyed.
+ */
+export const TUNNEL_CLOSE_GRACE_MS = 5_000
+
+/**
  * Pipes two sockets into each other: the end of one ends the other (a WebSocket's closing
- * handshake then closes both), and an error or close of one destroys the other.
+ * handshake then closes both), and an error or close of one destroys the other. A side that has
+ * not closed `TUNNEL_CLOSE_GRACE_MS` after the first end is destroyed with the other: server
+ * sockets allow half-open connections, and a peer that ignores an EOF would hold both forever.
  */
 function pipe(a: Duplex, b: Duplex): void {
+  let grace: NodeJS.Timeout | undefined
   const destroyBoth = () => {
+    clearTimeout(grace)
     a.destroy()
     b.destroy()
+  }
+  const ended = () => {
+    grace ??= setTimeout(destroyBoth, TUNNEL_CLOSE_GRACE_MS).unref()
   }
   for (const s of [a, b]) {
     s.on('error', destroyBoth)
     s.once('close', destroyBoth)
+    s.once('end', ended)
     ;(s as Partial<Socket>).setNoDelay?.(true)
   }
   a.pipe(b)
