@@ -7,11 +7,11 @@ const WHOLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
 
 /**
  * Replaces `${NAME}` in every string value (never in keys) with the environment's value. A value
- * that is exactly one placeholder where `typed(path)` holds (a plain, unquoted scalar of a field
- * that is not always text) is read again as YAML, so `limit: ${LOGIN_LIMIT}` is a number; quote it
- * to keep a string. A field whose whole value
- * expands to an empty string is absent (`token: ${ADMIN_TOKEN:-}`). An unset variable without a
- * default is an issue (`ERR_ENV`).
+ * that is exactly one placeholder where `typed(path)` holds (a field that takes a number or
+ * true/false, quoted or not; or a plain, unquoted scalar of a field that is not always text) is
+ * read again as YAML, so `limit: ${LOGIN_LIMIT}` and `limit: "${LOGIN_LIMIT}"` are numbers. A
+ * field whose whole value expands to an empty string is absent (`token: ${ADMIN_TOKEN:-}`). An
+ * unset variable without a default is an issue (`ERR_ENV`).
  *
  * @example substituteEnv({ secret: '${KEY_SECRET}' }, { KEY_SECRET: 's3cret' }, () => true)
  */

@@ -14,6 +14,7 @@ import {
 import { substituteEnv } from './env.js'
 import type { Issue, Path } from './issues.js'
 import { isTextField } from './secret.js'
+import { isTypedField } from './typed-fields.js'
 
 /**
  * Where a policy comes from: the text of one YAML file, parsed with positions so that every
@@ -95,7 +96,11 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
     }
     return { file, text, value: undefined, issues: [issue], place }
   }
-  const substituted = substituteEnv(raw, env, (path) => !isTextField(path) && isPlainScalar(doc, path))
+  const substituted = substituteEnv(
+    raw,
+    env,
+    (path) => isTypedField(path) || (!isTextField(path) && isPlainScalar(doc, path)),
+  )
   return { file, text, value: substituted.value, issues: substituted.issues.map(place), place }
 }
 
