@@ -549,6 +549,14 @@ describe('the JSON Schema and `check` agree', () => {
     cost_neg: rule(`${fw}\ncost: -1`),
     enforce_str: rule(`${fw}\nenforce: "50%"`),
     timeout_true: rule(`${fw}\ntimeout: true`),
+    // Node never passes a `__proto__` header on (req.headers has no such own field), in any case.
+    key_header_proto: rule(`${fw}\nkey: "header:__proto__"`),
+    key_header_proto_upper: rule(`${fw}\nkey: [ip, "header:__Proto__"]`),
+    key_header_constructor: rule(`${fw}\nkey: "header:constructor"`),
+    key_query_proto: rule(`${fw}\nkey: "query:__proto__"`),
+    tiers_header_proto: tiers('    a: { limit: 1 }', '  header: __proto__\n'),
+    match_header_proto: rule(`${fw}\nmatch: { headers: { __PROTO__: "x" } }`),
+    identity_header_proto: top('identity: { header: __proto__ }'),
     env_in_limit: rule(`algorithm: fixed-window\nlimit: \${L:-5}\nwindow: 1m`),
     env_in_part_of_duration: rule(`algorithm: fixed-window\nlimit: 5\nwindow: \${W:-1}m`),
     env_in_name: rule(fw).replace('name: r', `name: \${N:-abc}`),
@@ -611,6 +619,31 @@ describe('the JSON Schema and `check` agree', () => {
     expect(validate(parse(text))).toBe(true)
     expect(checkSource(parsePolicyText(text, 'beyond.yaml', {})).issues).toEqual([
       expect.objectContaining({ code }),
+    ])
+  })
+
+  test('a header no request has is refused where it is read, with why', () => {
+    const text = `version: 1
+identity: { header: __proto__ }
+rules:
+  - name: r
+    match: { headers: { __proto__: false } }
+    key: [ip, "header:__PROTO__"]
+    algorithm: fixed-window
+    window: 1m
+    tiers: { header: __proto__, default: a, plans: { a: { limit: 1 } } }
+`
+    const { issues } = checkSource(parsePolicyText(text, 'proto.yaml', {}))
+    const why = 'Node never passes a "__proto__" header on: a request never has it'
+    expect(issues.map((i) => [i.path.join('.'), i.code, i.message])).toEqual([
+      ['identity.header', 'ERR_HEADER', `expected a header name a request can have; ${why}`],
+      ['rules.0.match.headers.__proto__', 'ERR_HEADER', `expected a header name a request can have; ${why}`],
+      [
+        'rules.0.key.1',
+        'ERR_KEY',
+        `expected a header name a request can have; ${why}, and the key would always fall back to the address`,
+      ],
+      ['rules.0.tiers.header', 'ERR_HEADER', `expected a header name a request can have; ${why}`],
     ])
   })
 

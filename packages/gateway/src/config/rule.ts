@@ -76,6 +76,18 @@ const HOST = /^[A-Za-z0-9*]([A-Za-z0-9*.-]*[A-Za-z0-9*])?(:\d{1,5})?$/
 const PATH = /^\/[\x21-\x7e]*$/
 const SIMPLE_KEYS = ['ip', 'route', 'path', 'method', 'host', 'global'] as const
 
+/**
+ * Why a request can never have the header `name` (a valid token), or `undefined` when it can. Node
+ * parses `__proto__` (in any case) but never sets it in `req.headers`: a key on it always falls
+ * back, a condition on it never holds.
+ *
+ * @example unseenHeader('__PROTO__') // 'expected a header name a request can have; Node never …'
+ */
+export function unseenHeader(name: string): string | undefined {
+  if (name.toLowerCase() !== '__proto__') return undefined
+  return 'expected a header name a request can have; Node never passes a "__proto__" header on: a request never has it'
+}
+
 /** Validates `defaults` (or the settings of one rule over `base`). */
 export function readDefaults(c: Checker, path: Path, o: Record<string, unknown>, base: Defaults): Defaults {
   const pick = <T>(name: string, read: (p: Path, v: unknown) => T | undefined, fallback: T): T => {
@@ -320,8 +332,10 @@ function samePath(a: Path, b: Path): boolean {
 }
 
 function readHeaderName(c: Checker, path: Path, value: unknown): string | undefined {
-  if (typeof value === 'string' && TOKEN.test(value)) return value.toLowerCase()
-  c.add(path, 'ERR_HEADER', `expected a header name like "x-api-key", got ${describe(value)}`)
+  if (typeof value !== 'string' || !TOKEN.test(value))
+    c.add(path, 'ERR_HEADER', `expected a header name like "x-api-key", got ${describe(value)}`)
+  else if (unseenHeader(value) !== undefined) c.add(path, 'ERR_HEADER', unseenHeader(value) as string)
+  else return value.toLowerCase()
   return undefined
 }
 
@@ -339,9 +353,13 @@ export function readKey(c: Checker, path: Path, value: unknown): KeyPart[] | und
     const at = Array.isArray(value) ? [...path, i] : path
     const text = typeof item === 'string' ? item.trim() : ''
     const m = /^(header|query):(.+)$/.exec(text)
+    const unseen = m?.[1] === 'header' ? unseenHeader(m[2] as string) : undefined
     if ((SIMPLE_KEYS as readonly string[]).includes(text))
       parts.push({ kind: text as (typeof SIMPLE_KEYS)[number] })
-    else if (m?.[1] === 'header' && TOKEN.test(m[2] as string))
+    else if (unseen !== undefined) {
+      ok = false
+      c.add(at, 'ERR_KEY', `${unseen}, and the key would always fall back to the address`)
+    } else if (m?.[1] === 'header' && TOKEN.test(m[2] as string))
       parts.push({ kind: 'header', name: (m[2] as string).toLowerCase() })
     else if (m?.[1] === 'query') parts.push({ kind: 'query', name: m[2] as string })
     else {
@@ -389,6 +407,7 @@ function readMatch(c: Checker, path: Path, value: unknown): MatchConfig | undefi
       const at = [...path, 'headers', name]
       if (!TOKEN.test(name))
         c.add(at, 'ERR_HEADER', `expected a header name like "x-api-key", got ${describe(name)}`, 'key')
+      else if (unseenHeader(name) !== undefined) c.add(at, 'ERR_HEADER', unseenHeader(name) as string, 'key')
       else if (typeof expected === 'string' || typeof expected === 'boolean')
         headers.push([name.toLowerCase(), expected])
       else

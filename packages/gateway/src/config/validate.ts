@@ -2,7 +2,7 @@ import { type ClientKeyOptions, describe, type HeaderStandard, validateClientKey
 import { type Checker, createChecker } from './checker.js'
 import { readClients } from './clients.js'
 import { type Issue, type Path, PolicyError, parsePath } from './issues.js'
-import { BUILT_IN_DEFAULTS, DEFAULT_FIELDS, readDefaults, readRule } from './rule.js'
+import { BUILT_IN_DEFAULTS, DEFAULT_FIELDS, readDefaults, readRule, unseenHeader } from './rule.js'
 import { describeUrl } from './secret.js'
 import { type PolicySource, readPolicySource } from './source.js'
 import type { GatewayConfig, RuleConfig, StoreConfig, UpstreamConfig } from './types.js'
@@ -315,6 +315,9 @@ function readIdentity(c: Checker, value: unknown): ClientKeyOptions | undefined 
   )
   for (const issue of validateClientKeyOptions(known, 'identity'))
     c.add(parsePath(issue.path), issue.code, issue.message)
+  // The library takes any token; the gateway reads Node's headers, which never have this one.
+  const unseen = typeof value.header === 'string' ? unseenHeader(value.header) : undefined
+  if (unseen !== undefined) c.add(['identity', 'header'], 'ERR_HEADER', unseen)
   if (c.issues.length > before) return undefined
   return (secret === undefined ? known : { ...known, secret }) as ClientKeyOptions
 }
