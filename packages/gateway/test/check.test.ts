@@ -491,6 +491,14 @@ describe('the JSON Schema and `check` agree', () => {
     tiers_plan_wrong_param: tiers('    a: { limit: 1, capacity: 2 }'),
     tiers_plan_name_bad: tiers('    "a b": { limit: 1 }').replace('default: a', 'default: "a b"'),
     tiers_header_bad: tiers('    a: { limit: 1 }', '  header: "x plan"\n'),
+    // A plan reference that no plan name could be: the schema knows the names' form.
+    tiers_default_no_name: tiers('    a: { limit: 1 }').replace('default: a', 'default: "a b"'),
+    tiers_default_empty: tiers('    a: { limit: 1 }').replace('default: a', 'default: ""'),
+    tiers_key_no_name: tiers('    a: { limit: 1 }', '  keys: { k: "-a" }\n'),
+    tiers_key_empty: tiers('    a: { limit: 1 }', '  keys: { k: "" }\n'),
+    tiers_key_slash: tiers('    a: { limit: 1 }', '  keys: { k: a/b }\n'),
+    tiers_default_env: tiers('    a: { limit: 1 }').replace('default: a', `default: "\${PLAN:-a}"`),
+    tiers_key_env: tiers('    a: { limit: 1 }', `  keys: { k: "\${PLAN:-a}" }\n`),
     version2: 'version: 2\nrules: []\n',
     no_version: 'rules: []\n',
     headers_empty: top('headers: []'),
@@ -616,7 +624,8 @@ describe('the JSON Schema and `check` agree', () => {
     ).toEqual({ schema: checkSays, errors: [] })
   })
 
-  // What JSON Schema cannot say: that a name refers to a plan the same file defines.
+  // What JSON Schema cannot say: that a name refers to a plan the same file defines (it does say
+  // that the name has a plan name's form).
   test.each([
     [
       'a tier default that is no plan',
