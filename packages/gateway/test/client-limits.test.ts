@@ -227,6 +227,54 @@ rules: [{ name: once, key: global, algorithm: fixed-window, limit: 1, window: 1h
     expect(await metric(gw, 413)).toBe(1)
   })
 
+  // RFC 9112 §9.6: after an answer with `Connection: close`, no further request on the connection
+  // is processed. Each test sends both requests in one write, so Node parses the second at once.
+  test('a request pipelined behind a Content-Length 413 is neither charged nor forwarded', async () => {
+    const gw = await gateway(POLICY)
+    const client = open(gw)
+    client.socket.write(
+      `POST /big HTTP/1.1\r\nhost: a\r\ncontent-length: 2000\r\n\r\n${'x'.repeat(2000)}` +
+        'POST /transfer HTTP/1.1\r\nhost: a\r\ncontent-length: 0\r\n\r\n',
+    )
+    const answer = await client.until()
+    expect(answer.match(/HTTP\/1\.1 \d+/g)).toEqual(['HTTP/1.1 413'])
+    // The rule's one request is still there.
+    expect((await fetch(`${gw.url}/after`)).status).toBe(200)
+    expect(seen.map((s) => s.url)).toEqual(['/after'])
+    expect(await metric(gw, 499)).toBe(0)
+  })
+
+  test('a request pipelined behind a chunked 413 is neither charged nor forwarded', async () => {
+    const gw = await gateway(POLICY.replace('limit: 1', 'limit: 2'))
+    const client = open(gw)
+    client.socket.write(
+      `POST /chunked HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n7d0\r\n${'x'.repeat(2000)}\r\n0\r\n\r\n` +
+        'POST /transfer HTTP/1.1\r\nhost: a\r\ncontent-length: 0\r\n\r\n',
+    )
+    const answer = await client.until()
+    expect(answer.match(/HTTP\/1\.1 \d+/g)).toEqual(['HTTP/1.1 413'])
+    // The chunked request was charged (admitted before its size was known); the pipelined one not.
+    expect((await fetch(`${gw.url}/after`)).status).toBe(200)
+    expect((await fetch(`${gw.url}/again`)).status).toBe(429)
+    // (Whether the upstream saw the start of /chunked depends on how soon its connection was up.)
+    expect(seen.map((s) => s.url).filter((url) => url !== '/chunked')).toEqual(['/after'])
+    expect(await metric(gw, 499)).toBe(0)
+  })
+
+  test('nor is one pipelined behind a 429 to Expect: 100-continue (it closes the connection too)', async () => {
+    const gw = await gateway(POLICY)
+    expect((await fetch(`${gw.url}/first`)).status).toBe(200)
+    const client = open(gw)
+    client.socket.write(
+      'POST /denied HTTP/1.1\r\nhost: a\r\nexpect: 100-continue\r\ncontent-length: 5\r\n\r\nhello' +
+        'GET /next HTTP/1.1\r\nhost: a\r\n\r\n',
+    )
+    const answer = await client.until()
+    expect(answer.match(/HTTP\/1\.1 \d+/g)).toEqual(['HTTP/1.1 429'])
+    expect(await metric(gw, 429)).toBe(1)
+    expect(await metric(gw, 499)).toBe(0)
+  })
+
   test('a chunked body within the limit reaches the upstream whole', async () => {
     const gw = await gateway(POLICY)
     const client = open(gw)

@@ -376,10 +376,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   /** An HTTP server that hands its requests to `Handling`. */
   function httpServer(): Server {
+    // Pipelined requests are served one at a time: one waits until the answer before it is
+    // complete (Node then gives its response the socket), and none is served after an answer
+    // that closed the connection (a 413, a 429 to `Expect`: RFC 9112 §9.6), so none is charged.
+    const serve = (req: IncomingMessage, res: ServerResponse, continues = false): void => {
+      if (res.socket === null) res.once('socket', () => serve(req, res, continues))
+      else if (req.socket.writable) new Handling(req, res, continues).run()
+    }
     // Host is checked in `run`, so that a request without one gets a problem like other 400s.
     const s = createServer(
       { requireHostHeader: false, connectionsCheckingInterval: CONNECTIONS_CHECK_MS },
-      (req, res) => new Handling(req, res).run(),
+      (req, res) => serve(req, res),
     )
     applyClientTimeouts(s, current.policy.config.clients)
     // What the parser refuses never becomes a request: counted here (no start time: 0 s, as CONNECT).
@@ -388,7 +395,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       if (status !== undefined) metrics.response(status, 'none', 0)
     })
     // Without this listener Node answers `100 Continue` itself, before any rule has decided.
-    s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => new Handling(req, res, true).run())
+    s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => serve(req, res, true))
     // A reverse proxy opens no CONNECT tunnels: answered (Node would close without a word) and counted.
     s.on('connect', (_req: IncomingMessage, socket: Duplex) => {
       socket.on('error', () => socket.destroy()) // Node's own listener is gone once it hands the socket over
