@@ -30,13 +30,15 @@ beforeAll(async () => {
       }),
     }
     seen.push(record)
-    // `/early/…` answers its head at once and echoes the body as it comes; others answer at its end.
+    // `/early/…` answers its head at once and echoes the body as it comes; `/ahead/…` answers at
+    // once, whole, without reading the body; others answer at its end.
     if (req.url?.startsWith('/early')) res.writeHead(200, { 'content-type': 'application/octet-stream' })
+    if (req.url?.startsWith('/ahead')) res.end('ahead')
     req.on('data', (chunk: Buffer) => {
       record.bytes += chunk.length
       if (req.url?.startsWith('/early')) res.write(chunk)
     })
-    req.on('end', () => res.end(`got ${record.bytes}`))
+    req.on('end', () => res.writableEnded || res.end(`got ${record.bytes}`))
   })
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r))
   upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`
@@ -304,6 +306,41 @@ rules: [{ name: once, key: global, algorithm: fixed-window, limit: 1, window: 1h
     expect(await seen[0]?.ended).toBe(false)
     const metrics = await (await fetch(`${gw.admin}/metrics`)).text()
     expect(metrics).toContain('edgelimit_responses_total{code="aborted"} 1')
+  })
+})
+
+describe('an upstream that answers before the body is complete', () => {
+  test('its answer closes the connection: the rest of the body is not waited for, nothing pipelined after it is served', async () => {
+    const gw = await gateway('clients: { requestTimeout: 3s }\nrules: []\n')
+    const client = open(gw)
+    client.socket.write(
+      `POST /ahead HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n10\r\n${'a'.repeat(16)}\r\n`,
+    )
+    const answer = await client.until((t) => t.endsWith('ahead'))
+    const answered = performance.now()
+    expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    expect(answer).toMatch(/\r\nconnection: close\r\n/i)
+    // The client goes on sending its body, then another request.
+    for (let i = 0; i < 6; i++) client.socket.write(`4000\r\n${'b'.repeat(0x4000)}\r\n`)
+    client.socket.write('0\r\n\r\nGET /next HTTP/1.1\r\nhost: a\r\n\r\n')
+    await client.until()
+    // Closed once the answer is out, not by requestTimeout's 408 (3 s).
+    expect(performance.now() - answered).toBeLessThan(2_000)
+    expect(client.text).toBe(answer)
+    expect(seen.map((s) => s.url)).toEqual(['/ahead'])
+    expect(await metric(gw, 200)).toBe(1)
+    expect(await metric(gw, 408)).toBe(0)
+  })
+
+  test('a body read whole before the answer keeps the connection open', async () => {
+    const gw = await gateway('rules: []\n')
+    const client = open(gw)
+    client.socket.write('POST /a HTTP/1.1\r\nhost: a\r\ncontent-length: 3\r\n\r\nabc')
+    expect(await client.until((t) => t.endsWith('got 3'))).not.toMatch(/\r\nconnection: close\r\n/i)
+    client.socket.write(
+      'POST /b HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+    )
+    expect(await client.until()).toMatch(/got 3[\s\S]*got 3$/)
   })
 })
 

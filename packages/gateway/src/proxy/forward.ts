@@ -122,6 +122,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return
     if (statusCode === 204) delete headers['content-length'] // RFC 9110 §8.6: a 204 has none
     const out = responseHeaders(headers, this.extra)
+    // The upstream answered before the body was read whole (it may never read it): the rest of
+    // it would hold the connection until requestTimeout, so the answer closes it (as nginx does).
+    if (hasBody(this.req) && !this.req.readableEnded) out.connection = 'close'
     // Node refuses a reason phrase beyond visible ASCII (undici hands it over decoded as UTF-8):
     // such a phrase is dropped, and Node sends the standard one, as a client may ignore it anyway.
     if (statusMessage && REASON.test(statusMessage)) this.res.writeHead(statusCode, statusMessage, out)
