@@ -115,6 +115,12 @@ const metric = async (gw: InProcess, code: number) => {
   return Number(new RegExp(`edgelimit_responses_total\\{code="${code}"\\} (\\d+)`).exec(text)?.[1] ?? 0)
 }
 
+/** The count of `code` once the request under way has been counted (after its connection closed). */
+async function settled(gw: InProcess, code: number): Promise<number> {
+  for (let i = 0; i < 100 && gw.gateway.metrics.inFlight > 0; i++) await new Promise((r) => setTimeout(r, 10))
+  return metric(gw, code)
+}
+
 describe('timeouts', () => {
   test('a client that dribbles its headers past headersTimeout gets a 408 problem and is dropped within seconds (not after Node’s 30 s check)', async () => {
     const gw = await gateway('clients: { headersTimeout: 1s }\nrules: []\n')
@@ -151,6 +157,18 @@ describe('timeouts', () => {
     expect(slow.closedAfter).toBeGreaterThanOrEqual(1_950)
     expect(slow.closedAfter).toBeLessThan(15_000)
     expect(await seen[0]?.ended).toBe(false)
+    // Counted as what the client got, not as a client that went away (499).
+    expect(await settled(gw, 408)).toBe(1)
+    expect(await metric(gw, 499)).toBe(0)
+  })
+
+  test('a body Node’s parser refuses after the head (Transfer-Encoding: gzip) is counted as its 400', async () => {
+    const gw = await gateway('rules: []\n')
+    const client = open(gw)
+    client.socket.write(`POST /gz HTTP/1.1\r\nhost: a\r\ntransfer-encoding: gzip\r\n\r\n${'x'.repeat(100)}`)
+    expect(await client.until()).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/)
+    expect(await settled(gw, 400)).toBe(1)
+    expect(await metric(gw, 499)).toBe(0)
   })
 
   test('keepAliveTimeout closes an idle connection after its last answer', async () => {

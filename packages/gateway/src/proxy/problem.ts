@@ -69,8 +69,26 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
     status,
     `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')}).`,
   )
-  // A request whose body timed out (408) is in the handler's hands: it counts how that ends.
-  return inFlight == null ? status : undefined
+  if (inFlight == null) return status
+  // A request whose body timed out (408) or was refused mid-way (400) is in the handler's hands:
+  // the connection's close ends it, counted as this answer (`goneStatus`) rather than as a 499.
+  const answered: Answered = socket
+  answered[ANSWERED] = status
+  return undefined
+}
+
+const ANSWERED = Symbol('edgelimit.answered')
+type Answered = Duplex & { [ANSWERED]?: number }
+
+/**
+ * What a request whose client connection closed under it is counted as: the status
+ * `answerClientError` sent on that connection (a 408 for a body too slow, a 400 for one the
+ * parser refused), else 499 (the client went away).
+ *
+ * @example done(goneStatus(req.socket), 'aborted')
+ */
+export function goneStatus(socket: Duplex | null): number {
+  return (socket as Answered | null)?.[ANSWERED] ?? 499
 }
 
 /**

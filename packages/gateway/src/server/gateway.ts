@@ -18,7 +18,7 @@ import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
 import { openStore, type StoreHandle } from '../policy/store.js'
 import { refusedForSize } from '../proxy/body-limit.js'
 import { openUpstream, type Upstream } from '../proxy/forward.js'
-import { answerClientError, endWithProblem, sendProblem } from '../proxy/problem.js'
+import { answerClientError, endWithProblem, goneStatus, sendProblem } from '../proxy/problem.js'
 import { isWebSocket, replayAsRequest, type TunnelSink, upgradeResponse } from '../proxy/tunnel.js'
 import { type AdminServer, startAdmin } from './admin.js'
 import { applyClientTimeouts, CONNECTIONS_CHECK_MS } from './client-timeouts.js'
@@ -305,6 +305,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     done(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none'): void {
       if (this.settled) return
       this.settled = true
+      if (status === 499) status = goneStatus(this.req.socket) // a 408 or 400 Node's parser answered
       const gen = this.gen
       gen.inFlight--
       inFlight--
