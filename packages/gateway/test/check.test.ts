@@ -656,6 +656,9 @@ describe('the JSON Schema and `check` agree', () => {
       'ERR_RANGE',
     ],
     ['a keep-alive timeout past Node’s timer limit', top('clients: { keepAliveTimeout: 25d }'), 'ERR_RANGE'],
+    // Nor a size's bound, which depends on its unit.
+    ['a body size past 2^53 - 1 bytes', top('clients: { maxBodySize: 8388608gb }'), 'ERR_RANGE'],
+    ['a body size of too many digits', top('clients: { maxBodySize: 99999999999999999999b }'), 'ERR_RANGE'],
   ])('beyond the schema, check alone refuses %s', (_, text, code) => {
     expect(validate(parse(text))).toBe(true)
     expect(checkSource(parsePolicyText(text, 'beyond.yaml', {})).issues).toEqual([

@@ -418,6 +418,19 @@ describe('validation', () => {
       '{ maxBodySize: 0 }',
       'clients.maxBodySize ERR_SIZE expected a size like "10mb" (b, kb, mb, gb; 1kb = 1024 bytes) or whole bytes from 1, got 0 (number)',
     ],
+    // Well formed, but past the bytes a number counts exactly.
+    [
+      '{ maxBodySize: 8388608gb }',
+      'clients.maxBodySize ERR_RANGE expected at most 9007199254740991 bytes (2^53 - 1; 8388607gb), got "8388608gb" (string)',
+    ],
+    [
+      '{ maxBodySize: 99999999999999999999b }',
+      'clients.maxBodySize ERR_RANGE expected at most 9007199254740991 bytes (2^53 - 1; 8388607gb), got "99999999999999999999b" (string)',
+    ],
+    [
+      '{ maxBodySize: 9007199254740992 }',
+      'clients.maxBodySize ERR_RANGE expected at most 9007199254740991 bytes (2^53 - 1; 8388607gb), got 9007199254740992 (number)',
+    ],
     ['60s', 'clients ERR_OBJECT expected a mapping (key: value lines), got "60s" (string)'],
   ])('clients: %s is refused', (clients, issue) => {
     expect(issues(clients)).toEqual([issue])

@@ -74,6 +74,15 @@ function size(c: Checker, value: unknown): number | undefined {
   const m = typeof value === 'string' ? SIZE.exec(value.trim()) : null
   const bytes = m ? Number(m[1]) * (UNITS[(m[2] as string).toLowerCase()] as number) : value
   if (typeof bytes === 'number' && Number.isSafeInteger(bytes) && bytes >= 1) return bytes
+  // Well formed but too large to count in bytes exactly: no "expected a size like …" for it.
+  if (typeof bytes === 'number' && bytes > Number.MAX_SAFE_INTEGER) {
+    c.add(
+      ['clients', 'maxBodySize'],
+      'ERR_RANGE',
+      `expected at most ${Number.MAX_SAFE_INTEGER} bytes (2^53 - 1; 8388607gb), got ${describe(value)}`,
+    )
+    return undefined
+  }
   c.add(
     ['clients', 'maxBodySize'],
     'ERR_SIZE',
