@@ -715,6 +715,34 @@ describe('an upgrade pipelined behind a request still being answered', () => {
     expect((await fetch(`${gw.url}/still-up`)).status).toBe(200)
   })
 
+  test.each([
+    ['a WebSocket handshake', handshake('/chat')],
+    [
+      'an h2c request',
+      'GET /second HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n',
+    ],
+  ])('shutdown closes the connection of %s still waiting, at the drain timeout', async (_, pipelined) => {
+    const own = await startInProcess(`upstream: { url: "${upstream.url}", timeout: 10m }\nrules: []\n`, {
+      drainTimeoutMs: 300,
+    })
+    const client = rawClient(own.gateway.port)
+    client.socket.write(`GET /hold HTTP/1.1\r\nHost: gw\r\n\r\n${pipelined}`)
+    await until(() => upstream.held.length === 1)
+    try {
+      // The answer to /hold does not come (for 10 minutes): only the drain timeout (300 ms, then
+      // the final flush's few seconds) ends the connection and lets close() resolve.
+      const closed = await Promise.race([
+        own.close().then(() => 'closed'),
+        new Promise((r) => setTimeout(r, 20_000, 'still open after 20 s')),
+      ])
+      expect(closed).toBe('closed')
+      await until(() => client.closed)
+    } finally {
+      upstream.held.shift()?.()
+      client.socket.destroy()
+    }
+  })
+
   test('an h2c request waits its turn like any pipelined request: both answered, in order', async () => {
     const before = upstream.requests.length
     const client = rawClient(gw.gateway.port)

@@ -416,15 +416,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   // (headers and request timeouts, closeIdleConnections).
   const plain = httpServer()
   plain.emit('listening')
-  // Every WebSocket handshake's socket, from its upgrade to its close (tunnels included): Node's
-  // closeAllConnections no longer knows them.
+  // Every upgrade's socket, from its upgrade to its close (tunnels included, and one still waiting
+  // for the answers before it): Node's closeAllConnections no longer knows them.
   const upgrades = new Set<Duplex>()
   // Node hands an upgrade over once read, answers to earlier requests on its connection maybe
   // still going out: it waits for them (`plain` cannot answer on the socket before they are
   // done either). A failure costs that connection, not the process.
   const owed = pendingResponses()
   server.prependListener('request', owed.track).prependListener('checkContinue', owed.track)
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    upgrades.add(socket)
+    socket.once('close', () => upgrades.delete(socket))
     owed.after(socket, () => {
       try {
         if (isWebSocket(req)) websocket(req, socket, head)
@@ -436,12 +438,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         )
         socket.destroy()
       }
-    }),
-  )
+    })
+  })
   function websocket(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy()) // as for CONNECT
-    upgrades.add(socket)
-    socket.once('close', () => upgrades.delete(socket))
     const res = upgradeResponse(req, socket)
     if (!draining) new Handling(req, res, false, { socket, head }).run()
     else {
