@@ -6,7 +6,7 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
 import { REPO_ROOT, runCli, spawnGateway, startInProcess, tempDir, writePolicy } from './support/gateway.js'
-import { type Origin, startOrigin } from './support/origin.js'
+import { arrival, type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
 beforeAll(async () => {
@@ -177,14 +177,7 @@ describe('signals', () => {
       // SIGTERM once the request is at the origin, not 150 ms after sending it (on a loaded machine
       // it was not there yet: 0 in flight). The origin holds it 1.5 s: in flight when the gateway
       // handles the signal, however late the machine lets it.
-      const arrived = new Promise<void>((resolve) => {
-        const onRequest = (url: string) => {
-          if (!url.startsWith('/slow')) return
-          origin.events.off('request', onRequest)
-          resolve()
-        }
-        origin.events.on('request', onRequest)
-      })
+      const arrived = arrival(origin, '/slow')
       const slow = fetch(`${gateway.url}/slow?ms=1500`)
       await arrived
       gateway.child.kill('SIGTERM')

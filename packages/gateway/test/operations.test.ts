@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startRedis } from '../../edgelimit/test/support/redis.js'
 import { burst, type InProcess, rawRequest, startInProcess } from './support/gateway.js'
-import { type Origin, startOrigin } from './support/origin.js'
+import { arrival, type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
 beforeAll(async () => {
@@ -304,14 +304,7 @@ ${extra}`
       await gw.gateway.reload()
       // The reload comes once the request has reached the first upstream (not 100 ms after it was
       // sent: on a loaded machine it had not, went to the second upstream, and the count failed).
-      const arrived = new Promise<void>((resolve) => {
-        const onRequest = (url: string) => {
-          if (!url.startsWith('/slow')) return
-          origin.events.off('request', onRequest)
-          resolve()
-        }
-        origin.events.on('request', onRequest)
-      })
+      const arrived = arrival(origin, '/slow')
       const slow = fetch(`${gw.url}/slow?ms=400`)
       await arrived
       writeFileSync(gw.file, `upstream: ${other.url}\n${policy(100)}`)

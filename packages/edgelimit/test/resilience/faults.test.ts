@@ -834,14 +834,20 @@ describe('6. approximate consistency: 4 processes, 1 key, 1,000 per hour', () =>
 // OpenTelemetry meter with the real SDK
 // ---------------------------------------------------------------------------------------------------
 
+/** An in-memory OpenTelemetry meter provider (exported on `forceFlush`) and a ready fault client. */
+async function meterAndClient() {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 60_000 })
+  const provider = new MeterProvider({ readers: [reader] })
+  cleanups.push(() => provider.shutdown())
+  const c = client()
+  await ready(c)
+  return { exporter, provider, c }
+}
+
 describe('OpenTelemetry: the meter with @opentelemetry/sdk-metrics', () => {
   it('counts decisions by rule and outcome, store errors, and records store latency', async () => {
-    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
-    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 60_000 })
-    const provider = new MeterProvider({ readers: [reader] })
-    cleanups.push(() => provider.shutdown())
-    const c = client()
-    await ready(c)
+    const { exporter, provider, c } = await meterAndClient()
     const limiter = createLimiter({
       rules: [
         { name: 'enforced', algorithm: fixedWindow({ limit: 2, window: '1h' }) },
@@ -909,12 +915,7 @@ describe('OpenTelemetry: the meter with @opentelemetry/sdk-metrics', () => {
   })
 
   it('peeks (cost 0) are no decisions: an exhausted key peeked on counts nothing, on Redis and in memory', async () => {
-    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
-    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 60_000 })
-    const provider = new MeterProvider({ readers: [reader] })
-    cleanups.push(() => provider.shutdown())
-    const c = client()
-    await ready(c)
+    const { exporter, provider, c } = await meterAndClient()
     const events: LimiterEvent[] = []
     const onEvent = [meterSink(provider.getMeter('edgelimit-peek')), (e: LimiterEvent) => events.push(e)]
     const rules = (name: string): Rule[] => [{ name, algorithm: fixedWindow({ limit: 2, window: '1h' }) }]

@@ -157,3 +157,15 @@ export async function startOrigin(): Promise<Origin> {
       }),
   }
 }
+
+/** Resolves when `origin` receives a request whose URL starts with `prefix`. */
+export function arrival(origin: Origin, prefix: string): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const onRequest = (url: string) => {
+      if (!url.startsWith(prefix)) return
+      origin.events.off('request', onRequest)
+      resolve()
+    }
+    origin.events.on('request', onRequest)
+  })
+}
