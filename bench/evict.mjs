@@ -82,7 +82,10 @@ function rememberCase(remember, max) {
 async function approximateCase(createApproximate, maxKeys) {
   const verdict = { allowed: true, remaining: 100, resetAfterMs: 60_000, retryAfterMs: 0, delayMs: 0 }
   const answer = { verdicts: [verdict], source: 'store' }
-  const counter = createApproximate({ sync: async () => [verdict], rules: 1, intervalMs: 60_000 }, maxKeys)
+  const counter = createApproximate(
+    { sync: async () => [verdict], rules: 1, intervalMs: 60_000, timed: true },
+    maxKeys,
+  )
   const call = async () => answer
   for (let i = 0; i < maxKeys; i++) await counter.decide(`fill${i}`, 1, 0, 0, call)
   return perKey(Math.max(maxKeys, TIMED), (key) => counter.decide(key, 0, 0, 0, call))

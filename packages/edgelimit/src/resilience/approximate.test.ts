@@ -22,6 +22,7 @@ function counter(maxKeys: number, answer: () => Promise<readonly RuleVerdict[]> 
       },
       rules: 1,
       intervalMs: 60_000,
+      timed: true,
     },
     maxKeys,
   )
@@ -132,6 +133,7 @@ function heldStore(limit: number) {
     },
     rules: 1,
     intervalMs: 60_000,
+    timed: true,
   })
   /** Delivers the oldest held reply (the newest with `newest`) and lets its caller go on. */
   const reply = async (newest = false) => {
@@ -164,15 +166,15 @@ describe("approximate counter: a key's first requests", () => {
     await approximate.flush(1)
     expect([admitted, store.used]).toEqual([10, 10])
   })
-  it('when the first call fails, the requests that waited for it go to the store themselves', async () => {
+  it('when the first call fails, the requests that waited for it fall back with no store call of their own', async () => {
     const { approximate } = counter(8)
     let fail = (_error: Error) => {}
     const failing = new Promise<StoreAnswer>((_resolve, reject) => {
       fail = reject
     })
     const calls: string[] = []
-    const call = (name: string, answer: () => Promise<StoreAnswer>) => () => {
-      calls.push(name)
+    const call = (name: string, answer: () => Promise<StoreAnswer>) => (failed?: boolean) => {
+      calls.push(failed ? `${name} (fallback)` : name)
       return answer()
     }
     const first = approximate.decide(
@@ -199,10 +201,10 @@ describe("approximate counter: a key's first requests", () => {
     expect(calls).toEqual(['first'])
     fail(new Error('down'))
     await expect(first).rejects.toThrow('down')
-    expect((await fallback).source).toBe('fallback')
-    // Each strict, as if there were no counter: they seed nothing, the next first request does.
-    expect((await store).source).toBe('store')
-    expect(calls).toEqual(['first', 'second', 'third'])
+    await Promise.all([fallback, store])
+    // Each from the rules' fallbacks (a call of its own would wait another deadline): they seed
+    // nothing, the next first request does.
+    expect(calls).toEqual(['first', 'second (fallback)', 'third (fallback)'])
     const next = await approximate.decide(
       'k',
       1,
@@ -222,7 +224,7 @@ describe("approximate counter: a key's first requests", () => {
         )
       ).source,
     ).toBe('approximate')
-    expect(calls).toEqual(['first', 'second', 'third', 'fourth'])
+    expect(calls).toEqual(['first', 'second (fallback)', 'third (fallback)', 'fourth'])
   })
   it('reset(key) while its first call is in flight: that answer (the state before the reset) seeds nothing', async () => {
     const { store, held, approximate, decide, reply } = heldStore(5)

@@ -28,6 +28,20 @@ export interface ApproximateContext {
   /** How many rules the group has. */
   readonly rules: number
   readonly intervalMs: number
+  /** Whether store calls have a deadline (each settles within it); without one, a reply may never come. */
+  readonly timed: boolean
+}
+
+/** A first call that rejected: the waiting requests fall back as when it failed. */
+const FAILED: StoreAnswer = { verdicts: [], source: 'fallback' }
+
+/** `work`'s answer, or `undefined` when it has none after `ms`. */
+function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: unknown
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, ms)
+  })
+  return Promise.race([work, late]).finally(() => clearTimeout(timer as number))
 }
 
 /** Approximate consistency for a group of rules. */
@@ -37,14 +51,17 @@ export interface Approximate {
    * with no synced state yet, by `call` — a strict call that also charges the store and whose
    * verdicts seed the key (`store`; `fallback` when the store failed). While a key's first call is
    * in flight, later requests wait for it and are decided from what it seeded; when it failed, by
-   * their own `call`, which seeds nothing.
+   * `call(true)`: the rules' fallbacks for the request, with no store call (the store just failed
+   * for the key, and a call of their own would wait a second deadline). Without a deadline
+   * (`timed: false`) a request waits at most `intervalMs` (a reply may be lost), then its own call
+   * seeds the key instead.
    */
   decide(
     key: string,
     cost: number,
     now: number,
     shadow: number,
-    call: () => Promise<StoreAnswer>,
+    call: (failed?: boolean) => Promise<StoreAnswer> | StoreAnswer,
   ): Promise<{ readonly verdicts: readonly RuleVerdict[]; readonly source: DecisionSource }>
   /**
    * Sends every pending count now (for shutdown and tests); rejects (`ERR_EDGELIMIT_STORE`) when
@@ -71,7 +88,7 @@ export interface Approximate {
  * the rest.
  */
 export function createApproximate(context: ApproximateContext, maxKeys = 100_000): Approximate {
-  const { sync: send, rules, intervalMs } = context
+  const { sync: send, rules, intervalMs, timed } = context
   const entries = new Map<string, Entry>()
   let syncs = 0
 
@@ -182,29 +199,40 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
   // `reset` forgot it meanwhile (its answer is the state from before the reset).
   const seeding = new Map<string, Promise<StoreAnswer>>()
 
-  return {
-    async decide(key, cost, now, shadow, call) {
-      let verdicts = counted(key, cost, now, shadow)
-      const first = verdicts === undefined ? seeding.get(key) : undefined
-      if (first !== undefined) {
-        // A second store call would seed a state without the admissions counted here after the
-        // first answer: wait for that answer and decide here (its seed runs first).
-        await first.catch(() => undefined)
-        verdicts = counted(key, cost, now, shadow)
-      }
+  const decide: Approximate['decide'] = async (key, cost, now, shadow, call) => {
+    let verdicts = counted(key, cost, now, shadow)
+    if (verdicts !== undefined) return { verdicts, source: 'approximate' }
+    const first = seeding.get(key)
+    if (first !== undefined) {
+      // A second store call would seed a state without the admissions counted here after the
+      // first answer: wait for that answer and decide here (its seed runs first).
+      const answer = await (timed ? first : within(first, intervalMs)).catch(() => FAILED)
+      verdicts = counted(key, cost, now, shadow)
       if (verdicts !== undefined) return { verdicts, source: 'approximate' }
-      // The first call failed: each waiting request goes to the store itself, as a strict call.
-      if (first !== undefined) return call()
-      const run = call()
-      seeding.set(key, run)
-      try {
-        const answer = await run
-        if (answer.source === 'store' && seeding.get(key) === run) seed(key, answer.verdicts, now)
-        return answer
-      } finally {
-        if (seeding.get(key) === run) seeding.delete(key)
+      if (answer === undefined) {
+        // No deadline and no answer within an interval (a lost reply, or a stalled store): this
+        // request's own call seeds the key instead, and a late answer to that one seeds nothing.
+        if (seeding.get(key) === first) seeding.delete(key)
+        return decide(key, cost, now, shadow, call)
       }
-    },
+      // The first call failed: the store just failed for this key, and a call of each waiting
+      // request's own would take a deadline more; the rules' fallbacks answer. (After a `reset`,
+      // which the answer did not seed: a strict call of its own.)
+      return call(answer.source === 'fallback')
+    }
+    const run = Promise.resolve(call())
+    seeding.set(key, run)
+    try {
+      const answer = await run
+      if (answer.source === 'store' && seeding.get(key) === run) seed(key, answer.verdicts, now)
+      return answer
+    } finally {
+      if (seeding.get(key) === run) seeding.delete(key)
+    }
+  }
+
+  return {
+    decide,
     async flush(now) {
       const work: Promise<boolean>[] = []
       for (const [key, entry] of entries) {

@@ -94,6 +94,7 @@ export const remoteDecider: Decider = (context) => {
           sync: (key, cost, now) => attempt(approxGroup, key, cost, now, 0, SYNC, FORCE),
           rules: approxIndex.length,
           intervalMs: Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
+          timed: deadline !== undefined,
         })
 
   const sub = (mask: number, index: readonly number[]) =>
@@ -297,8 +298,10 @@ export const remoteDecider: Decider = (context) => {
     }
     if (approx !== undefined && approxGroup !== undefined) {
       const mask = sub(shadow, approxIndex)
-      const answer = await approx.decide(key, cost, now, mask, () =>
-        attempt(approxGroup, key, cost, now, mask, GROUP),
+      const answer = await approx.decide(key, cost, now, mask, (failed) =>
+        failed
+          ? GROUP.fail(approxGroup, key, cost, now, mask, 0)
+          : attempt(approxGroup, key, cost, now, mask, GROUP),
       )
       source = answer.source
       place(approxIndex, answer.verdicts)

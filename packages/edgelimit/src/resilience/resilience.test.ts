@@ -506,6 +506,76 @@ describe('consistency modes', () => {
     expect(await stored()).toBe(5)
   })
 
+  it("requests waiting for a key's first call are answered within their own deadline when it fails", async () => {
+    // On the deadline's clock, as above: a waiting request used to make a call of its own once the
+    // first one failed, with a fresh deadline — decided 2 × 20 ms after the first request.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] })
+    const { limiter, faults, release } = remote(
+      [
+        {
+          name: 'closed',
+          algorithm: fixedWindow({ limit: 5, window: '1h' }),
+          consistency: approximate,
+          onStoreError: 'closed',
+        },
+      ],
+      { timeout: '20ms', breaker: false },
+    )
+    faults.hang = true
+    const ioTurn = async () => {
+      for (let i = 0; i < 2; i++) await new Promise<void>((resolve) => setImmediate(resolve))
+    }
+    const decided: (Decision | undefined)[] = [undefined, undefined]
+    const first = limiter.limit('k').then((d) => (decided[0] = d))
+    await vi.advanceTimersByTimeAsync(5)
+    const second = limiter.limit('k').then((d) => (decided[1] = d))
+    await vi.advanceTimersByTimeAsync(14)
+    await ioTurn()
+    expect(decided).toEqual([undefined, undefined])
+    await vi.advanceTimersByTimeAsync(1)
+    await ioTurn()
+    // The first call failed at 20 ms: the waiting request falls back with it, no call of its own.
+    expect(decided.map((d) => d?.reason)).toEqual(['store-unavailable', 'store-unavailable'])
+    expect(faults.calls).toBe(1)
+    release()
+    await Promise.all([first, second])
+  })
+
+  it("with no deadline, a lost reply to a key's first call holds the requests waiting for it one sync interval at most", async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    const { limiter, faults, release } = remote(
+      [
+        {
+          name: 'api',
+          algorithm: fixedWindow({ limit: 5, window: '1h' }),
+          consistency: approximate,
+          syncInterval: '250ms',
+        },
+      ],
+      { timeout: false, breaker: false },
+    )
+    // The first call's reply is lost; later calls are answered.
+    faults.hang = true
+    void limiter.limit('k')
+    faults.hang = false
+    let second: Decision | undefined
+    const waiting = limiter.limit('k').then((d) => (second = d))
+    await vi.advanceTimersByTimeAsync(249)
+    expect(second).toBeUndefined()
+    await vi.advanceTimersByTimeAsync(1)
+    // Its own call seeded the key: later requests are counted here.
+    expect([second?.allowed, faults.calls]).toEqual([true, 2])
+    await waiting
+    const later: number[] = []
+    for (let i = 0; i < 3; i++) later.push((await limiter.limit('k')).remaining)
+    expect([later, faults.calls]).toEqual([[3, 2, 1], 2])
+    // The lost reply, coming after all (remaining 3 by then), seeds nothing.
+    release()
+    await vi.advanceTimersByTimeAsync(0)
+    expect((await limiter.limit('k')).remaining).toBe(0)
+    expect(faults.calls).toBe(2)
+  })
+
   it("an approximate denial waits for the next sync, or, with the quota spent and nothing pending, for the rule's reset", async () => {
     for (const algorithm of [
       fixedWindow({ limit: 3, window: '1h' }),
