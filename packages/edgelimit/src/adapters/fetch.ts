@@ -57,25 +57,21 @@ function setAll(target: Headers, headers: readonly (readonly [string, string])[]
 }
 
 /**
- * The handler's response (or its promise) with `headers` set; a copy when its headers are
- * immutable (e.g. from `fetch()`).
+ * A response with `headers` set; a copy when its headers are immutable (e.g. from `fetch()`). The
+ * handler's, which may be a promise, goes through `after(response, respond, headers)`: no closure
+ * per request.
  */
-function respond<R extends Response | undefined>(
-  response: R | Promise<R>,
-  headers: readonly (readonly [string, string])[],
-): R | Promise<R> {
-  return after(response, (r) => {
-    // No response (a Bun WebSocket upgrade): nothing to set.
-    if (!r) return r
-    try {
-      setAll(r.headers, headers)
-      return r
-    } catch {
-      const copy = new Response(r.body, r)
-      setAll(copy.headers, headers)
-      return copy as R
-    }
-  })
+function respond<R extends Response | undefined>(r: R, headers: readonly (readonly [string, string])[]): R {
+  // No response (a Bun WebSocket upgrade): nothing to set.
+  if (!r) return r
+  try {
+    setAll(r.headers, headers)
+    return r
+  } catch {
+    const copy = new Response(r.body, r)
+    setAll(copy.headers, headers)
+    return copy as R
+  }
 }
 
 /**
@@ -101,11 +97,11 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
     const answer = verdict.response
     // Only a `respond` verdict carries one.
     if (answer !== undefined)
-      return respond(new Response(answer.body, { status: answer.status }), answer.headers) as Response
+      return respond(new Response(answer.body, { status: answer.status }), answer.headers)
     const headers = verdict.headers
     if (verdict.delayMs > 0)
-      return sleep(verdict.delayMs).then(() => respond(handler(request, ...rest), headers))
-    return respond(handler(request, ...rest), headers)
+      return sleep(verdict.delayMs).then(() => after(handler(request, ...rest), respond<R>, headers))
+    return after(handler(request, ...rest), respond<R>, headers)
   }
 
   return (request, ...rest) => {

@@ -8,6 +8,7 @@ import { quotaPolicy, rateLimitHeaders } from './headers.js'
 import { type ClientKeyOptions, clientKey, hashKey, partitionKeyBytes } from './identity.js'
 import { formatCidr, formatIp, type ParsedIp, parseCidr } from './ip.js'
 import {
+  after,
   createRateLimit,
   createRateLimitCore,
   type HttpRequest,
@@ -703,6 +704,15 @@ describe('the synchronous path (createRateLimitCore().run)', () => {
     }
     // The first refusal is remembered: limitSync is not tried again.
     expect(calls).toEqual({ limit: 8, limitSync: 1 })
+  })
+
+  it('after(value, f, a, b, c) calls f(value, a, b, c): now for a plain value, once settled for a promise', async () => {
+    // The per-request steps pass a function made once and their arguments: no closure per request.
+    const f = (value: number, a: string, b: string, c: string) => `${value}${a}${b}${c}`
+    expect(after(1, f, 'a', 'b', 'c')).toBe('1abc')
+    const later = after(Promise.resolve(2), f, 'x', 'y', 'z')
+    expect(later).toBeInstanceOf(Promise)
+    expect(await later).toBe('2xyz')
   })
 
   it('never throws: a throwing callback is a rejected promise, from run as from check', async () => {

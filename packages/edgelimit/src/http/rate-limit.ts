@@ -348,12 +348,22 @@ function checkedAnswer(answer: HttpAnswer, request: HttpRequest): HttpAnswer {
   )
 }
 
-/** `f(value)`: now, or once `value` settles when it is a value that `await` would wait for. */
-export function after<T, R>(value: T | PromiseLike<T>, f: (value: T) => R): R | Promise<Awaited<R>> {
+/**
+ * `f(value, a, b, c)`: now, or once `value` settles when it is a value that `await` would wait
+ * for. The arguments go through, so that a caller passes a function made once rather than a
+ * closure per call (per request on the synchronous path).
+ */
+export function after<T, R, A = undefined, B = undefined, C = undefined>(
+  value: T | PromiseLike<T>,
+  f: (value: T, a: A, b: B, c: C) => R,
+  a?: A,
+  b?: B,
+  c?: C,
+): R | Promise<Awaited<R>> {
   // `?.then` on a primitive reads its prototype, which has no `then`.
   return typeof (value as { then?: unknown } | null | undefined)?.then === 'function'
-    ? (Promise.resolve(value as T).then(f) as Promise<Awaited<R>>)
-    : f(value as T)
+    ? (Promise.resolve(value as T).then((v) => f(v, a as A, b as B, c as C)) as Promise<Awaited<R>>)
+    : f(value as T, a as A, b as B, c as C)
 }
 
 /** What a request is charged to: a route, or the default limiter. Built once per route. */
@@ -493,8 +503,8 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
   }
 
   function customKey(
-    request: HttpRequest,
     custom: unknown,
+    request: HttpRequest,
   ): string | undefined | Promise<string | undefined> {
     if (custom === undefined || custom === null) return addressKey(request)
     if (typeof custom !== 'string') {
@@ -513,21 +523,22 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
   }
 
   function keyOf(request: HttpRequest, route: CompiledRoute | undefined) {
-    const keyFn = route?.key ?? options.key
-    if (keyFn === undefined) return addressKey(request)
-    return after(keyFn(request), (c) => customKey(request, c))
+    // No key function: `customKey(undefined)`, the client address.
+    return after((route?.key ?? options.key)?.(request), customKey, request)
   }
 
   // Each step goes on synchronously when it can, and through a promise when it must.
   function run(request: HttpRequest): HttpVerdict | Promise<HttpVerdict> {
     try {
-      return skip === undefined ? select(request) : after(skip(request), (s) => (s ? PASS : select(request)))
+      return after(skip?.(request), select, request)
     } catch (error) {
       return Promise.reject(error)
     }
   }
 
-  function select(request: HttpRequest): HttpVerdict | Promise<HttpVerdict> {
+  /** The target of a request that `skip` (when given) did not skip. */
+  function select(skipped: unknown, request: HttpRequest): HttpVerdict | Promise<HttpVerdict> {
+    if (skipped) return PASS
     let t = defaultTarget
     if (routes.length > 0) {
       const { method, path } = request
@@ -544,20 +555,33 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
       }
     }
     if (t === undefined) return PASS
-    return after(keyOf(request, t.route), (client) => charge(request, t, client))
+    return after(keyOf(request, t.route), charge, request, t)
   }
 
   function charge(
+    client: string | undefined,
     request: HttpRequest,
     t: Target,
-    client: string | undefined,
   ): HttpVerdict | Promise<HttpVerdict> {
     if (client === undefined) return PASS
     const key = t.route === undefined ? client : t.route.prefix + client
     if (t.costOptions !== undefined) return decide(request, t, key, t.costOptions)
-    return after((t.cost as (request: HttpRequest) => number | Promise<number>)(request), (c) =>
-      decide(request, t, key, { cost: checkedCost(c, request, t.where) }),
+    return after(
+      (t.cost as (request: HttpRequest) => number | Promise<number>)(request),
+      costed,
+      request,
+      t,
+      key,
     )
+  }
+
+  function costed(
+    cost: unknown,
+    request: HttpRequest,
+    t: Target,
+    key: string,
+  ): HttpVerdict | Promise<HttpVerdict> {
+    return decide(request, t, key, { cost: checkedCost(cost, request, t.where) })
   }
 
   function decide(
