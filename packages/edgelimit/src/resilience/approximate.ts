@@ -1,6 +1,7 @@
 import { EdgelimitError } from '../errors.js'
 import type { DecisionSource } from '../events.js'
 import type { RuleVerdict } from '../stores/types.js'
+import { within } from './deadline.js'
 
 /** Per key: what the store said at the last sync, less what this process admitted since. */
 interface Entry {
@@ -34,15 +35,6 @@ export interface ApproximateContext {
 
 /** A first call that rejected: the waiting requests fall back as when it failed. */
 const FAILED: StoreAnswer = { verdicts: [], source: 'fallback' }
-
-/** `work`'s answer, or `undefined` when it has none after `ms`. */
-function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: unknown
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(resolve, ms)
-  })
-  return Promise.race([work, late]).finally(() => clearTimeout(timer as number))
-}
 
 /** Approximate consistency for a group of rules. */
 export interface Approximate {
@@ -206,7 +198,13 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     if (first !== undefined) {
       // A second store call would seed a state without the admissions counted here after the
       // first answer: wait for that answer and decide here (its seed runs first).
-      const answer = await (timed ? first : within(first, intervalMs)).catch(() => FAILED)
+      const settled =
+        timed ||
+        (await within(
+          first.catch(() => undefined),
+          intervalMs,
+        ))
+      const answer = settled ? await first.catch(() => FAILED) : undefined
       verdicts = counted(key, cost, now, shadow)
       if (verdicts !== undefined) return { verdicts, source: 'approximate' }
       if (answer === undefined) {
