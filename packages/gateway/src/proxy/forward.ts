@@ -4,8 +4,8 @@ import type { Duplex } from 'node:stream'
 import { type Dispatcher, Pool } from 'undici'
 import type { UpstreamConfig } from '../config/types.js'
 import { BodyTooLarge, refuseTooLarge, upTo } from './body-limit.js'
-import { REASON, requestHeaders, responseHeaders } from './headers.js'
-import { sendProblem } from './problem.js'
+import { requestHeaders, responseHeaders, writeRelayedHead } from './headers.js'
+import { sendUpstreamFailure } from './problem.js'
 import { openTunnel, type TunnelSink } from './tunnel.js'
 
 /** An upstream origin and its keep-alive connection pool. */
@@ -50,7 +50,6 @@ export interface ForwardSink {
   done(status: number | 'aborted', upstream: number | 'error' | 'aborted', error?: Error): void
 }
 
-const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 // Answers that never have a body (RFC 9110 §6.4.1); a Content-Length on them is the
 // representation's (304, §8.6) or a mistake (204), yet undici fails them once their head is in.
 const BODILESS = new Set([204, 304])
@@ -125,10 +124,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     // The upstream answered before the body was read whole (it may never read it): the rest of
     // it would hold the connection until requestTimeout, so the answer closes it (as nginx does).
     if (hasBody(this.req) && !this.req.readableEnded) out.connection = 'close'
-    // Node refuses a reason phrase beyond visible ASCII (undici hands it over decoded as UTF-8):
-    // such a phrase is dropped, and Node sends the standard one, as a client may ignore it anyway.
-    if (statusMessage && REASON.test(statusMessage)) this.res.writeHead(statusCode, statusMessage, out)
-    else this.res.writeHead(statusCode, out)
+    writeRelayedHead(this.res, statusCode, statusMessage, out)
   }
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -183,25 +179,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.finish('aborted', 'error', error)
       return
     }
-    const timeout = TIMEOUTS.has(code ?? '')
-    const status = timeout ? 504 : 502
-    const reason = code ?? error.message
-    try {
-      sendProblem(
-        res,
-        status,
-        this.req.url ?? '/',
-        timeout
-          ? `The upstream did not answer in time (${reason}).`
-          : `The upstream could not be reached (${reason}).`,
-        this.extra,
-      )
-    } catch (failure) {
-      // No answer can be sent: closing the connection at least does not leave the client waiting.
-      res.destroy(failure as Error)
-    } finally {
-      this.finish(status, 'error', error)
-    }
+    this.finish(sendUpstreamFailure(res, this.req.url ?? '/', error, this.extra), 'error', error)
   }
 }
 

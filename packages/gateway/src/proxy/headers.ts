@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 
 // Which headers cross the gateway, each way: hop-by-hop ones end here, client claims need trust.
 
@@ -36,7 +36,30 @@ function isClaim(lower: string): boolean {
   return CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-')
 }
 // RFC 9112 §4: a reason phrase relayed as is only when made of tab, space and visible ASCII.
-export const REASON = /^[\t\x20-\x7e]*$/
+const REASON = /^[\t\x20-\x7e]*$/
+
+/**
+ * An upstream's reason phrase as it can be relayed: itself when Node will send it (tab, space
+ * and visible ASCII), else `undefined` (undici decodes it as UTF-8, and Node refuses anything
+ * beyond; a client may ignore the phrase anyway).
+ *
+ * @example relayedReason('Não Encontrado') // undefined: the standard phrase goes instead
+ */
+export function relayedReason(phrase: string | undefined): string | undefined {
+  return phrase && REASON.test(phrase) ? phrase : undefined
+}
+
+/** Writes a relayed answer's head, with the upstream's reason phrase when it can be relayed. */
+export function writeRelayedHead(
+  res: ServerResponse,
+  status: number,
+  phrase: string | undefined,
+  headers: OutgoingHttpHeaders,
+): void {
+  const reason = relayedReason(phrase)
+  if (reason === undefined) res.writeHead(status, headers)
+  else res.writeHead(status, reason, headers)
+}
 
 /** Names listed in a Connection header, which are hop-by-hop too. */
 function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {

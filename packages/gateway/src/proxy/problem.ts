@@ -4,6 +4,45 @@ import type { Duplex } from 'node:stream'
 // Node still names these as RFC 7231 did; RFC 9110 §15.5.14 and §15.5.21 renamed them.
 const TITLES: Readonly<Record<number, string>> = { 413: 'Content Too Large', 422: 'Unprocessable Content' }
 
+/** Upstream error codes (undici's, and the WebSocket handshake's alike) meaning "too slow". */
+const UPSTREAM_TIMEOUTS = new Set([
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+])
+
+/**
+ * Answers a request whose upstream failed before its answer began: 504 when it was too slow,
+ * 502 when it could not be reached, the error's code (or message) in the detail. When no answer
+ * can be sent, the connection is closed: the client is not left waiting. Returns the status.
+ *
+ * @example const status = sendUpstreamFailure(res, '/orders', error, rateLimitFields)
+ */
+export function sendUpstreamFailure(
+  res: ServerResponse,
+  instance: string,
+  error: Error & { code?: string },
+  extra: readonly (readonly [string, string])[],
+): 502 | 504 {
+  const code = error.code
+  const status = UPSTREAM_TIMEOUTS.has(code ?? '') ? 504 : 502
+  const reason = code ?? error.message
+  try {
+    sendProblem(
+      res,
+      status,
+      instance,
+      status === 504
+        ? `The upstream did not answer in time (${reason}).`
+        : `The upstream could not be reached (${reason}).`,
+      extra,
+    )
+  } catch (failure) {
+    res.destroy(failure as Error)
+  }
+  return status
+}
+
 /**
  * Answers with an RFC 9457 problem (`application/problem+json`, `Cache-Control: no-store`) for
  * the gateway's own errors: 502/504 for upstream failures, 500, 503 while draining. `code`, when

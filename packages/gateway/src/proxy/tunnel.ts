@@ -11,8 +11,8 @@ import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { UpstreamConfig } from '../config/types.js'
 import type { ForwardSink } from './forward.js'
-import { REASON, requestHeaders, responseHeaders } from './headers.js'
-import { sendProblem } from './problem.js'
+import { relayedReason, requestHeaders, responseHeaders, writeRelayedHead } from './headers.js'
+import { sendUpstreamFailure } from './problem.js'
 
 /** A forwarded upgrade's sink: `done` once the handshake is answered, then `opened` on a 101. */
 export interface TunnelSink extends ForwardSink {
@@ -168,19 +168,7 @@ export function openTunnel(
       settle('aborted', 'error', error)
       return
     }
-    const timedOut = error.code === 'UND_ERR_CONNECT_TIMEOUT' || error.code === 'UND_ERR_HEADERS_TIMEOUT'
-    const status = timedOut ? 504 : 502
-    const reason = error.code ?? error.message
-    sendProblem(
-      res,
-      status,
-      req.url ?? '/',
-      timedOut
-        ? `The upstream did not answer in time (${reason}).`
-        : `The upstream could not be reached (${reason}).`,
-      extra,
-    )
-    settle(status, 'error', error)
+    settle(sendUpstreamFailure(res, req.url ?? '/', error, extra), 'error', error)
   })
 
   // Any answer but a 101: relayed as an ordinary one, then the connection closes.
@@ -188,9 +176,7 @@ export function openTunnel(
     clearTimeout(timer)
     const status = answer.statusCode ?? 502
     const out = responseHeaders(answer.headers, extra)
-    if (answer.statusMessage && REASON.test(answer.statusMessage))
-      res.writeHead(status, answer.statusMessage, out)
-    else res.writeHead(status, out)
+    writeRelayedHead(res, status, answer.statusMessage, out)
     // Cut off mid-body: the client's answer is cut off too.
     answer.once('close', () => {
       if (answer.complete) return
@@ -209,8 +195,7 @@ export function openTunnel(
       return
     }
     const out: OutgoingHttpHeaders = responseHeaders(answer.headers, extra)
-    const phrase =
-      answer.statusMessage && REASON.test(answer.statusMessage) ? answer.statusMessage : 'Switching Protocols'
+    const phrase = relayedReason(answer.statusMessage) ?? 'Switching Protocols'
     let text = `HTTP/1.1 101 ${phrase}\r\n`
     for (const [name, value] of Object.entries(out)) {
       for (const v of Array.isArray(value) ? value : [value]) text += `${name}: ${v}\r\n`
