@@ -2,11 +2,19 @@
 // and the largest request body, over raw sockets; validated like every section; a reload applies them.
 import { writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
-import { type AddressInfo, connect, type Socket } from 'node:net'
+import { type AddressInfo, connect } from 'node:net'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { parsePolicyText } from '../src/config/source.js'
 import { checkSource } from '../src/config/validate.js'
-import { type InProcess, runCli, startInProcess, tempDir, writePolicy } from './support/gateway.js'
+import {
+  type InProcess,
+  runCli,
+  type SocketReader,
+  socketReader,
+  startInProcess,
+  tempDir,
+  writePolicy,
+} from './support/gateway.js'
 
 /** An upstream that records each request: its bytes, and whether its body arrived whole. */
 interface Seen {
@@ -59,46 +67,9 @@ async function gateway(policy: string): Promise<InProcess> {
   return gw
 }
 
-/** A raw connection: what it received so far, and when it closed (ms since `open`). */
-function open(gw: InProcess) {
-  const socket: Socket = connect(gw.gateway.port, '127.0.0.1')
-  const started = performance.now()
-  let text = ''
-  let closedAfter: number | undefined
-  const waiting = new Set<() => void>()
-  const wake = () => {
-    for (const w of waiting) w()
-  }
-  socket.on('data', (data: Buffer) => {
-    text += data.toString('latin1')
-    wake()
-  })
-  socket.on('close', () => {
-    closedAfter = performance.now() - started
-    wake()
-  })
-  socket.on('error', () => {})
-  return {
-    socket,
-    get text() {
-      return text
-    },
-    get closedAfter() {
-      return closedAfter
-    },
-    /** Resolves once the text so far satisfies `done`, or the connection closed. */
-    until(done: (text: string) => boolean = () => false): Promise<string> {
-      return new Promise((resolve) => {
-        const check = () => {
-          if (!done(text) && closedAfter === undefined) return
-          waiting.delete(check)
-          resolve(text)
-        }
-        waiting.add(check)
-        check()
-      })
-    },
-  }
+/** A raw connection to `gw`: what it received so far, and when it closed (ms since `open`). */
+function open(gw: InProcess): SocketReader {
+  return socketReader(connect(gw.gateway.port, '127.0.0.1'))
 }
 
 const headEnd = (text: string) => text.includes('\r\n\r\n')

@@ -1,9 +1,9 @@
 // `Expect: 100-continue` over a raw socket: the rules decide before the client is invited to send
 // its body, so a denied upload is refused without reading it, and an admitted one still arrives.
 import { createHash, randomBytes } from 'node:crypto'
-import { connect, type Socket } from 'node:net'
+import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { type InProcess, startInProcess } from './support/gateway.js'
+import { type InProcess, socketReader, startInProcess } from './support/gateway.js'
 import { type Echo, type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
@@ -21,41 +21,6 @@ afterAll(async () => {
   await gw?.close()
   await origin?.close()
 })
-
-/** Collects what the gateway sends; `until` resolves once the text so far satisfies a test, or the socket closed. */
-function reader(socket: Socket) {
-  let text = ''
-  let closed = false
-  const waiting = new Set<() => void>()
-  const wake = () => {
-    for (const w of waiting) w()
-  }
-  socket.on('data', (data: Buffer) => {
-    text += data.toString('latin1')
-    wake()
-  })
-  socket.on('close', () => {
-    closed = true
-    wake()
-  })
-  socket.on('error', () => {})
-  return {
-    get text() {
-      return text
-    },
-    until(done: (text: string) => boolean): Promise<{ text: string; closed: boolean }> {
-      return new Promise((resolve) => {
-        const check = () => {
-          if (!done(text) && !closed) return
-          waiting.delete(check)
-          resolve({ text, closed })
-        }
-        waiting.add(check)
-        check()
-      })
-    },
-  }
-}
 
 /** The body of a raw HTTP/1.1 answer, chunked or not. */
 function bodyOf(answer: string): string {
@@ -76,16 +41,16 @@ describe('Expect: 100-continue', () => {
   test('a denied request gets its 429 with Connection: close, no 100 Continue, and its body is never read', async () => {
     const before = origin.requests
     const socket = connect(gw.gateway.port, '127.0.0.1')
-    const answer = reader(socket)
+    const answer = socketReader(socket)
     socket.write(
       'POST /deny/upload HTTP/1.1\r\nhost: a\r\nexpect: 100-continue\r\ncontent-length: 20971520\r\n\r\n',
     )
     // The first answer must be the final one, not an invitation to send 20 MiB.
     const first = await answer.until((text) => text.includes('\r\n\r\n'))
-    expect(first.text).toMatch(/^HTTP\/1\.1 429 Too Many Requests\r\n/)
+    expect(first).toMatch(/^HTTP\/1\.1 429 Too Many Requests\r\n/)
     // The client sends nothing more: the gateway must finish and close on its own.
-    const { text, closed } = await answer.until(() => false)
-    expect(closed).toBe(true)
+    const text = await answer.until()
+    expect(answer.closed).toBe(true)
     expect(text).not.toContain('100 Continue')
     expect(text).toMatch(/\r\nconnection: close\r\n/i)
     expect(text).toContain('application/problem+json')
@@ -97,16 +62,16 @@ describe('Expect: 100-continue', () => {
   test('an admitted request gets 100 Continue, then its body reaches the upstream intact (without Expect)', async () => {
     const body = randomBytes(256 * 1024)
     const socket = connect(gw.gateway.port, '127.0.0.1')
-    const answer = reader(socket)
+    const answer = socketReader(socket)
     socket.write(
       `POST /upload-check HTTP/1.1\r\nhost: a\r\nexpect: 100-continue\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n`,
     )
     const interim = await answer.until((text) => text.includes('\r\n\r\n'))
-    expect(interim.text).toBe('HTTP/1.1 100 Continue\r\n\r\n')
+    expect(interim).toBe('HTTP/1.1 100 Continue\r\n\r\n')
     socket.write(body)
-    const { text, closed } = await answer.until(() => false)
-    expect(closed).toBe(true)
-    const final = text.slice(interim.text.length)
+    const text = await answer.until()
+    expect(answer.closed).toBe(true)
+    const final = text.slice(interim.length)
     expect(final).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
     const seen = JSON.parse(bodyOf(final)) as Echo
     expect(seen.bytes).toBe(body.length)

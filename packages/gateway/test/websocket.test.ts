@@ -12,7 +12,7 @@ import { manualClock } from 'edgelimit/testing'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
 import { TUNNEL_CLOSE_GRACE_MS } from '../src/proxy/tunnel.js'
-import { type InProcess, startInProcess } from './support/gateway.js'
+import { type InProcess, type SocketReader, socketReader, startInProcess } from './support/gateway.js'
 
 /**
  * An upstream that echoes WebSocket messages (`echo: <text>`, after a `hello` of its own), and
@@ -209,18 +209,8 @@ const frame = (text: string) =>
   Buffer.concat([Buffer.from([0x81, 0x80 | text.length, 0, 0, 0, 0]), Buffer.from(text)])
 
 /** A bare TCP connection to `port`: what it has received (latin1) and whether it has closed. */
-function rawClient(port: number): { socket: Socket; text: string; closed: boolean } {
-  const socket = connect(port, '127.0.0.1')
-  const client = { socket, text: '', closed: false }
-  socket.setEncoding('latin1')
-  socket.on('data', (chunk: string) => {
-    client.text += chunk
-  })
-  socket.on('error', () => {})
-  socket.on('close', () => {
-    client.closed = true
-  })
-  return client
+function rawClient(port: number): SocketReader {
+  return socketReader(connect(port, '127.0.0.1'))
 }
 
 /** An upstream that takes TCP connections and records them; `answer` handles each one. */

@@ -7,6 +7,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
+import type { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -313,3 +314,58 @@ export async function burst(
 
 export const count = (statuses: readonly number[], status: number) =>
   statuses.filter((s) => s === status).length
+
+/** What a raw client connection has received, as `socketReader` collects it. */
+export interface SocketReader {
+  readonly socket: Socket
+  /** Everything received so far (latin1). */
+  readonly text: string
+  readonly closed: boolean
+  /** When the connection closed, in ms since the reader started; `undefined` while open. */
+  readonly closedAfter: number | undefined
+  /** Resolves with the text so far once it satisfies `done`, or once the connection closed. */
+  until(done?: (text: string) => boolean): Promise<string>
+}
+
+/** Collects what arrives on a raw connection (the gateway's answers, byte for byte). */
+export function socketReader(socket: Socket): SocketReader {
+  const started = performance.now()
+  let text = ''
+  let closedAfter: number | undefined
+  const waiting = new Set<() => void>()
+  const wake = () => {
+    for (const w of waiting) w()
+  }
+  socket.on('data', (data: Buffer) => {
+    text += data.toString('latin1')
+    wake()
+  })
+  socket.on('close', () => {
+    closedAfter = performance.now() - started
+    wake()
+  })
+  socket.on('error', () => {})
+  return {
+    socket,
+    get text() {
+      return text
+    },
+    get closed() {
+      return closedAfter !== undefined
+    },
+    get closedAfter() {
+      return closedAfter
+    },
+    until(done = () => false) {
+      return new Promise((resolve) => {
+        const check = () => {
+          if (!done(text) && closedAfter === undefined) return
+          waiting.delete(check)
+          resolve(text)
+        }
+        waiting.add(check)
+        check()
+      })
+    },
+  }
+}
