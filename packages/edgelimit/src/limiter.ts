@@ -34,8 +34,10 @@ export interface Limiter {
   /** Forgets `key` in every rule. */
   reset(key: string): Promise<void>
   /**
-   * Sends counts that approximate rules still hold in-process (call before shutdown). Rejects
-   * (`ERR_EDGELIMIT_STORE`) when some could not be sent: they stay pending for the next sync.
+   * Sends counts that approximate rules still hold in-process and waits for their syncs in flight
+   * (call before shutdown), no longer than the deadline. Rejects (`ERR_EDGELIMIT_STORE`) when a
+   * sync failed or went unanswered: counts the open breaker kept back stay pending for the next
+   * sync; counts sent are never sent again (see docs/resilience.md).
    */
   flush(): Promise<void>
   /** The rules as validated. */

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import type { RuleVerdict } from '../stores/types.js'
 import { createApproximate, type StoreAnswer } from './approximate.js'
 
@@ -22,7 +22,7 @@ function counter(maxKeys: number, answer: () => Promise<readonly RuleVerdict[]> 
       },
       rules: 1,
       intervalMs: 60_000,
-      timed: true,
+      timeoutMs: 45,
     },
     maxKeys,
   )
@@ -133,7 +133,7 @@ function heldStore(limit: number) {
     },
     rules: 1,
     intervalMs: 60_000,
-    timed: true,
+    timeoutMs: 45,
   })
   /** Delivers the oldest held reply (the newest with `newest`) and lets its caller go on. */
   const reply = async (newest = false) => {
@@ -257,5 +257,140 @@ describe("approximate counter: a key's first requests", () => {
     const allowed: boolean[] = []
     for (let i = 0; i < 5; i++) allowed.push((await decide('k')).verdicts[0]?.allowed === true)
     expect(allowed).toEqual([true, true, true, true, false])
+  })
+})
+
+/**
+ * A counter on a simulated store of `limit` (one fixed-window rule, interval 100 ms) whose syncs
+ * are charged when made and answered by `settle`: with the verdicts (`answer`), as not sent
+ * (`refuse`: the breaker was open, nothing charged) or with an error (`fail`).
+ */
+function syncStore(limit: number) {
+  const store = { used: 0 }
+  const syncs: { cost: number; answer(): void; refuse(): void; fail(): void }[] = []
+  const state = (): RuleVerdict => ({ ...verdict, remaining: limit - store.used })
+  const approximate = createApproximate({
+    sync: (_key, cost) =>
+      new Promise((resolve, reject) => {
+        store.used += cost
+        const verdicts = [state()]
+        syncs.push({
+          cost,
+          answer: () => resolve(verdicts),
+          refuse: () => {
+            store.used -= cost
+            resolve(undefined)
+          },
+          fail: () => reject(new Error('connection reset')),
+        })
+      }),
+    rules: 1,
+    intervalMs: 100,
+    timeoutMs: 45,
+  })
+  const turn = () => new Promise((resolve) => setImmediate(resolve))
+  /** `n` admissions of cost 1 at `now`; how many were admitted. */
+  const admit = async (n: number, now: number) => {
+    let admitted = 0
+    for (let i = 0; i < n; i++) {
+      const d = await approximate.decide('k', 1, now, 0, async () => {
+        store.used++
+        return { verdicts: [state()], source: 'store' }
+      })
+      if (d.verdicts[0]?.allowed) admitted++
+    }
+    return admitted
+  }
+  const remaining = async (now: number) =>
+    (await approximate.decide('k', 0, now, 0, async () => ({ verdicts: [], source: 'fallback' }))).verdicts[0]
+      ?.remaining
+  /** Flushes, the store answering the last sync (the flush's own) at once. */
+  const flush = async (now: number) => {
+    const done = approximate.flush(now)
+    syncs.at(-1)?.answer()
+    await done
+  }
+  return { store, syncs, approximate, admit, remaining, turn, flush }
+}
+
+describe('approximate counter: how a sync ends', () => {
+  it('a sync answered late (past the deadline) holds the next one and is applied when it comes', async () => {
+    const { store, syncs, approximate, admit, remaining, turn, flush } = syncStore(100)
+    await admit(5, 0)
+    // Due: the sync of 4 goes; the store answers only after the next one is due.
+    await admit(3, 100)
+    await admit(3, 250)
+    expect(syncs.map((s) => s.cost)).toEqual([4])
+    syncs[0]?.answer()
+    await turn()
+    // The store's 95 less the 6 admitted here since it started (its own 4 are in the 95).
+    expect(await remaining(250)).toBe(89)
+    await admit(1, 260)
+    expect(syncs.map((s) => s.cost)).toEqual([4, 6])
+    syncs[1]?.answer()
+    await flush(260)
+    expect([store.used, approximate.dropped]).toEqual([12, 0])
+  })
+
+  it('a sync that fails is dropped, not sent again; one not sent goes with the next sync', async () => {
+    const { store, syncs, approximate, admit, turn, flush } = syncStore(100)
+    await admit(5, 0)
+    await admit(1, 100)
+    // The store failed after the sync was sent: it may have counted the 4 (here it did).
+    syncs[0]?.fail()
+    await turn()
+    await admit(1, 200)
+    expect(syncs.map((s) => s.cost)).toEqual([4, 1])
+    expect(approximate.dropped).toBe(4)
+    // Not sent (the breaker is open): the 1 stays pending and goes with the next sync.
+    syncs[1]?.refuse()
+    await turn()
+    await admit(1, 300)
+    expect(syncs.map((s) => s.cost)).toEqual([4, 1, 2])
+    syncs[2]?.answer()
+    await flush(300)
+    expect([store.used, approximate.dropped]).toEqual([8, 4])
+  })
+
+  it('a sync unanswered for 4 intervals no longer holds the next, and its late answer does not undo a newer one', async () => {
+    const { store, syncs, admit, remaining, turn } = syncStore(100)
+    await admit(5, 0)
+    await admit(1, 100)
+    await admit(1, 499)
+    expect(syncs.map((s) => s.cost)).toEqual([4])
+    // 400 ms (4 intervals) after the first one started: the next sync goes, with what came since.
+    await admit(1, 500)
+    expect(syncs.map((s) => s.cost)).toEqual([4, 2])
+    syncs[1]?.answer()
+    await turn()
+    // 93 in the store, less the 1 admitted since and the 4 still unanswered (in the store, as it
+    // happens, but not known here): 88.
+    expect(await remaining(500)).toBe(88)
+    // The first sync's answer (remaining 95) comes last, and changes nothing.
+    syncs[0]?.answer()
+    await turn()
+    expect(await remaining(500)).toBe(88)
+    expect(store.used).toBe(7)
+  })
+
+  it('flush waits for an unanswered sync no longer than the deadline, and rejects', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    try {
+      const { syncs, approximate, admit } = syncStore(100)
+      await admit(5, 0)
+      let done: unknown
+      const flushed = approximate.flush(0).catch((error: unknown) => (done = error))
+      await vi.advanceTimersByTimeAsync(44)
+      expect(done).toBeUndefined()
+      await vi.advanceTimersByTimeAsync(1)
+      await flushed
+      expect(done).toMatchObject({ code: 'ERR_EDGELIMIT_STORE' })
+      // Answered later: nothing is sent again.
+      syncs[0]?.answer()
+      await approximate.flush(0)
+      expect(syncs.map((s) => s.cost)).toEqual([4])
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })

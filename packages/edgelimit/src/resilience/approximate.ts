@@ -7,11 +7,23 @@ import { within } from './deadline.js'
 interface Entry {
   remaining: number[]
   resetAt: number[]
+  /** Admitted here, not sent yet. */
   pending: number
+  /** Sent in syncs the store has not answered yet (they may have counted there already). */
+  flying: number
   syncedAt: number
-  /** The sync in flight: resolves whether its batch reached the store. */
+  /** The sync in flight (until the store answers it, or it is given up): whether its batch counted. */
   syncing: Promise<boolean> | undefined
+  /** The sync whose answer `remaining` holds: an earlier sync's answer, coming later, is stale. */
+  answered: number
 }
+
+/**
+ * How many sync intervals a key's next sync waits for the one in flight before it goes anyway: a
+ * reply may be lost (a client with no timeout of its own). Not sending again what the unanswered
+ * sync carried, the next one cannot charge it twice.
+ */
+const GIVE_UP = 4
 
 /** A store call's outcome: the verdicts (`store`), or the rules' fallbacks when it failed. */
 export interface StoreAnswer {
@@ -23,14 +35,16 @@ export interface StoreAnswer {
 export interface ApproximateContext {
   /**
    * Charges `cost` to the store for `key` (forced), through the path's breaker and deadline,
-   * which report a failure; rejects when it fails.
+   * which report a failure. Settles with the store call, not the deadline: with its verdicts when
+   * the store answers, also after the deadline (the charge counted there); `undefined` when it was
+   * not sent (the breaker is open); rejects when the store failed (whether it counted is unknown).
    */
-  readonly sync: (key: string, cost: number, now: number) => Promise<readonly RuleVerdict[]>
+  readonly sync: (key: string, cost: number, now: number) => Promise<readonly RuleVerdict[] | undefined>
   /** How many rules the group has. */
   readonly rules: number
   readonly intervalMs: number
-  /** Whether store calls have a deadline (each settles within it); without one, a reply may never come. */
-  readonly timed: boolean
+  /** The store calls' deadline (each settles within it); without one, a reply may never come. */
+  readonly timeoutMs: number | undefined
 }
 
 /** A first call that rejected: the waiting requests fall back as when it failed. */
@@ -56,8 +70,10 @@ export interface Approximate {
     call: (failed?: boolean) => Promise<StoreAnswer> | StoreAnswer,
   ): Promise<{ readonly verdicts: readonly RuleVerdict[]; readonly source: DecisionSource }>
   /**
-   * Sends every pending count now (for shutdown and tests); rejects (`ERR_EDGELIMIT_STORE`) when
-   * some could not be sent, which stay pending for the next sync.
+   * Sends every pending count now and waits for the syncs in flight (for shutdown and tests), for
+   * no longer than the deadline; rejects (`ERR_EDGELIMIT_STORE`) when a sync failed or is still
+   * unanswered then. Counts not sent (the breaker was open) stay pending for the next sync; counts
+   * sent are never sent again (the store may have counted them): they are in the store, or lost.
    */
   flush(now: number): Promise<void>
   /**
@@ -67,6 +83,8 @@ export interface Approximate {
   reset(key: string): void
   /** Store calls made for syncs. */
   readonly syncs: number
+  /** Admissions whose sync failed after it was sent, so that the store may not have counted them. */
+  readonly dropped: number
 }
 
 /**
@@ -77,40 +95,63 @@ export interface Approximate {
  * charged to the store in one forced call whose verdict refreshes `remaining`, counting every
  * process's admissions. Over-admission is bounded by what the other processes admit within one
  * sync interval. Syncs happen on the next request after the interval (no timers); `flush()` sends
- * the rest.
+ * the rest. A key has one sync in flight until the store answers it, past the deadline too (it
+ * still counts there); a batch is sent once: when the store fails after it was sent it is dropped
+ * rather than charged twice, and only one the breaker kept from the store goes with the next sync.
  */
 export function createApproximate(context: ApproximateContext, maxKeys = 100_000): Approximate {
-  const { sync: send, rules, intervalMs, timed } = context
+  const { sync: send, rules, intervalMs, timeoutMs } = context
+  const timed = timeoutMs !== undefined
   const entries = new Map<string, Entry>()
   let syncs = 0
+  let dropped = 0
 
   function sync(key: string, entry: Entry, now: number): Promise<boolean> {
     const cost = entry.pending
+    const id = ++syncs
     entry.pending = 0
+    entry.flying += cost
     // The next sync is due an interval after this one starts, however it ends.
     entry.syncedAt = now
-    syncs++
     const run = send(key, cost, now)
-      .then((verdicts) => {
-        verdicts.forEach((v, i) => {
-          // A forced charge that the rule would have denied reports the state before it.
-          const after = v.allowed || cost === 0 ? v.remaining : Math.max(0, v.remaining - cost)
-          entry.remaining[i] = Math.max(0, after - entry.pending)
-          entry.resetAt[i] = now + v.resetAfterMs
-        })
-        return true
-      })
-      .catch(() => {
-        // Nothing was counted (the path reported why): keep the batch for the next sync.
-        entry.pending += cost
-        return false
-      })
+      .then(
+        (verdicts) => {
+          entry.flying -= cost
+          if (verdicts === undefined) {
+            // Not sent (the breaker is open): the batch goes with the next sync.
+            entry.pending += cost
+            return false
+          }
+          if (id < entry.answered) return true
+          entry.answered = id
+          verdicts.forEach((v, i) => {
+            // A forced charge that the rule would have denied reports the state before it.
+            const after = v.allowed || cost === 0 ? v.remaining : Math.max(0, v.remaining - cost)
+            // Less what was admitted here since: pending, and sent in syncs not answered yet.
+            entry.remaining[i] = Math.max(0, after - entry.pending - entry.flying)
+            entry.resetAt[i] = now + v.resetAfterMs
+          })
+          return true
+        },
+        () => {
+          // Sent, and the store failed (the path reported why): it may have counted the batch
+          // (a reply lost with the connection, a proxy's 5xx after the script ran). Sending it
+          // again could charge it twice: it is dropped, at most one batch per failed sync.
+          entry.flying -= cost
+          dropped += cost
+          return false
+        },
+      )
       .finally(() => {
-        entry.syncing = undefined
+        if (entry.syncing === run) entry.syncing = undefined
       })
     entry.syncing = run
     return run
   }
+
+  /** Whether the key's sync in flight still holds its next one (see GIVE_UP). */
+  const busy = (entry: Entry, now: number) =>
+    entry.syncing !== undefined && now - entry.syncedAt < GIVE_UP * intervalMs
 
   /** Decides from local counts, or `undefined` when the key has no synced state yet. */
   function counted(key: string, cost: number, now: number, shadow: number): RuleVerdict[] | undefined {
@@ -121,7 +162,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       entry.syncing === undefined &&
       entry.pending === 0 &&
       entry.remaining.every((r, i) => r === 0 && now < (entry.resetAt[i] as number))
-    if (entry.syncing === undefined && now - entry.syncedAt >= intervalMs && !idle) void sync(key, entry, now)
+    if (!busy(entry, now) && now - entry.syncedAt >= intervalMs && !idle) void sync(key, entry, now)
     // A sync in flight for longer than the interval: the next one is still about an interval away.
     const next = entry.syncedAt + intervalMs - now
     const wait = next > 0 ? next : intervalMs
@@ -167,8 +208,8 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     for (const [key, entry] of entries) {
       if (entries.size <= target || visits-- === 0) break
       entries.delete(key)
-      if (entry.pending > 0 || entry.syncing !== undefined) {
-        if (entry.syncing === undefined) void sync(key, entry, now)
+      if (entry.pending > 0 || busy(entry, now)) {
+        if (entry.pending > 0 && !busy(entry, now)) void sync(key, entry, now)
         entries.set(key, entry)
       }
     }
@@ -182,8 +223,10 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       remaining: verdicts.map((v) => v.remaining),
       resetAt: verdicts.map((v) => now + v.resetAfterMs),
       pending: 0,
+      flying: 0,
       syncedAt: now,
       syncing: undefined,
+      answered: 0,
     })
   }
 
@@ -237,11 +280,15 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
         if (entry.syncing !== undefined) work.push(entry.syncing)
         if (entry.pending > 0) work.push(sync(key, entry, now))
       }
-      const failed = (await Promise.all(work)).filter((sent) => !sent).length
+      let answered = 0
+      const all = Promise.all(work.map((w) => w.then((sent) => void (sent && answered++))))
+      if (timeoutMs !== undefined) await within(all, timeoutMs)
+      else await all
+      const failed = work.length - answered
       if (failed > 0) {
         throw new EdgelimitError(
           'ERR_EDGELIMIT_STORE',
-          `${failed} sync${failed === 1 ? '' : 's'} of approximate counts failed; the counts stay pending for the next sync`,
+          `${failed} sync${failed === 1 ? '' : 's'} of approximate counts failed or went unanswered within the deadline; counts not sent stay pending for the next sync, counts sent are not sent again`,
         )
       }
     },
@@ -251,6 +298,9 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     },
     get syncs() {
       return syncs
+    },
+    get dropped() {
+      return dropped
     },
   }
 }

@@ -14,18 +14,29 @@ import { cachedDenial, type Denial } from './deny-cache.js'
 /** What a store call ends in: `ok` maps the store's verdicts, `fail` the rules' fallbacks. */
 interface Outcome<T> {
   ok(key: string, cost: number, now: number, mask: number, verdicts: readonly RuleVerdict[]): T
-  fail(g: Group, key: string, cost: number, now: number, mask: number, error: unknown): T
+  /** `work`: the store call, maybe still running (past the deadline); none when the breaker refused it. */
+  fail(
+    g: Group,
+    key: string,
+    cost: number,
+    now: number,
+    mask: number,
+    error: unknown,
+    work?: Promise<readonly RuleVerdict[]>,
+  ): T | Promise<T>
 }
 
 const FORCE: EvaluateOptions = Object.freeze({ force: true })
 const BREAKER_OPEN = /* @__PURE__ */ new EdgelimitError('ERR_EDGELIMIT_STORE', 'The store breaker is open')
 
-/** An approximate sync's verdicts; its failure is the sync's (nothing falls back). */
-const SYNC: Outcome<readonly RuleVerdict[]> = {
+/**
+ * An approximate sync's verdicts (nothing falls back). A failed sync settles with the store call
+ * itself: one past its deadline (reported then) with the store's late answer, as it still counts
+ * there; one that failed, with its error. A sync the breaker refused was not sent: `undefined`.
+ */
+const SYNC: Outcome<readonly RuleVerdict[] | undefined> = {
   ok: (_key, _cost, _now, _mask, verdicts) => verdicts,
-  fail(_g, _key, _cost, _now, _mask, error) {
-    throw error
-  },
+  fail: (_g, _key, _cost, _now, _mask, _error, work) => work,
 }
 
 /** A group of rules decided the same way, and where their verdicts go in the decision. */
@@ -90,11 +101,11 @@ export const remoteDecider: Decider = (context) => {
       : // The counter comes with the rules' `approximate` (an import), not with this module.
         ((rules[approxIndex[0] as number] as RuleConfig).approximate as ApproximateConsistency).create({
           // Syncs: forced charges through the breaker and the deadline, their failures reported
-          // like decisions' (a failed sync keeps its batch for the next one).
+          // like decisions' (see SYNC for what a failed sync settles with).
           sync: (key, cost, now) => attempt(approxGroup, key, cost, now, 0, SYNC, FORCE),
           rules: approxIndex.length,
           intervalMs: Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
-          timed: deadline !== undefined,
+          timeoutMs: config.timeoutMs,
         })
 
   const sub = (mask: number, index: readonly number[]) =>
@@ -179,8 +190,8 @@ export const remoteDecider: Decider = (context) => {
    * One store call for group `g`: the breaker is asked first, the outcome recorded by it; the
    * store's answer and the deadline race to settle one promise (the deadline has no promise of
    * its own), and `outcome` turns the verdicts — or, when the store failed or missed the deadline,
-   * each rule's fallback — into the result. No async frames and no closures per call but the
-   * deadline's: this is every strict decision's path.
+   * each rule's fallback (a sync: the store call itself) — into the result. No async frames and no
+   * closures per call but the deadline's: this is every strict decision's path.
    */
   function attempt<T>(
     g: Group,
@@ -195,8 +206,8 @@ export const remoteDecider: Decider = (context) => {
     const ticket = breaker?.allow(now)
     if (ticket === 0) {
       emit?.({ type: 'store-error', kind: 'breaker-open', latencyMs: 0 })
-      // Settled by the outcome: a throw (a sync's) is a rejection.
-      return new Promise<T>((resolve) => resolve(outcome.fail(g, key, cost, now, mask, BREAKER_OPEN)))
+      // Not sent: the outcome settles it with no store call (callers turn a throw into a rejection).
+      return Promise.resolve(outcome.fail(g, key, cost, now, mask, BREAKER_OPEN))
     }
     const started = emit === undefined ? 0 : monotonic()
     let work: Promise<readonly RuleVerdict[]>
@@ -209,14 +220,14 @@ export const remoteDecider: Decider = (context) => {
     if (deadline === undefined) {
       return work.then(
         (verdicts) => answered(key, cost, now, mask, started, ticket, verdicts, outcome),
-        (error: unknown) => failed(g, key, cost, now, mask, started, ticket, error, outcome),
+        (error: unknown) => failed(g, key, cost, now, mask, started, ticket, error, outcome, work),
       )
     }
     const timer = deadline
     return new Promise<T>((resolve, reject) => {
       const fail = (error: unknown) => {
         try {
-          resolve(failed(g, key, cost, now, mask, started, ticket, error, outcome))
+          resolve(failed(g, key, cost, now, mask, started, ticket, error, outcome, work))
         } catch (thrown) {
           reject(thrown)
         }
@@ -263,10 +274,11 @@ export const remoteDecider: Decider = (context) => {
     ticket: number | undefined,
     error: unknown,
     outcome: Outcome<T>,
-  ): T {
+    work: Promise<readonly RuleVerdict[]>,
+  ): T | Promise<T> {
     breaker?.record(ticket as number, false, clock.now())
     emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: monotonic() - started })
-    return outcome.fail(g, key, cost, now, mask, error)
+    return outcome.fail(g, key, cost, now, mask, error, work)
   }
 
   async function decideMixed(key: string, cost: number, now: number, shadow: number): Promise<Decision> {

@@ -472,7 +472,7 @@ describe('consistency modes', () => {
     expect(faults.calls).toBeLessThanOrEqual(3)
   })
 
-  it('a flush whose sync fails rejects (ERR_EDGELIMIT_STORE); its counts stay pending and a later flush sends them', async () => {
+  it('a flush whose sync fails rejects (ERR_EDGELIMIT_STORE); a batch the store failed is not sent again, one the open breaker kept back is', async () => {
     const clock = manualClock(1_000_000)
     // The memory store keeps a table per binding: the last one is the approximate group's.
     const memory = memoryStore()
@@ -492,18 +492,26 @@ describe('consistency modes', () => {
       ],
       store,
       clock,
-      breaker: false,
+      breaker: { minimumCalls: 1, sampleSize: 1, failureRatio: 1, openMs: '1s' },
     })
     const stored = async () =>
       (await (tables.at(-1) as BoundRules).evaluate('k', 0, clock.now()))[0]?.remaining
     // The first call is the store's; the next four are counted here, pending a sync.
     for (let i = 0; i < 5; i++) expect((await limiter.limit('k')).allowed).toBe(true)
+    // A store error after the sync was sent: it may have counted there (here it did not), and
+    // sending it again could charge it twice. It is dropped; the failure opens the breaker.
     faults.fail = new Error('connection reset')
     await expect(limiter.flush()).rejects.toMatchObject({ code: 'ERR_EDGELIMIT_STORE' })
-    expect(await stored()).toBe(9)
     faults.fail = undefined
+    expect(await stored()).toBe(9)
+    // Three more: the open breaker keeps their sync from the store, and they stay pending.
+    for (let i = 0; i < 3; i++) expect((await limiter.limit('k')).allowed).toBe(true)
+    const calls = faults.calls
+    await expect(limiter.flush()).rejects.toMatchObject({ code: 'ERR_EDGELIMIT_STORE' })
+    expect(faults.calls).toBe(calls)
+    clock.advance(1000)
     await limiter.flush()
-    expect(await stored()).toBe(5)
+    expect(await stored()).toBe(6)
   })
 
   it("requests waiting for a key's first call are answered within their own deadline when it fails", async () => {

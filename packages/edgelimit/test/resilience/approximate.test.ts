@@ -2,9 +2,10 @@
  * Approximate consistency on a real redis-server (test/support/redis-client.ts), driven by a
  * manual clock: `limiter.reset`, a key's first requests in flight together (their replies held by
  * a gate in front of the client) and the counter's eviction of keys (with room for 10 keys instead
- * of 100,000, through the same `create` that `approximate` holds).
+ * of 100,000, through the same `create` that `approximate` holds), and syncs whose replies come
+ * after the deadline (on fake timers: the deadline's clock only; Redis answers in real time).
  */
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createRateLimit } from '../../src/http.js'
 import { approximate, createLimiter, type Duration, fixedWindow } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
@@ -264,5 +265,59 @@ describe('approximate consistency on Redis', () => {
     clock.advance(300)
     const reset = 3_600_000 - (T0 % 3_600_000) - 600
     expect(await retryAfter()).toEqual([reset, String(Math.ceil(reset / 1000))])
+  })
+})
+
+describe('approximate syncs past the deadline, on Redis', () => {
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
+  it('a sync whose reply comes after the deadline counts once: its batch is not sent again', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] })
+    const gate = gated()
+    const clock = manualClock(T0)
+    const events: string[] = []
+    const limiter = createLimiter({
+      rules: [
+        {
+          name: 'api',
+          algorithm: fixedWindow({ limit: 100_000, window: '1h' }),
+          consistency: approximate,
+          syncInterval: '50ms',
+        },
+      ],
+      store: redisStore({ client: gate.client, prefix: 'al', clock: 'client' }),
+      clock,
+      timeout: '20ms',
+      breaker: false,
+      onEvent: (e) => {
+        if (e.type === 'store-error') events.push(e.kind)
+      },
+    })
+    let admitted = 0
+    const admit = async () => {
+      if ((await limiter.limit('k')).allowed) admitted++
+    }
+    // The first call is the store's (answered in time); the next five are counted here.
+    for (let i = 0; i < 6; i++) await admit()
+    // A slow store: each sync runs in Redis at once, but its reply comes 30 ms later, past the
+    // 20 ms deadline; requests go on meanwhile.
+    for (let round = 0; round < 6; round++) {
+      clock.advance(50)
+      gate.hold = true
+      await admit() // due: starts the sync, whose reply is held
+      for (let i = 0; i < 4; i++) await admit()
+      await vi.advanceTimersByTimeAsync(30)
+      await new Promise((resolve) => setImmediate(resolve))
+      gate.hold = false
+      while (gate.held() > 0) await gate.release()
+    }
+    await limiter.flush()
+    expect(events).toEqual(Array(6).fill('timeout'))
+    expect(admitted).toBe(36)
+    // Each admission is charged once (it was charged 141 times before: each timed-out sync's
+    // batch went again with the next one).
+    expect(await stored('al:api:{k}')).toBe(36)
   })
 })
