@@ -793,6 +793,25 @@ describe('the CLI', () => {
     }
   })
 
+  test('`edgelimit --help` names every flag serve takes (read off its options)', async () => {
+    const source = readFileSync(join(GATEWAY_ROOT, 'src/serve.ts'), 'utf8')
+    const flags = [
+      ...source.matchAll(/^ {6}'?([\w-]+)'?: \{ type: '(?:string|boolean)'(?:, short: '(\w)')?/gm),
+    ]
+    expect(flags.map((m) => m[1])).toContain('quiet')
+    const help = await runCli(['--help'], { timeoutMs: 10_000 })
+    expect(help.code).toBe(0)
+    const usage = help.stdout.slice(
+      help.stdout.indexOf('edgelimit serve'),
+      help.stdout.indexOf('edgelimit check'),
+    )
+    const named = (m: RegExpMatchArray) =>
+      usage.includes(`[--${m[1]}`) ||
+      usage.includes(`--${m[1]} `) ||
+      (m[2] !== undefined && usage.includes(`[-${m[2]}]`))
+    expect(flags.filter((m) => !named(m)).map((m) => m[1])).toEqual([])
+  })
+
   test('serve refuses an invalid policy with the same report, exit 1', async () => {
     const result = await runCli([
       'serve',
