@@ -132,7 +132,7 @@ export interface RateLimitOptions {
    * body…) rejects the check with an `EdgelimitError` (`ERR_EDGELIMIT_ON_LIMITED`), which every
    * adapter hands to its framework's error path (a 500), as for `cost`. The fields inside
    * `headers` are checked by the framework, as its own are.
-   * @example onLimited: ({ response }) => ({ ...response, body: JSON.stringify({ error: 'slow down' }) })
+   * @example onLimited: ({ response }) => ({ ...response, body: JSON.stringify({ ...JSON.parse(response.body), detail: 'slow down' }) })
    */
   onLimited?: (context: {
     request: HttpRequest
