@@ -1,0 +1,123 @@
+// Every ```yaml block of docs/*.md, docs/adapters/*.md and docs/stores/*.md passes `edgelimit
+// check` (checkFiles, what the command prints) and the published JSON Schema — and so does each
+// commented-out alternative in it (`# store: …` under `store: …`), uncommented in place of the
+// line it replaces, one at a time: readers uncomment them. A block is made a whole file: one
+// starting with `- ` is a list of rules, and a file without `rules:` gets `rules: []`. The
+// placeholders it names (`${REDIS_URL}`) are given values. The `check` output the page shows is
+// compared with what `check` prints for the policy it describes (fixtures/docs-check/).
+// The JavaScript and TypeScript blocks run in packages/edgelimit/test/docs-examples.test.ts.
+import { readdirSync, readFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
+import { Ajv } from 'ajv'
+import { describe, expect, test } from 'vitest'
+import { parse } from 'yaml'
+import { checkFiles } from '../src/check.js'
+import { GATEWAY_ROOT, REPO_ROOT, tempDir, writePolicy } from './support/gateway.js'
+
+const pages = ['docs', 'docs/adapters', 'docs/stores'].flatMap((dir) =>
+  readdirSync(join(REPO_ROOT, dir))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `${dir}/${f}`),
+)
+
+/** The fenced blocks of a page in `lang`, with the line of their opening fence. */
+function fenced(page: string, lang: string): { line: number; lines: string[] }[] {
+  const lines = readFileSync(join(REPO_ROOT, page), 'utf8').split('\n')
+  const blocks: { line: number; lines: string[] }[] = []
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^(\s*)```(\w*)\s*$/.exec(lines[i] as string)
+    if (!open) continue
+    let j = i + 1
+    while (j < lines.length && !/^\s*```\s*$/.test(lines[j] as string)) j++
+    const indent = (open[1] as string).length
+    if (open[2] === lang)
+      blocks.push({ line: i + 1, lines: lines.slice(i + 1, j).map((l) => l.slice(indent)) })
+    i = j
+  }
+  return blocks
+}
+
+/** The block, then each `# key: …` line put in place of the `key: …` line it is an alternative to. */
+function variants(lines: string[]): { name: string; lines: string[] }[] {
+  const out = [{ name: 'as shown', lines }]
+  lines.forEach((line, i) => {
+    const alternative = /^(\s*)# ([A-Za-z][\w-]*:(?:\s.*)?)$/.exec(line)
+    if (!alternative) return
+    const [, indent, entry] = alternative as unknown as [string, string, string]
+    const key = entry.slice(0, entry.indexOf(':') + 1)
+    const active = lines.findIndex((l) => l.startsWith(`${indent}${key}`))
+    if (active === -1) return
+    const uncommented = lines
+      .map((l, k) => (k === active ? `${indent}${entry}` : l))
+      .filter((_, k) => k !== i)
+    out.push({ name: `line ${i + 1} uncommented`, lines: uncommented })
+  })
+  return out
+}
+
+/** A whole policy file from a block. */
+function policy(lines: string[]): string {
+  const body = lines[0]?.startsWith('- ') ? ['rules:', ...lines.map((l) => `  ${l}`)] : lines
+  if (!body.some((l) => /^rules:/.test(l))) body.push('rules: []')
+  return `${body.join('\n')}\n`
+}
+
+/** A value for each `${NAME}` placeholder: a URL of the kind its name says. */
+function env(text: string): Record<string, string> {
+  const names = [...text.matchAll(/\$\{(\w+)\}/g)].map((m) => m[1] as string)
+  return Object.fromEntries(
+    names.map((n) => [
+      n,
+      /REDIS_URL$/.test(n)
+        ? 'redis://10.0.0.5:6379'
+        : /_URL$/.test(n)
+          ? 'https://example.upstash.io'
+          : 'docs-example',
+    ]),
+  )
+}
+
+const yamlBlocks = pages.flatMap((page) =>
+  fenced(page, 'yaml').flatMap((block) =>
+    variants(block.lines).map((v) => ({ where: `${page}:${block.line}`, ...v })),
+  ),
+)
+const schema = JSON.parse(readFileSync(join(GATEWAY_ROOT, 'schema/edgelimit.schema.json'), 'utf8'))
+const validate = new Ajv({ allErrors: true, strict: false }).compile(schema)
+
+describe('the YAML in the docs is a valid policy', () => {
+  test('finds the blocks and their alternatives', () => {
+    expect(yamlBlocks.length).toBeGreaterThanOrEqual(6)
+    expect(yamlBlocks.filter((b) => b.name !== 'as shown').length).toBeGreaterThanOrEqual(2)
+  })
+
+  test.each(yamlBlocks)('$where, $name', ({ where, lines }) => {
+    const text = policy(lines)
+    const file = writePolicy(tempDir(), text)
+    const report = checkFiles([file], env(text))
+    expect(report.lines.join('\n'), `${where}:\n${text}`).toMatch(/^✔ /)
+    expect(validate(parse(text)), JSON.stringify(validate.errors)).toBe(true)
+  })
+})
+
+describe('the `check` output docs/gateway.md shows', () => {
+  test('is what check prints for the policy it describes (… stands for the rest of a line)', () => {
+    const block = fenced('docs/gateway.md', 'text').find(
+      (b) => b.lines[0] === '$ edgelimit check edgelimit.yaml',
+    )
+    expect(block, 'a block starting "$ edgelimit check edgelimit.yaml"').toBeDefined()
+    const file = join(GATEWAY_ROOT, 'test/fixtures/docs-check/edgelimit.yaml')
+    const printed = checkFiles([file]).lines.map((l) =>
+      l.replaceAll(relative(process.cwd(), file), 'edgelimit.yaml'),
+    )
+    const shown = (block?.lines ?? []).slice(1).filter((l) => l !== '')
+    expect(printed).toHaveLength(shown.length)
+    shown.forEach((line, i) => {
+      const pattern = line
+        .split('…')
+        .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+        .join('.*')
+      expect(printed[i]).toMatch(new RegExp(`^${pattern}$`))
+    })
+  })
+})
