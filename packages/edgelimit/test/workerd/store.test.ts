@@ -118,7 +118,12 @@ describe('EdgelimitDurableObject in workerd', () => {
   let worker: Running
   beforeAll(async () => {
     worker = await startWorker(entry, {
-      durableObjects: { LIMITER: 'EdgelimitDurableObject', SWEEP: 'QuickSweep', FIXED: 'FixedWindowOnly' },
+      durableObjects: {
+        LIMITER: 'EdgelimitDurableObject',
+        SWEEP: 'QuickSweep',
+        FIXED: 'FixedWindowOnly',
+        SEEDED: 'SeededLog',
+      },
     })
   })
   afterAll(() => worker?.dispose())
@@ -175,6 +180,55 @@ describe('EdgelimitDurableObject in workerd', () => {
     expect((await rpc(worker, { object: 'bad', rules, key: 'k', cost: 1, now: T0 })).body[0]?.allowed).toBe(
       true,
     )
+  })
+
+  it('refuses, when the limiter is created, a sliding log too long for one stored row', async () => {
+    const log = (limit: number, window = '1h') => ({ algorithm: 'sliding-log', options: { limit, window } })
+    const configure = async (rules: unknown[]) =>
+      (await worker.fetch('/configure', { method: 'POST', body: JSON.stringify(rules) })).json()
+    // One entry per admitted instant, kept in one SQLite value (about 2 MB at most in workerd).
+    expect(await configure([{ name: 'fine', algorithm: log(100_000, '1d') }])).toEqual({ issues: [] })
+    expect(
+      await configure([
+        { name: 'minute', algorithm: log(10, '1m') },
+        { name: 'hourly', algorithm: log(1_000_000) },
+      ]),
+    ).toEqual({
+      code: 'ERR_EDGELIMIT_CONFIG',
+      message: expect.any(String),
+      issues: [
+        {
+          path: 'rules[1].algorithm.limit',
+          code: 'ERR_INTEGER',
+          message: 'expected a positive integer up to 100000, got 1000000 (number)',
+        },
+      ],
+    })
+    // A local rule is decided in the isolate: the object never holds it.
+    expect(await configure([{ name: 'local', algorithm: log(1_000_000), consistency: 'local' }])).toEqual({
+      issues: [],
+    })
+  })
+
+  it('a sliding log at that bound fits: its longest state is written and read back', async () => {
+    const rules = specOf([{ name: 'log', algorithm: slidingLog({ limit: 100_000, window: '1d' }) }])
+    // The longest log the bound allows, at its largest as text: 99,999 entries 1 ms apart, each
+    // cost 1 (fewer entries would each need a larger cost and fewer digits of time in all).
+    const times = Array.from({ length: 99_999 }, (_, i) => T0 + i)
+    const seeded = await rpc(worker, {
+      binding: 'SEEDED',
+      object: 'long',
+      method: 'seed',
+      args: ['k', 'log', times],
+    })
+    expect(seeded.body).toBeGreaterThan(1_500_000)
+    const call = (now: number) =>
+      rpc(worker, { binding: 'SEEDED', object: 'long', rules, key: 'k', cost: 1, now })
+    const last = await call(T0 + 100_000)
+    expect([last.status, last.body[0]?.allowed, last.body[0]?.remaining]).toEqual([200, true, 0])
+    // Written: the 100,000th entry is there, and the log is full until the first leaves.
+    const full = await call(T0 + 100_001)
+    expect([full.body[0]?.allowed, full.body[0]?.retryAfterMs]).toEqual([false, 86_400_000 - 100_001])
   })
 
   it("the object's errors reach the limiter as ERR_EDGELIMIT_STORE, with their message", async () => {

@@ -18,7 +18,6 @@ import type { EvaluateRequest, ResetRequest, RuleSpec } from './protocol.js'
 import {
   type Compilers,
   compileRuleSet,
-  expiresAt,
   parseState,
   type RuleSet,
   type RuleState,
@@ -82,7 +81,7 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       } catch (error) {
         throw new EdgelimitError(
           STORE,
-          `EdgelimitDurableObject needs a SQLite-backed class: list it under "new_sqlite_classes" in a migration (${String(error)})`,
+          `EdgelimitDurableObject needs a SQLite-backed class (new_sqlite_classes): ${error}`,
         )
       }
     }
@@ -98,22 +97,25 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       const set = this.#ruleSet(request.rules)
       // Read from SQLite on every decision: the object's database is local and synchronous, and a
       // parsed copy kept in memory would cost more code than the reads it saves.
-      const states: (RuleState | undefined)[] = new Array(set.rules.length)
+      const states: (RuleState | undefined)[] = []
       for (const row of this.#sql
         .exec(`SELECT rule, algorithm, state FROM ${TABLE} WHERE key = ?`, key)
         .toArray()) {
         const r = set.names.indexOf(row.rule as string)
         // A rule renamed onto another algorithm starts fresh rather than misreading the old state.
         if (r >= 0 && row.algorithm === (set.rules[r] as CompiledRule).policy.algorithm)
-          states[r] = parseState(String(row.state))
+          states[r] = parseState(row.state as string)
       }
       // Filled at the charged rules' places only (forEach skips the others).
-      const writes: RuleState[] = new Array(set.rules.length)
+      const writes: RuleState[] = []
       const verdicts = set.evaluate(states, cost, now, request.shadow ?? 0, request.force === true, writes)
       writes.forEach((state, r) => {
         const rule = set.rules[r] as CompiledRule
         // Expiry in the object's clock, whichever clock decided: the alarm reads the object's clock.
-        const expires = clockNow + Math.max(0, Math.ceil(expiresAt(rule, state) - now))
+        // When the state equals a fresh key's: a log's `expiresAt` takes the log alone (the offset
+        // is ignored); a row's, the row at offset 0.
+        const fresh = (rule.expiresAt as (state: RuleState, offset: number) => number)(state, 0)
+        const expires = clockNow + Math.max(0, Math.ceil(fresh - now))
         this.#sql.exec(
           `INSERT OR REPLACE INTO ${TABLE} VALUES (?, ?, ?, ?, ?)`,
           key,
@@ -134,7 +136,7 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
     }
 
     /** Deletes expired rows; re-arms for the earliest remaining expiry. */
-    async alarm(): Promise<void> {
+    alarm(): void {
       const now = systemClock.now()
       this.#alarmAt = undefined
       this.#sql.exec(`DELETE FROM ${TABLE} WHERE expires <= ?`, now)

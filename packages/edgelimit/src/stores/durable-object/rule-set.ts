@@ -39,7 +39,7 @@ export function compileRuleSet(spec: RuleSpec, compilers: Compilers): RuleSet {
     if (compile === undefined) {
       throw new EdgelimitError(
         'ERR_EDGELIMIT_STORE',
-        `This Durable Object class runs no ${policy.algorithm} rules: list its factory in durableObjectClass()`,
+        `This class runs no ${policy.algorithm} rules: list its factory in durableObjectClass()`,
       )
     }
     return compile(policy)
@@ -50,7 +50,9 @@ export function compileRuleSet(spec: RuleSpec, compilers: Compilers): RuleSet {
     const rule = rules[r] as CompiledRule
     const out = outs[r] as Verdict
     if (rule.kind === 'log') rule.decide(state as LogState | undefined, now, cost, out)
-    else rule.decide((state as number[] | undefined) ?? zeros(rule.width), 0, now, cost, out)
+    // A fresh key's row: all zeros (made here, at the cost of a small array per fresh rule).
+    else
+      rule.decide((state as number[] | undefined) ?? new Array<number>(rule.width).fill(0), 0, now, cost, out)
     return out
   }
 
@@ -81,20 +83,14 @@ export function compileRuleSet(spec: RuleSpec, compilers: Compilers): RuleSet {
   }
 }
 
-/** When a rule's state equals a fresh key's (epoch ms in the deciding clock). */
-export function expiresAt(rule: CompiledRule, state: RuleState): number {
-  // A log's `expiresAt` takes the log alone (the offset is ignored); a row's, the row at offset 0.
-  return (rule.expiresAt as (state: RuleState, offset: number) => number)(state, 0)
-}
-
 /** A state as stored: a row as is, a log as its live times and per-entry costs. */
 export function serializeState(state: RuleState): string {
   if (Array.isArray(state)) return JSON.stringify(state)
   const { times, sums, head } = state
-  const costs: number[] = []
-  for (let i = head; i < times.length; i++)
-    costs.push((sums[i] as number) - (i === 0 ? 0 : (sums[i - 1] as number)))
-  return JSON.stringify({ times: times.slice(head), costs })
+  return JSON.stringify({
+    times: times.slice(head),
+    costs: sums.slice(head).map((sum, i) => sum - (sums[head + i - 1] ?? 0)),
+  })
 }
 
 /** The inverse of `serializeState`. */
@@ -104,10 +100,4 @@ export function parseState(text: string): RuleState {
   let total = 0
   const sums = value.costs.map((c) => (total += c))
   return { times: value.times, sums, head: 0 }
-}
-
-const ZEROS: number[][] = []
-function zeros(width: number): number[] {
-  ZEROS[width] ??= new Array<number>(width).fill(0)
-  return ZEROS[width] as number[]
 }

@@ -1,9 +1,12 @@
 import { ConfigError, EdgelimitError } from '../../errors.js'
 import { remoteDecider } from '../../resilience/remote.js'
 import { createIssues } from '../../validate.js'
-import type { BoundRules, Store } from '../types.js'
+import type { BoundRules, Store, StoreRule } from '../types.js'
 import type { DurableObjectNamespaceLike } from './platform.js'
 import { type EdgelimitStub, encodeRules, shardOf } from './protocol.js'
+
+/** The largest `limit` of a sliding log on this store (see `bind`). */
+const MAX_LOG = 100_000
 
 /** Options of the Durable Object store. */
 export interface DurableObjectStoreOptions {
@@ -90,6 +93,15 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
     name: 'durable-object',
     decider: remoteDecider,
     bind(rules): BoundRules {
+      // The object keeps a sliding log in one SQLite value, one entry per admitted instant, and
+      // workerd refuses a value over about 2 MB: 100,000 entries fit with room to spare. A
+      // `local` rule never reaches the object (the limiter binds every rule here first).
+      const issues = createIssues()
+      rules.forEach(({ compiled, consistency }: StoreRule & { consistency?: string }, i) => {
+        if (compiled.kind === 'log' && consistency !== 'local')
+          issues.integer(`rules[${i}].algorithm.limit`, compiled.limit, 1, MAX_LOG)
+      })
+      if (issues.list.length > 0) throw new ConfigError(issues.list)
       const spec = encodeRules(rules)
       return {
         evaluate: (key, cost, now, opts) =>

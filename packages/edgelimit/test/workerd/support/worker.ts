@@ -7,6 +7,7 @@ import {
   durableObjectStore,
   EdgelimitDurableObject,
   type EvaluateRequest,
+  type SqlStorage,
   withWaitUntil,
 } from '../../../src/cloudflare.js'
 import {
@@ -16,6 +17,7 @@ import {
   fixedWindow,
   slidingWindow,
 } from '../../../src/index.js'
+import { serializeState } from '../../../src/stores/durable-object/rule-set.js'
 import { manualClock, storeConformance } from '../../../src/testing/index.js'
 import { replay, type Trace } from './trace.js'
 
@@ -39,11 +41,29 @@ export class SlowObject extends EdgelimitDurableObject {
   }
 }
 
+/** Writes a sliding log's row as the object itself writes it: for checks on logs too long to admit one by one. */
+export class SeededLog extends EdgelimitDurableObject {
+  seed(key: string, rule: string, times: number[]): number {
+    const state = serializeState({ times, sums: times.map((_, i) => i + 1), head: 0 })
+    const { sql } = (this as unknown as { ctx: { storage: { sql: SqlStorage } } }).ctx.storage
+    sql.exec(
+      'INSERT OR REPLACE INTO edgelimit_state VALUES (?, ?, ?, ?, ?)',
+      key,
+      rule,
+      'sliding-log',
+      state,
+      Date.now() + 86_400_000,
+    )
+    return state.length
+  }
+}
+
 interface Env {
   LIMITER: DurableObjectNamespaceLike
   SWEEP?: DurableObjectNamespaceLike
   SLOW?: DurableObjectNamespaceLike
   FIXED?: DurableObjectNamespaceLike
+  SEEDED?: DurableObjectNamespaceLike
 }
 
 interface ExecutionContext {
@@ -94,16 +114,24 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
     case '/burst':
       return Response.json(await burst(env, url, await request.json()))
     case '/rpc': {
-      // The raw RPC, for checks on the object itself (of the `binding` class, LIMITER by default).
-      const body = (await request.json()) as EvaluateRequest & { object: string; binding?: 'SWEEP' }
+      // The raw RPC, for checks on the object itself (of the `binding` class, LIMITER by default):
+      // `evaluate` unless `method` says otherwise; `seed` takes `args`.
+      const body = (await request.json()) as EvaluateRequest & {
+        object: string
+        binding?: 'SWEEP' | 'SEEDED'
+        method?: 'evaluate' | 'reset' | 'seed'
+        args?: unknown[]
+      }
       const namespace = (
         body.binding === undefined ? env.LIMITER : env[body.binding]
       ) as DurableObjectNamespaceLike
-      const stub = namespace.get(namespace.idFromName(body.object)) as unknown as {
-        evaluate(r: EvaluateRequest): Promise<unknown>
-      }
+      const stub = namespace.get(namespace.idFromName(body.object)) as unknown as Record<
+        string,
+        (...args: unknown[]) => Promise<unknown>
+      >
+      const method = body.method ?? 'evaluate'
       try {
-        return Response.json(await stub.evaluate(body))
+        return Response.json((await stub[method]?.(...(body.args ?? [body]))) ?? null)
       } catch (error) {
         return Response.json({ error: String(error) }, { status: 500 })
       }
@@ -135,6 +163,23 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
       const decision = await limiter.limit('k')
       const reset = await limiter.reset('k').then(() => null, coded)
       return Response.json({ reason: decision.reason, events, reset })
+    }
+    case '/configure': {
+      // createLimiter on this store with the rules posted (plain specs): the issues it refuses.
+      const rules = (await request.json()) as {
+        name: string
+        algorithm: AlgorithmSpec
+        consistency?: 'local'
+      }[]
+      try {
+        createLimiter({
+          rules: rules.map((r) => ({ ...r, algorithm: algorithmSpec(r.algorithm) })),
+          store: durableObjectStore({ namespace: env.LIMITER }),
+        })
+        return Response.json({ issues: [] })
+      } catch (error) {
+        return Response.json({ ...coded(error), issues: (error as { issues?: unknown }).issues ?? null })
+      }
     }
     case '/approximate':
       return approximate(request, env, ctx, url)
