@@ -298,6 +298,71 @@ rules: [{ name: once, key: global, algorithm: fixed-window, limit: 1, window: 1h
   })
 })
 
+// RFC 9112 §9.6: a server that closes at once with a body unread may make the client's TCP stack
+// reset the connection, and a client that reads only once it has sent its body (curl does)
+// loses the answer. The gateway half-closes and reads (and discards) what comes, as nginx does.
+describe('lingering close', () => {
+  /** Sends a head and `bodyBytes` without reading; reads once they have all gone out (or failed). */
+  function sendThenRead(
+    gw: InProcess,
+    head: string,
+    bodyBytes: number,
+  ): Promise<{ text: string; error?: string }> {
+    return new Promise((resolve) => {
+      const socket = connect(gw.gateway.port, '127.0.0.1')
+      let text = ''
+      let error: string | undefined
+      socket.pause()
+      socket.on('data', (d: Buffer) => {
+        text += d.toString('latin1')
+      })
+      socket.on('error', (e: Error & { code?: string }) => {
+        error = e.code
+      })
+      socket.on('close', () => resolve({ text, ...(error === undefined ? {} : { error }) }))
+      socket.write(head)
+      socket.write(Buffer.alloc(bodyBytes, 120), () => socket.resume())
+    })
+  }
+  const answered = (text: string) => {
+    const at = text.indexOf('\r\n\r\n')
+    const length = Number(/\r\ncontent-length: (\d+)\r\n/i.exec(text)?.[1])
+    return at > 0 && text.length - at - 4 === length ? text.slice(0, text.indexOf('\r\n')) : text
+  }
+  const BIG = 8 * 1024 * 1024
+
+  test('a 413 to a declared Content-Length reaches a client that sends its whole body first', async () => {
+    const gw = await gateway('clients: { maxBodySize: 1kb }\nrules: []\n')
+    const got = await sendThenRead(gw, `POST /big HTTP/1.1\r\nhost: a\r\ncontent-length: ${BIG}\r\n\r\n`, BIG)
+    expect(got).toEqual({ text: expect.any(String) })
+    expect(answered(got.text)).toBe('HTTP/1.1 413 Payload Too Large')
+    expect(seen).toEqual([])
+  })
+
+  // Without `Connection: close` a 429 keeps the connection, and Node reads the body it skips.
+  test('so does a 429 to a request with a body and Connection: close, and one to Expect: 100-continue sent on regardless', async () => {
+    const gw = await gateway(
+      'rules: [{ name: none, key: global, algorithm: fixed-window, limit: 1, window: 1h }]\n',
+    )
+    expect((await fetch(`${gw.url}/first`)).status).toBe(200)
+    const plain = await sendThenRead(
+      gw,
+      `POST /up HTTP/1.1\r\nhost: a\r\nconnection: close\r\ncontent-length: ${BIG}\r\n\r\n`,
+      BIG,
+    )
+    expect(answered(plain.text)).toBe('HTTP/1.1 429 Too Many Requests')
+    expect(plain.error).toBeUndefined()
+    const expecting = await sendThenRead(
+      gw,
+      `PUT /up HTTP/1.1\r\nhost: a\r\nexpect: 100-continue\r\ncontent-length: ${BIG}\r\n\r\n`,
+      BIG,
+    )
+    expect(answered(expecting.text)).toBe('HTTP/1.1 429 Too Many Requests')
+    expect(expecting.error).toBeUndefined()
+    expect(seen.map((s) => s.url)).toEqual(['/first'])
+  })
+})
+
 describe('an upstream that answers before the body is complete', () => {
   test('its answer closes the connection: the rest of the body is not waited for, nothing pipelined after it is served', async () => {
     const gw = await gateway('clients: { requestTimeout: 3s }\nrules: []\n')

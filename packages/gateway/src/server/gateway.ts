@@ -23,6 +23,7 @@ import { isWebSocket, replayAsRequest, type TunnelSink, upgradeResponse } from '
 import { type AdminServer, startAdmin } from './admin.js'
 import { applyClientTimeouts, CONNECTIONS_CHECK_MS } from './client-timeouts.js'
 import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
+import { lingerOnClose } from './lingering-close.js'
 import { createMetrics, type Metrics } from './metrics.js'
 import { pendingResponses } from './pending-responses.js'
 
@@ -390,6 +391,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       (req, res) => serve(req, res),
     )
     applyClientTimeouts(s, current.policy.config.clients)
+    // An answer that closes the connection with the request's body unread reads it first (nginx's lingering close).
+    const linger = (req: IncomingMessage) => lingerOnClose(req)
+    s.prependListener('request', linger).prependListener('checkContinue', linger)
     // What the parser refuses never becomes a request: counted here (no start time: 0 s, as CONNECT).
     s.on('clientError', (error: Error, socket: Duplex) => {
       const status = answerClientError(error, socket)
