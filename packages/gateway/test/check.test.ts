@@ -524,7 +524,7 @@ describe('the JSON Schema and `check` agree', () => {
     upstream_upper_scheme: top('upstream: "HTTP://x"'),
     upstream_conn0: top('upstream: { url: "http://x", connections: 0 }'),
     clients_all: top(
-      'clients: { headersTimeout: 5s, requestTimeout: 1m, keepAliveTimeout: 5s, maxBodySize: 1MB }',
+      'clients: { headersTimeout: 5s, requestTimeout: 1m, keepAliveTimeout: 5s, maxBodySize: 1MB, websocketIdleTimeout: 10m }',
     ),
     clients_bytes: top('clients: { maxBodySize: 1048576 }'),
     clients_size_0: top('clients: { maxBodySize: 0 }'),
@@ -534,6 +534,8 @@ describe('the JSON Schema and `check` agree', () => {
     clients_size_decimal: top('clients: { maxBodySize: 1.5mb }'),
     clients_size_tb: top('clients: { maxBodySize: 1tb }'),
     clients_duration_bad: top('clients: { keepAliveTimeout: soon }'),
+    clients_ws_idle_0: top('clients: { websocketIdleTimeout: 0s }'),
+    clients_ws_idle_ms: top('clients: { websocketIdleTimeout: 90000 }'),
     clients_unknown: top('clients: { bodyTimeout: 5s }'),
     clients_not_object: top('clients: 5s'),
     env_in_size: top(`clients: { maxBodySize: "\${S:-10mb}" }`),
@@ -656,6 +658,11 @@ describe('the JSON Schema and `check` agree', () => {
       'ERR_RANGE',
     ],
     ['a keep-alive timeout past Node’s timer limit', top('clients: { keepAliveTimeout: 25d }'), 'ERR_RANGE'],
+    [
+      'a WebSocket idle timeout past Node’s timer limit',
+      top('clients: { websocketIdleTimeout: 25d }'),
+      'ERR_RANGE',
+    ],
     // Nor a size's bound, which depends on its unit.
     ['a body size past 2^53 - 1 bytes', top('clients: { maxBodySize: 8388608gb }'), 'ERR_RANGE'],
     ['a body size of too many digits', top('clients: { maxBodySize: 99999999999999999999b }'), 'ERR_RANGE'],

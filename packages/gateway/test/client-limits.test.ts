@@ -411,12 +411,16 @@ describe('validation', () => {
       requestTimeoutMs: 300_000,
       keepAliveTimeoutMs: 65_000,
       maxBodySize: undefined,
+      websocketIdleTimeoutMs: 3_600_000,
     })
-    expect(config('clients: { requestTimeout: 30s, maxBodySize: 10MB }\nrules: []\n')).toEqual({
+    expect(
+      config('clients: { requestTimeout: 30s, maxBodySize: 10MB, websocketIdleTimeout: 10m }\nrules: []\n'),
+    ).toEqual({
       headersTimeoutMs: 30_000,
       requestTimeoutMs: 30_000,
       keepAliveTimeoutMs: 65_000,
       maxBodySize: 10 * 1024 * 1024,
+      websocketIdleTimeoutMs: 600_000,
     })
     expect(config('clients: { maxBodySize: 2048 }\nrules: []\n')?.maxBodySize).toBe(2048)
   })
@@ -424,7 +428,7 @@ describe('validation', () => {
   test.each([
     [
       '{ headerTimeout: 1s }',
-      'clients.headerTimeout ERR_UNKNOWN_FIELD unknown field "headerTimeout" (did you mean "headersTimeout"?); expected one of headersTimeout, requestTimeout, keepAliveTimeout, maxBodySize',
+      'clients.headerTimeout ERR_UNKNOWN_FIELD unknown field "headerTimeout" (did you mean "headersTimeout"?); expected one of headersTimeout, requestTimeout, keepAliveTimeout, maxBodySize, websocketIdleTimeout',
     ],
     [
       '{ keepAliveTimeout: 5 sec }',
@@ -441,6 +445,14 @@ describe('validation', () => {
     [
       '{ keepAliveTimeout: 30d }',
       `clients.keepAliveTimeout ERR_RANGE expected at most 24d (Node's timer limit), got "30d" (string)`,
+    ],
+    [
+      '{ websocketIdleTimeout: 25d }',
+      `clients.websocketIdleTimeout ERR_RANGE expected at most 24d (Node's timer limit), got "25d" (string)`,
+    ],
+    [
+      '{ websocketIdleTimeout: 0 }',
+      'clients.websocketIdleTimeout ERR_DURATION expected a duration like "60s" (ms, s, m, h, d) or whole milliseconds from 1 to 31622400000, got 0 (number)',
     ],
     [
       '{ maxBodySize: 10 mb }',

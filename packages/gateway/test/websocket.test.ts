@@ -396,6 +396,72 @@ describe('an admitted upgrade', () => {
   })
 })
 
+// `clients.websocketIdleTimeout`: a tunnel where neither side sends a byte for that long is closed
+// (real time here: it is Node's socket timeout that is under test, so kept short).
+describe('a quiet tunnel', () => {
+  const IDLE = 200
+
+  test('is closed, both sides, after websocketIdleTimeout without a byte either way', async () => {
+    const own = await startInProcess(`clients: { websocketIdleTimeout: ${IDLE}ms }\nrules: []\n`, {
+      upstream: upstream.url,
+    })
+    try {
+      const client = await open(`${own.url.replace('http', 'ws')}/chat`)
+      expect(await client.next()).toBe('hello')
+      const quietSince = performance.now()
+      await until(() => upstream.sockets.size === 1)
+      const [serverSide] = upstream.sockets
+      const serverClosed = new Promise<number>((r) => serverSide?.on('close', (code) => r(code)))
+      expect((await client.closed).code).toBe(1006)
+      expect(await serverClosed).toBe(1006)
+      const quiet = performance.now() - quietSince
+      expect(quiet).toBeGreaterThanOrEqual(IDLE - 20)
+      expect(quiet).toBeLessThan(IDLE + 2_000)
+      await until(async () => (await metricsOf(own)).includes('edgelimit_websocket_tunnels 0'))
+    } finally {
+      await own.close()
+    }
+  })
+
+  test('one with traffic in either direction only stays open', async () => {
+    const own = await startInProcess(`clients: { websocketIdleTimeout: ${IDLE}ms }\nrules: []\n`, {
+      upstream: upstream.url,
+    })
+    try {
+      const up = await open(`${own.url.replace('http', 'ws')}/chat`)
+      expect(await up.next()).toBe('hello')
+      await until(() => upstream.sockets.size === 1)
+      const [serverSide] = upstream.sockets
+      // Server to client only: the client never writes.
+      for (let i = 0; i < 6; i++) {
+        await new Promise((r) => setTimeout(r, IDLE / 2))
+        serverSide?.send(`tick ${i}`)
+        expect(await up.next()).toBe(`tick ${i}`)
+      }
+      expect(up.ws.readyState).toBe(WebSocket.OPEN)
+      up.ws.close()
+      await up.closed
+    } finally {
+      await own.close()
+    }
+  })
+
+  test('a reload applies a new websocketIdleTimeout to open tunnels, counted from the reload', async () => {
+    const own = await startInProcess('rules: []\n', { upstream: upstream.url })
+    try {
+      const client = await open(`${own.url.replace('http', 'ws')}/chat`)
+      expect(await client.next()).toBe('hello')
+      writeFileSync(own.file, `clients: { websocketIdleTimeout: ${IDLE}ms }\nrules: []\n`)
+      expect((await own.gateway.reload()).ok).toBe(true)
+      const reloaded = performance.now()
+      expect((await client.closed).code).toBe(1006)
+      expect(performance.now() - reloaded).toBeLessThan(IDLE + 2_000)
+    } finally {
+      await own.close()
+    }
+  })
+})
+
 describe('a tunnel one side half-closes', () => {
   test('the other side is ended, and both are closed after the grace when the peer stays half-open', async () => {
     // Answers 101 and echoes; an EOF from the gateway is never answered with one.

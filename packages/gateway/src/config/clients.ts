@@ -2,15 +2,25 @@ import { describe } from '../library.js'
 import type { Checker } from './checker.js'
 import type { ClientsConfig } from './types.js'
 
-/** What a policy without `clients:` gets: Node's timeouts as the gateway set them before, no size limit. */
+/**
+ * What a policy without `clients:` gets: Node's timeouts as the gateway set them before, no size
+ * limit, and an hour for a quiet WebSocket (Envoy's TCP idle timeout; ADR 0012).
+ */
 export const CLIENT_DEFAULTS: ClientsConfig = {
   headersTimeoutMs: 66_000,
   requestTimeoutMs: 300_000,
   keepAliveTimeoutMs: 65_000,
   maxBodySize: undefined,
+  websocketIdleTimeoutMs: 3_600_000,
 }
 
-export const CLIENT_FIELDS = ['headersTimeout', 'requestTimeout', 'keepAliveTimeout', 'maxBodySize']
+export const CLIENT_FIELDS = [
+  'headersTimeout',
+  'requestTimeout',
+  'keepAliveTimeout',
+  'maxBodySize',
+  'websocketIdleTimeout',
+]
 
 // Node arms the keep-alive timeout with a timer, which fires at once beyond 2^31 - 1 ms.
 const MAX_TIMEOUT_MS = 24 * 86_400_000
@@ -45,6 +55,7 @@ export function readClients(c: Checker, value: unknown): ClientsConfig | undefin
     Math.min(CLIENT_DEFAULTS.headersTimeoutMs, requestTimeoutMs ?? Number.POSITIVE_INFINITY),
   )
   const keepAliveTimeoutMs = timeout('keepAliveTimeout', CLIENT_DEFAULTS.keepAliveTimeoutMs)
+  const websocketIdleTimeoutMs = timeout('websocketIdleTimeout', CLIENT_DEFAULTS.websocketIdleTimeoutMs)
   const maxBodySize = value.maxBodySize === undefined ? undefined : size(c, value.maxBodySize)
   if (
     headersTimeoutMs !== undefined &&
@@ -62,11 +73,12 @@ export function readClients(c: Checker, value: unknown): ClientsConfig | undefin
     requestTimeoutMs === undefined ||
     headersTimeoutMs === undefined ||
     keepAliveTimeoutMs === undefined ||
+    websocketIdleTimeoutMs === undefined ||
     (value.maxBodySize !== undefined && maxBodySize === undefined)
   ) {
     return undefined
   }
-  return { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxBodySize }
+  return { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxBodySize, websocketIdleTimeoutMs }
 }
 
 /** A size in bytes: whole bytes, or `"10mb"` (b, kb, mb, gb; 1 kb = 1024 bytes, any case). */

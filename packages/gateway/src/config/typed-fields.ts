@@ -28,6 +28,7 @@ const TYPED_FIELDS = new Set([
   'clients.requestTimeout',
   'clients.keepAliveTimeout',
   'clients.maxBodySize',
+  'clients.websocketIdleTimeout',
   'store.maxKeys',
   'store.timeout',
   'identity.trustedProxies',

@@ -35,6 +35,8 @@ export interface ClientsConfig {
   readonly keepAliveTimeoutMs: number
   /** Bytes a request body may have (else 413); `undefined`: no limit. */
   readonly maxBodySize: number | undefined
+  /** How long a WebSocket tunnel stays open without a byte either way. */
+  readonly websocketIdleTimeoutMs: number
 }
 
 export type StoreConfig =

@@ -1,4 +1,6 @@
 import type { Server } from 'node:http'
+import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
 import type { ClientsConfig } from '../config/types.js'
 
 /**
@@ -18,4 +20,16 @@ export function applyClientTimeouts(server: Server, clients: ClientsConfig): voi
   server.headersTimeout = clients.headersTimeoutMs
   server.requestTimeout = clients.requestTimeoutMs
   server.keepAliveTimeout = clients.keepAliveTimeoutMs
+}
+
+/**
+ * Arms a WebSocket tunnel's `clients.websocketIdleTimeout` on its client socket, which emits
+ * 'timeout' once that long has passed without a byte either way: Node restarts a socket's timer
+ * at every read and write, and this socket carries both directions. Armed again (a reload), the
+ * new timeout counts from then.
+ *
+ * @example socket.once('timeout', () => socket.destroy()); quietFor(socket, config.clients)
+ */
+export function quietFor(socket: Duplex, clients: ClientsConfig): void {
+  ;(socket as Socket).setTimeout(clients.websocketIdleTimeoutMs)
 }

@@ -21,7 +21,7 @@ import { openUpstream, type Upstream } from '../proxy/forward.js'
 import { answerClientError, endWithProblem, goneStatus, sendProblem } from '../proxy/problem.js'
 import { isWebSocket, replayAsRequest, type TunnelSink, upgradeResponse } from '../proxy/tunnel.js'
 import { type AdminServer, startAdmin } from './admin.js'
-import { applyClientTimeouts, CONNECTIONS_CHECK_MS } from './client-timeouts.js'
+import { applyClientTimeouts, CONNECTIONS_CHECK_MS, quietFor } from './client-timeouts.js'
 import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
 import { lingerOnClose } from './lingering-close.js'
 import { createMetrics, type Metrics } from './metrics.js'
@@ -318,7 +318,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
     opened(socket: Duplex): void {
       metrics.tunnels++
-      socket.once('close', () => metrics.tunnels--)
+      tunnels.add(socket)
+      socket.once('close', () => {
+        metrics.tunnels--
+        tunnels.delete(socket)
+      })
+      // Closing the client's socket closes the upstream's (the pipe).
+      socket.once('timeout', () => socket.destroy())
+      quietFor(socket, current.policy.config.clients)
     }
 
     // While a request waits (a remote store, a shaping delay), its client may leave.
@@ -423,6 +430,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   // Every upgrade's socket, from its upgrade to its close (tunnels included, and one still waiting
   // for the answers before it): Node's closeAllConnections no longer knows them.
   const upgrades = new Set<Duplex>()
+  // The client sockets of open WebSocket tunnels: a reload gives them its websocketIdleTimeout.
+  const tunnels = new Set<Duplex>()
   // Node hands an upgrade over once read, answers to earlier requests on its connection maybe
   // still going out: it waits for them (`plain` cannot answer on the socket before they are
   // done either). A failure costs that connection, not the process.
@@ -545,6 +554,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     for (const resource of [store, upstream]) users.set(resource, (users.get(resource) ?? 0) + 1)
     current = next
     for (const s of [server, plain]) applyClientTimeouts(s, config.clients)
+    for (const socket of tunnels) quietFor(socket, config.clients)
     old.retired = true
     if (old.inFlight === 0) release(old)
     const kept = [...policy.limiters.values()].filter((l) =>
