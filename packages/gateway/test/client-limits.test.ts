@@ -22,6 +22,8 @@ interface Seen {
   bytes: number
   /** Resolves when the request ends: true if its body was complete, false if it was cut off. */
   ended: Promise<boolean>
+  /** `/slow/…` only: called when the gateway closed the connection, true if unanswered. */
+  abandoned?: (unanswered: boolean) => void
 }
 let upstream: Server
 let upstreamUrl: string
@@ -42,6 +44,11 @@ beforeAll(async () => {
     // once, whole, without reading the body; others answer at its end.
     if (req.url?.startsWith('/early')) res.writeHead(200, { 'content-type': 'application/octet-stream' })
     if (req.url?.startsWith('/ahead')) res.end('ahead')
+    // `/slow/…` is never answered: its request stays open until the gateway gives it up.
+    if (req.url?.startsWith('/slow')) {
+      res.once('close', () => record.abandoned?.(!res.writableFinished))
+      return
+    }
     req.on('data', (chunk: Buffer) => {
       record.bytes += chunk.length
       if (req.url?.startsWith('/early')) res.write(chunk)
@@ -395,6 +402,45 @@ describe('an upstream that answers before the body is complete', () => {
       'POST /b HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
     )
     expect(await client.until()).toMatch(/got 3[\s\S]*got 3$/)
+  })
+})
+
+describe('pipelined requests on a connection that dies', () => {
+  test('the one being served is aborted upstream, the one queued behind it never starts, nothing stays counted', async () => {
+    const gw = await gateway(
+      'rules: [{ name: r, key: global, algorithm: fixed-window, limit: 10, window: 1h }]\n',
+    )
+    const errors: unknown[] = []
+    const onError = (error: unknown) => errors.push(error)
+    process.on('unhandledRejection', onError).on('uncaughtException', onError)
+    try {
+      const client = open(gw)
+      client.socket.write(
+        'GET /slow/1 HTTP/1.1\r\nhost: a\r\n\r\nPOST /second HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\nhi',
+      )
+      for (let i = 0; i < 300 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 10))
+      const slow = seen[0] as Seen
+      const abandoned = new Promise<boolean>((r) => {
+        slow.abandoned = r
+      })
+      expect(gw.gateway.metrics.inFlight).toBe(1)
+      client.socket.destroy()
+      expect(await abandoned).toBe(true)
+      expect(await settled(gw, 499)).toBe(1)
+      expect(gw.gateway.metrics.inFlight).toBe(0)
+      expect(gw.gateway.metrics.tunnels).toBe(0)
+      // The second was neither forwarded nor charged: the rule has had one request.
+      const after = await fetch(`${gw.url}/after`)
+      expect(after.headers.get('ratelimit')).toMatch(/^"r";r=8;/)
+      expect(seen.map((s) => s.url)).toEqual(['/slow/1', '/after'])
+      expect(await metric(gw, 200)).toBe(1)
+      // A connection that comes next is served as usual.
+      expect((await fetch(`${gw.url}/again`)).status).toBe(200)
+      await new Promise((r) => setImmediate(r))
+      expect(errors).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onError).off('uncaughtException', onError)
+    }
   })
 })
 
