@@ -12,7 +12,13 @@ import { manualClock } from 'edgelimit/testing'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
 import { TUNNEL_CLOSE_GRACE_MS } from '../src/proxy/tunnel.js'
-import { type InProcess, type SocketReader, socketReader, startInProcess } from './support/gateway.js'
+import {
+  type InProcess,
+  rawRequest,
+  type SocketReader,
+  socketReader,
+  startInProcess,
+} from './support/gateway.js'
 
 /**
  * An upstream that echoes WebSocket messages (`echo: <text>`, after a `hello` of its own), and
@@ -742,6 +748,30 @@ describe('other upgrades', () => {
     expect(text).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
     expect(upstream.upgrades.length).toBe(before)
   })
+})
+
+test('a rule on `upgrade: websocket` charges handshakes (the upstream gets that Upgrade), not other upgrades (it gets none)', async () => {
+  const guarded = await startInProcess(
+    'rules: [{ name: ws-only, match: { headers: { upgrade: websocket } }, algorithm: fixed-window, limit: 1, window: 1h }]\n',
+    { upstream: upstream.url },
+  )
+  try {
+    const before = upstream.requests.length
+    // A POST is no handshake: forwarded as a request without Upgrade, so the rule does not apply.
+    const post = await rawRequest(`${guarded.url}/x`, {
+      method: 'POST',
+      headers: ['Connection', 'Upgrade', 'Upgrade', 'websocket', 'Content-Length', '0'],
+    })
+    expect([post.status, post.headers['ratelimit-policy']]).toEqual([200, undefined])
+    expect(upstream.requests[before]?.headers.upgrade).toBeUndefined()
+    const client = await open(`${guarded.url.replace('http', 'ws')}/chat`)
+    expect(client.headers['ratelimit-policy']).toBe('"ws-only";q=1;w=3600')
+    client.ws.close()
+    await client.closed
+    expect((await refused(`${guarded.url.replace('http', 'ws')}/chat`)).res.statusCode).toBe(429)
+  } finally {
+    await guarded.close()
+  }
 })
 
 describe('an upgrade pipelined behind a request still being answered', () => {

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http'
+import { connectionTokens, endsAtGateway } from '../proxy/headers.js'
 import { hostForm, routeForm } from './path.js'
 
 /** What rules look at in a request: the runtime differences end here. */
@@ -12,7 +13,10 @@ export interface RequestInfo {
   readonly query: string
   /** The Host header (`hostForm`: lower case, no trailing dot), with its port if it has one. */
   readonly host: string
-  /** A header by lower-case name; repeated lines joined with `, `. */
+  /**
+   * A header by lower-case name; repeated lines joined with `, `. In the gateway, only the headers
+   * the upstream gets: hop-by-hop ones, those `Connection` names and `Proxy` are absent.
+   */
   header(name: string): string | undefined
   /** The direct peer (socket) address. */
   readonly peer: string | undefined
@@ -26,9 +30,12 @@ class NodeRequestInfo implements RequestInfo {
   readonly query: string
   readonly host: string
   readonly peer: string | undefined
+  // The names `Connection` lists, read at the first `header()` (`null` until then).
+  private listed: Set<string> | undefined | null = null
   constructor(
     private readonly headers: IncomingMessage['headers'],
     req: IncomingMessage,
+    private readonly websocket: boolean,
   ) {
     const url = req.url ?? '/'
     const q = url.indexOf('?')
@@ -40,6 +47,14 @@ class NodeRequestInfo implements RequestInfo {
     this.peer = req.socket.remoteAddress
   }
   header(name: string): string | undefined {
+    // What the gateway strips before forwarding (`requestHeaders`) is absent here too, so that
+    // `Connection: x-api-key` cannot key a request on a header the upstream never sees.
+    if (this.listed === null) this.listed = connectionTokens(this.headers.connection)
+    if (endsAtGateway(name) || this.listed?.has(name) === true) {
+      // A WebSocket handshake reaches the upstream with these two put back (see `requestHeaders`).
+      if (!this.websocket) return undefined
+      return name === 'upgrade' ? 'websocket' : name === 'connection' ? 'Upgrade' : undefined
+    }
     // Own fields only: `constructor` or `__proto__` would read Object.prototype's members.
     if (!Object.hasOwn(this.headers, name)) return undefined
     const value = this.headers[name]
@@ -47,9 +62,12 @@ class NodeRequestInfo implements RequestInfo {
   }
 }
 
-/** Reads a Node request as the rules see it. */
-export function fromIncoming(req: IncomingMessage): RequestInfo {
-  return new NodeRequestInfo(req.headers, req)
+/**
+ * Reads a Node request as the rules see it: with `websocket`, a handshake the gateway tunnels
+ * (its `Upgrade: websocket` and `Connection: Upgrade` reach the upstream).
+ */
+export function fromIncoming(req: IncomingMessage, websocket = false): RequestInfo {
+  return new NodeRequestInfo(req.headers, req, websocket)
 }
 
 /**

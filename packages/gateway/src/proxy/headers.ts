@@ -61,14 +61,26 @@ export function writeRelayedHead(
   else res.writeHead(status, reason, headers)
 }
 
-/** Names listed in a Connection header, which are hop-by-hop too. */
-function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
+/**
+ * Whether a request header (lower-case name) never reaches the upstream, whatever `Connection`
+ * says: hop-by-hop, or `Proxy` (httpoxy: a CGI-style upstream would read it as HTTP_PROXY).
+ */
+export function endsAtGateway(lower: string): boolean {
+  return HOP_BY_HOP.has(lower) || lower === 'proxy'
+}
+
+/**
+ * Names listed in a Connection header, which are hop-by-hop too; `undefined` when there are none
+ * (the usual `keep-alive` or `close` costs no allocation). `host` is never one: the gateway sets
+ * the Host the upstream gets (`preserveHost`), and the rules read it.
+ */
+export function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
   if (value === undefined || value === 'keep-alive' || value === 'close') return undefined
   const text = Array.isArray(value) ? value.join(',') : value
   const tokens = text
     .split(',')
     .map((t) => t.trim().toLowerCase())
-    .filter((t) => t !== '' && t !== 'close' && t !== 'keep-alive')
+    .filter((t) => t !== '' && t !== 'close' && t !== 'keep-alive' && t !== 'host')
   return tokens.length === 0 ? undefined : new Set(tokens)
 }
 
@@ -98,9 +110,8 @@ export function requestHeaders(
     const name = raw[i] as string
     const value = raw[i + 1] as string
     const lower = name.toLowerCase()
-    if (HOP_BY_HOP.has(lower) || listed?.has(lower)) continue
-    // httpoxy (https://httpoxy.org): a CGI-style upstream would read it as HTTP_PROXY.
-    if (lower === 'proxy') continue
+    // What is dropped here is what `fromIncoming` hides from the rules.
+    if (endsAtGateway(lower) || listed?.has(lower)) continue
     if (lower === 'host' && !preserveHost) continue
     if (!trusted && isClaim(lower)) continue
     // CGI, WSGI and Rack read `X_Forwarded_For` as HTTP_X_FORWARDED_FOR, the same variable as

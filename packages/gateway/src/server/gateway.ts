@@ -288,7 +288,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           this.done(413, 'none')
           return
         }
-        const request = fromIncoming(this.req)
+        const request = fromIncoming(this.req, this.upgrade !== undefined)
         const policy = this.gen.policy
         if (policy.store.inProcess) this.proceed(request, decideSync(policy, request, clock.now()))
         else {

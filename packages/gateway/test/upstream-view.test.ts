@@ -1,0 +1,155 @@
+// The rules decide on the request the upstream gets, over real HTTP: a header the gateway strips
+// before forwarding is absent to the rules too.
+import { createServer as createHttpServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { fromIncoming } from '../src/policy/request.js'
+import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
+import type { Echo } from './support/origin.js'
+import { type Origin, startOrigin } from './support/origin.js'
+
+let origin: Origin
+let gw: InProcess
+
+const POLICY = `
+rules:
+  - { name: keyed, match: { path: /keyed }, key: header:x-api-key, algorithm: fixed-window, limit: 2, window: 1h }
+  - { name: anon, match: { path: /anon, headers: { authorization: false } }, algorithm: fixed-window, limit: 2, window: 1h }
+  - name: tiered
+    match: { path: /tiered }
+    key: header:x-user
+    algorithm: fixed-window
+    window: 1h
+    tiers: { header: x-plan, default: free, plans: { free: { limit: 1 }, pro: { limit: 3 } } }
+`
+
+beforeAll(async () => {
+  origin = await startOrigin()
+  gw = await startInProcess(POLICY, { upstream: origin.url })
+})
+afterAll(async () => {
+  await gw?.close()
+  await origin?.close()
+})
+
+/** One request with header lines as given (plus Host); its status, the rules named, what the origin saw. */
+async function send(path: string, headers: string[] = [], method = 'GET') {
+  const response = await rawRequest(`${gw.url}${path}`, { method, headers })
+  const seen =
+    response.status === 200 && method !== 'HEAD' ? (JSON.parse(response.body.toString()) as Echo) : undefined
+  return { status: response.status, policy: response.headers['ratelimit-policy'], seen }
+}
+
+describe('headers the gateway strips are absent to the rules', () => {
+  test('a key header named in Connection falls back to the address, as the upstream gets no key', async () => {
+    expect((await send('/keyed')).status).toBe(200)
+    expect((await send('/keyed')).status).toBe(200)
+    expect((await send('/keyed')).status).toBe(429)
+    for (let i = 0; i < 3; i++) {
+      const sent = await send('/keyed', ['X-Api-Key', `fresh-${i}`, 'Connection', 'close, X-API-Key'])
+      expect(sent.status).toBe(429)
+    }
+    // Sent plainly, the key is the client's own bucket, and the upstream gets it.
+    const keyed = await send('/keyed', ['X-Api-Key', 'k1'])
+    expect(keyed.status).toBe(200)
+    expect(keyed.seen?.headers['x-api-key']).toBe('k1')
+  })
+
+  test('a condition on a header named in Connection is decided without it', async () => {
+    // `authorization: false`: the anonymous limit. A stripped Authorization leaves the request anonymous.
+    const hidden = ['Authorization', 'Bearer x', 'Connection', 'authorization']
+    const first = await send('/anon', hidden)
+    expect(first).toMatchObject({ status: 200, policy: '"anon";q=2;w=3600' })
+    expect(first.seen?.headers.authorization).toBeUndefined()
+    expect((await send('/anon')).status).toBe(200)
+    expect((await send('/anon', hidden)).status).toBe(429)
+    // Sent plainly, Authorization reaches the upstream and the anonymous rule does not apply.
+    const plain = await send('/anon', ['Authorization', 'Bearer x'])
+    expect(plain).toMatchObject({ status: 200, policy: undefined })
+    expect(plain.seen?.headers.authorization).toBe('Bearer x')
+  })
+
+  test('a tier header named in Connection does not choose the plan', async () => {
+    const user = ['X-User', 'u1', 'X-Plan', 'pro', 'Connection', 'keep-alive, x-plan']
+    expect([(await send('/tiered', user)).status, (await send('/tiered', user)).status]).toEqual([200, 429])
+    const pro = ['X-User', 'u2', 'X-Plan', 'pro']
+    expect([(await send('/tiered', pro)).status, (await send('/tiered', pro)).status]).toEqual([200, 200])
+  })
+
+  test('hop-by-hop headers and Proxy are absent; other headers read as sent', async () => {
+    const seen: Record<string, string | undefined>[] = []
+    const server = createHttpServer((req, res) => {
+      const request = fromIncoming(req)
+      seen.push(
+        Object.fromEntries(
+          [
+            'keep-alive',
+            'te',
+            'proxy-authorization',
+            'proxy',
+            'expect',
+            'connection',
+            'upgrade',
+            'x-gone',
+            'x-kept',
+          ].map((name) => [name, request.header(name)]),
+        ),
+      )
+      res.end()
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = server.address() as AddressInfo
+      await rawRequest(`http://127.0.0.1:${port}/`, {
+        headers: [
+          'Keep-Alive',
+          'timeout=5',
+          'TE',
+          'trailers',
+          'Proxy-Authorization',
+          'Basic Zm9v',
+          'Proxy',
+          'http://evil',
+          'Connection',
+          'keep-alive, x-gone',
+          'X-Gone',
+          '1',
+          'X-Kept',
+          '2',
+        ],
+      })
+      expect(seen).toEqual([
+        {
+          'keep-alive': undefined,
+          te: undefined,
+          'proxy-authorization': undefined,
+          proxy: undefined,
+          expect: undefined,
+          connection: undefined,
+          upgrade: undefined,
+          'x-gone': undefined,
+          'x-kept': '2',
+        },
+      ])
+    } finally {
+      server.close()
+    }
+  })
+})
+
+test('`Connection: host` does not take the Host away from the upstream the rules matched on (preserveHost)', async () => {
+  const hosted = await startInProcess(
+    `upstream: { url: ${origin.url}, preserveHost: true }
+rules: [{ name: api-host, match: { host: api.example.test }, algorithm: fixed-window, limit: 5, window: 1h }]
+`,
+  )
+  try {
+    const response = await rawRequest(`${hosted.url}/echo`, {
+      headers: { host: 'api.example.test', connection: 'close, host' },
+    })
+    expect(response.headers['ratelimit-policy']).toBe('"api-host";q=5;w=3600')
+    expect((JSON.parse(response.body.toString()) as Echo).headers.host).toBe('api.example.test')
+  } finally {
+    await hosted.close()
+  }
+})
