@@ -21,6 +21,8 @@ rules:
     algorithm: fixed-window
     window: 1h
     tiers: { header: x-plan, default: free, plans: { free: { limit: 1 }, pro: { limit: 3 } } }
+  - { name: search, match: { path: /search, methods: [GET] }, algorithm: fixed-window, limit: 3, window: 1h }
+  - { name: writes, match: { path: /search, methods: [POST] }, algorithm: fixed-window, limit: 1, window: 1h }
 `
 
 beforeAll(async () => {
@@ -134,6 +136,20 @@ describe('headers the gateway strips are absent to the rules', () => {
     } finally {
       server.close()
     }
+  })
+})
+
+test('a GET rule charges HEAD too (upstreams answer HEAD with the GET handler); other methods are not GET', async () => {
+  const head = await send('/search', [], 'HEAD')
+  expect(head).toMatchObject({ status: 200, policy: '"search";q=3;w=3600' })
+  expect((await send('/search')).status).toBe(200)
+  expect((await send('/search', [], 'HEAD')).status).toBe(200)
+  expect((await send('/search', [], 'HEAD')).status).toBe(429)
+  expect((await send('/search')).status).toBe(429)
+  // A POST rule does not take HEAD (nor does the GET rule take POST).
+  expect(await send('/search', ['Content-Length', '0'], 'POST')).toMatchObject({
+    status: 200,
+    policy: '"writes";q=1;w=3600',
   })
 })
 

@@ -59,13 +59,18 @@ export function wildcard(glob: string, ignoreCase = false): { test(text: string)
 
 /**
  * Compiles a rule's `match`: every condition given must hold (host, path, methods, headers); a
- * list within one condition matches any of its entries.
+ * list within one condition matches any of its entries. `GET` in `methods` matches `HEAD` too.
  *
  * @example compileMatch({ hosts: [], paths: ['/api/**'], methods: ['GET'], headers: [] })
  */
 export function compileMatch(match: MatchConfig): Matcher {
   const paths = match.paths.map((p) => ({ pattern: p, regexp: pathGlob(p) }))
-  const methods = match.methods.length === 0 ? undefined : new Set(match.methods)
+  // `GET` covers `HEAD` too: Express, Fastify, Hono and most servers answer HEAD with the GET
+  // handler, so a GET limit that let HEAD through would let it run uncharged (as the library's).
+  const methods =
+    match.methods.length === 0
+      ? undefined
+      : new Set(match.methods.includes('GET') ? [...match.methods, 'HEAD'] : match.methods)
   const hosts = match.hosts.map((h) => ({ withPort: h.includes(':'), glob: wildcard(h, true) }))
   const headers = match.headers.map(([name, expected]) => ({
     name,
