@@ -169,3 +169,43 @@ rules: [{ name: api-host, match: { host: api.example.test }, algorithm: fixed-wi
     await hosted.close()
   }
 })
+
+test('a repeated header reaches the upstream as one line, the value the rules read', async () => {
+  const lines = (seen: Echo | undefined, name: string) =>
+    (seen?.rawHeaders ?? []).flatMap((h, i, raw) =>
+      i % 2 === 0 && h.toLowerCase() === name ? [raw[i + 1]] : [],
+    )
+  // Node keeps the first of a single-value field (Authorization, Content-Type, User-Agent, …): so
+  // do the rules, and the upstream gets that line only, whether it would read the first or the last.
+  const keyed = await send('/keyed', [
+    'X-Api-Key',
+    'junk-1',
+    'X-Api-Key',
+    'real',
+    'Authorization',
+    'junk-2',
+    'Authorization',
+    'Bearer real',
+    'Content-Type',
+    'text/plain',
+    'content-type',
+    'application/json',
+    'User-Agent',
+    'same',
+    'User-Agent',
+    'same',
+  ])
+  expect(keyed.status).toBe(200)
+  expect(lines(keyed.seen, 'authorization')).toEqual(['junk-2'])
+  expect(lines(keyed.seen, 'content-type')).toEqual(['text/plain'])
+  expect(lines(keyed.seen, 'user-agent')).toEqual(['same'])
+  // Other fields are combined (RFC 9110 §5.3), as the rules read them: the key is `junk-1, real`.
+  expect(lines(keyed.seen, 'x-api-key')).toEqual(['junk-1, real'])
+  const again = await send('/keyed', ['X-Api-Key', 'junk-1, real'])
+  expect(again.status).toBe(200)
+  expect((await send('/keyed', ['X-Api-Key', 'junk-1', 'X-Api-Key', 'real'])).status).toBe(429)
+  expect((await send('/keyed', ['X-Api-Key', 'real'])).status).toBe(200)
+  // Cookie lines are joined with `; ` (RFC 6265 §5.4), as Node reads them.
+  const cookies = await send('/other', ['Cookie', 'a=1', 'Cookie', 'b=2'])
+  expect(lines(cookies.seen, 'cookie')).toEqual(['a=1; b=2'])
+})

@@ -14,8 +14,10 @@ export interface RequestInfo {
   /** The Host header (`hostForm`: lower case, no trailing dot), with its port if it has one. */
   readonly host: string
   /**
-   * A header by lower-case name; repeated lines joined with `, `. In the gateway, only the headers
-   * the upstream gets: hop-by-hop ones, those `Connection` names and `Proxy` are absent.
+   * A header by lower-case name; repeated lines as Node reads them (the first of a single-value
+   * field, the others joined with `, `), which is the line the upstream gets (`requestHeaders`).
+   * In the gateway, only the headers the upstream gets: hop-by-hop ones, those `Connection` names
+   * and `Proxy` are absent.
    */
   header(name: string): string | undefined
   /** The direct peer (socket) address. */

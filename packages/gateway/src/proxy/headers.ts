@@ -31,6 +31,43 @@ const CLIENT_CLAIMS = new Set([
   'cf-connecting-ip',
   'fastly-client-ip',
 ])
+/**
+ * The request fields of which Node keeps the first line only in `req.headers` (so the rules read
+ * that one); of the others it joins the lines (`Cookie` with `; `, the rest with `, `). `Host`
+ * and `Content-Length` are not here: two lines of either are answered 400 before this.
+ */
+const FIRST_LINE_ONLY = new Set([
+  'authorization',
+  'content-type',
+  'user-agent',
+  'referer',
+  'from',
+  'if-modified-since',
+  'if-unmodified-since',
+  'max-forwards',
+  'age',
+  'etag',
+  'expires',
+  'last-modified',
+  'location',
+  'retry-after',
+  'server',
+])
+/** Whether a line before `end` of raw header lines has the (lower-case) name `lower`; allocates nothing. */
+function namedBefore(raw: readonly string[], end: number, lower: string): boolean {
+  for (let i = 0; i < end; i += 2) {
+    const name = raw[i] as string
+    if (name.length !== lower.length) continue
+    let k = 0
+    // Header names are tokens (ASCII): folding A-Z is their whole case-insensitivity.
+    for (; k < name.length; k++) {
+      const c = name.charCodeAt(k)
+      if ((c >= 65 && c <= 90 ? c + 32 : c) !== lower.charCodeAt(k)) break
+    }
+    if (k === name.length) return true
+  }
+  return false
+}
 /** Whether a lower-case header name is one of the client claims above. */
 function isClaim(lower: string): boolean {
   return CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-')
@@ -93,6 +130,9 @@ function peerOf(req: IncomingMessage): string {
 /**
  * The request's header lines for the upstream: hop-by-hop and `Proxy` removed, X-Forwarded-*
  * added; with `upgrade` (a tunnel's protocol), `Connection: Upgrade` and that `Upgrade` put back.
+ * A field sent on several lines goes as one, the value the rules read (`req.headers`): the first
+ * line of a single-value field (`FIRST_LINE_ONLY`), the lines joined for the others (RFC 9110
+ * §5.3), so that an upstream reading the last line cannot see another value than the rules.
  */
 export function requestHeaders(
   req: IncomingMessage,
@@ -101,14 +141,15 @@ export function requestHeaders(
   upgrade?: string,
 ): string[] {
   const raw = req.rawHeaders
-  const listed = connectionTokens(req.headers.connection)
+  const headers = req.headers
+  const listed = connectionTokens(headers.connection)
   const out: string[] = []
   let forwardedFor: string | undefined
   let forwardedHost = false
   let forwardedProto = false
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string
-    const value = raw[i + 1] as string
+    let value = raw[i + 1] as string
     const lower = name.toLowerCase()
     // What is dropped here is what `fromIncoming` hides from the rules.
     if (endsAtGateway(lower) || listed?.has(lower)) continue
@@ -121,6 +162,14 @@ export function requestHeaders(
     if (lower === 'x-forwarded-for') {
       forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
       continue
+    }
+    // A line that is not the field's value as read (one of several lines), or a single-value field
+    // that may be repeated as is: sent once, at its first line. `__proto__` is no own field (not a
+    // string here) and `Set-Cookie` an array: their lines pass as they are.
+    const read = headers[lower]
+    if (typeof read === 'string' && (read !== value || FIRST_LINE_ONLY.has(lower))) {
+      if (namedBefore(raw, i, lower)) continue
+      value = read
     }
     if (lower === 'x-forwarded-host') forwardedHost = true
     else if (lower === 'x-forwarded-proto') forwardedProto = true
