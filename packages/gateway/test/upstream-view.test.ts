@@ -23,6 +23,7 @@ rules:
     tiers: { header: x-plan, default: free, plans: { free: { limit: 1 }, pro: { limit: 3 } } }
   - { name: search, match: { path: /search, methods: [GET] }, algorithm: fixed-window, limit: 3, window: 1h }
   - { name: writes, match: { path: /search, methods: [POST] }, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: by-user, match: { path: /q }, key: query:user, algorithm: fixed-window, limit: 1, window: 1h }
 `
 
 beforeAll(async () => {
@@ -208,4 +209,21 @@ test('a repeated header reaches the upstream as one line, the value the rules re
   // Cookie lines are joined with `; ` (RFC 6265 §5.4), as Node reads them.
   const cookies = await send('/other', ['Cookie', 'a=1', 'Cookie', 'b=2'])
   expect(lines(cookies.seen, 'cookie')).toEqual(['a=1; b=2'])
+})
+
+test('query keys read the first occurrence (as nginx $arg_); the query reaches the upstream as sent', async () => {
+  const first = await send('/q?user=ann&user=bob')
+  expect(first.status).toBe(200)
+  expect(first.seen?.url).toBe('/q?user=ann&user=bob')
+  expect((await send('/q?user=ann')).status).toBe(429)
+  expect((await send('/q?user=bob')).status).toBe(200)
+  // `user[]` is another parameter: keyed by the address (here its first request, so admitted).
+  expect((await send('/q?user[]=bob')).status).toBe(200)
+  expect((await send('/q?user[]=carl')).status).toBe(429)
+})
+
+test('methods: reads the request method, never X-HTTP-Method-Override', async () => {
+  // The POST rule (its one request spent above) applies, the GET rule does not.
+  const post = await send('/search', ['Content-Length', '0', 'X-HTTP-Method-Override', 'GET'], 'POST')
+  expect(post).toMatchObject({ status: 429, policy: '"writes";q=1;w=3600' })
 })
