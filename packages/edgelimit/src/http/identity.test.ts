@@ -421,12 +421,20 @@ describe('resolveClientIp', () => {
       cidrs,
       { ip: '10.9.9.9', source: 'header' },
     ],
-    ['trusted peer, no XFF', req('10.0.0.2'), cidrs, { ip: undefined, source: 'header', reason: 'missing' }],
+    // No forwarding header: the proxy sent the request itself (its health check), as express's
+    // `trust proxy` and nginx's realip module see it.
+    ['trusted peer, no XFF', req('10.0.0.2'), cidrs, { ip: '10.0.0.2', source: 'peer' }],
     [
       'trusted peer, blank XFF',
       req('10.0.0.2', { 'x-forwarded-for': '  ' }),
       cidrs,
-      { ip: undefined, source: 'header', reason: 'missing' },
+      { ip: '10.0.0.2', source: 'peer' },
+    ],
+    [
+      'trusted mapped peer, no XFF',
+      req(' ::ffff:10.0.0.2 ', { forwarded: 'for=203.0.113.7' }),
+      cidrs,
+      { ip: '10.0.0.2', source: 'peer' },
     ],
     [
       'trusted peer, only commas',
@@ -462,7 +470,7 @@ describe('resolveClientIp', () => {
       'single-value header missing',
       req('10.0.0.2', {}),
       { ...cidrs, header: 'fastly-client-ip' },
-      { ip: undefined, source: 'header', reason: 'missing' },
+      { ip: '10.0.0.2', source: 'peer' },
     ],
     // Hop counts: the Nth address from the right, the peer being the first proxy.
     [
@@ -496,10 +504,22 @@ describe('resolveClientIp', () => {
       { ip: undefined, source: 'header', reason: 'malformed' },
     ],
     [
-      'hops, header missing',
+      'hops, header missing: the first proxy itself',
       req('198.51.100.1'),
       { trustedProxies: 1 },
-      { ip: undefined, source: 'header', reason: 'missing' },
+      { ip: '198.51.100.1', source: 'peer' },
+    ],
+    [
+      'hops, header and peer missing',
+      req(undefined),
+      { trustedProxies: 2 },
+      { ip: undefined, source: 'peer', reason: 'missing' },
+    ],
+    [
+      'hops, header missing, malformed peer',
+      req('proxy.internal'),
+      { trustedProxies: 1 },
+      { ip: undefined, source: 'peer', reason: 'malformed' },
     ],
     // Platform-set headers.
     [
@@ -530,7 +550,13 @@ describe('resolveClientIp', () => {
       'platform header missing',
       req(undefined),
       { header: 'cf-connecting-ip', trustPlatform: true },
-      { ip: undefined, source: 'header', reason: 'missing' },
+      { ip: undefined, source: 'peer', reason: 'missing' },
+    ],
+    [
+      'platform header missing, peer known',
+      req('2001:db8::9'),
+      { header: 'cf-connecting-ip', trustPlatform: true },
+      { ip: '2001:db8::9', source: 'peer' },
     ],
   ]
 
@@ -787,6 +813,12 @@ describe('clientKey', () => {
       key: 'unknown-client',
       fallback: true,
       reason: 'missing',
+    })
+    // A trusted proxy's own request (no forwarding header) has an address: the proxy's.
+    expect(await clientKey(req('10.0.0.2'), options)).toEqual({
+      key: hmac('10.0.0.2'),
+      ip: '10.0.0.2',
+      fallback: false,
     })
     const bad = await clientKey(req('10.0.0.2', { 'x-forwarded-for': 'junk' }), {
       ...options,

@@ -39,7 +39,9 @@ export interface ClientIpOptions {
    * left skipping these; single-value headers are then taken as-is. Or a hop count N: the client
    * is the Nth address from the right of the X-Forwarded-For/Forwarded chain, the direct peer
    * being the first proxy. Without it, the peer is the client and headers are ignored, so a
-   * forged header is keyed by the sender's real address.
+   * forged header is keyed by the sender's real address. A trusted peer that sends no such
+   * header made the request itself (a health check): it is the client, as with express's
+   * `trust proxy` and nginx's realip.
    */
   trustedProxies?: readonly string[] | number
   /**
@@ -58,7 +60,10 @@ export interface ClientIpOptions {
   trustPlatform?: boolean
 }
 
-/** The resolved client address, or why there is none (the caller then uses a fallback key). */
+/**
+ * The resolved client address, or why there is none (the caller then uses a fallback key):
+ * `missing` or `malformed` peer, or a forwarding header that is there but unreadable.
+ */
 export interface ClientIpResult {
   /** Canonical text (see `formatIp`), IPv4-mapped IPv6 shown as IPv4. */
   ip: string | undefined
@@ -222,22 +227,24 @@ const none = (source: 'peer' | 'header', reason: 'missing' | 'malformed'): Clien
   reason,
 })
 
-function fromHeader(input: ClientIpInput, c: CompiledIdentity): ClientIpResult {
-  const raw = input.header(c.header)
-  if (typeof raw !== 'string' || raw.trim() === '') return none('header', 'missing')
+function fromHeader(raw: string, c: CompiledIdentity): ClientIpResult {
   const entries = c.chain === undefined ? [raw] : chainEntries(raw, c.chain)
-  if (entries.length === 0) return none('header', 'malformed')
   let client: ParsedIp | undefined
   // With a hop count, the entry that many from the right (fewer entries than hops: the left-most
   // one, still written by a trusted proxy); `trusted` is then empty, so the walk stops there.
   for (let i = c.hops > 0 ? Math.max(0, entries.length - c.hops) : entries.length - 1; i >= 0; i--) {
     // `unknown`, obfuscated identifiers and garbage stop the walk: nothing left of them is vouched for.
     client = parseIp(entries[i] ?? '')
-    if (client === undefined) return none('header', 'malformed')
-    if (c.chain === undefined || !c.trusted.some((cidr) => inNetwork(client as ParsedIp, cidr))) break
+    if (
+      client === undefined ||
+      c.chain === undefined ||
+      !c.trusted.some((cidr) => inNetwork(client as ParsedIp, cidr))
+    )
+      break
   }
-  // Every entry trusted: the request started inside your network, at the left-most hop.
-  return found(client as ParsedIp, 'header')
+  // No entries, or garbage where the client is: malformed. Every entry trusted: the request
+  // started inside your network, at the left-most hop.
+  return client === undefined ? none('header', 'malformed') : found(client, 'header')
 }
 
 /**
@@ -258,13 +265,15 @@ export function resolveClientIp(input: ClientIpInput, options: ClientIpOptions =
 
 /** `resolveClientIp` with options compiled by `compileIdentity` (the HTTP layer's, once). */
 export function resolveWith(input: ClientIpInput, c: CompiledIdentity): ClientIpResult {
-  if (c.hops > 0 || c.platform) return fromHeader(input, c)
-  const peerText = typeof input.peer === 'string' ? input.peer.trim() : ''
-  if (peerText === '') return none('peer', 'missing')
-  const peer = parseIp(peerText)
-  if (peer === undefined) return none('peer', 'malformed')
-  if (c.trusted.some((cidr) => inNetwork(peer, cidr))) return fromHeader(input, c)
-  return found(peer, 'peer')
+  const text = typeof input.peer === 'string' ? input.peer.trim() : ''
+  const peer = parseIp(text)
+  if (c.hops > 0 || c.platform || (peer !== undefined && c.trusted.some((cidr) => inNetwork(peer, cidr)))) {
+    const raw = input.header(c.header)
+    // No forwarding header: the proxy sent the request itself (a health check), so it is the
+    // client, as with express's `trust proxy` and nginx's realip.
+    if (typeof raw === 'string' && raw.trim() !== '') return fromHeader(raw, c)
+  }
+  return peer === undefined ? none('peer', text === '' ? 'missing' : 'malformed') : found(peer, 'peer')
 }
 
 /**

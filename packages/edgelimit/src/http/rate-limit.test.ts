@@ -643,18 +643,22 @@ describe('client identity end to end', () => {
     expect(new Set(out.map(([key]) => key))).toEqual(new Set(['ip:unknown-client']))
     expect(stats.fallbackKeys).toBe(bad.length)
 
-    // A trusted proxy that sends no or a garbled header: the same fallback.
+    // A trusted proxy that sends a garbled header: the same fallback. One that sends none made
+    // the request itself (a health check): keyed by its own address, not counted as a fallback.
     const proxied = await run({ identity: { trustedProxies: ['10.0.0.0/8'], fallback: 'anon' } }, [
-      request('10.0.0.1'),
       request('10.0.0.1', { 'x-forwarded-for': 'unknown' }),
       request('10.0.0.1', { 'x-forwarded-for': '203.0.113.1' }),
+      request('10.0.0.1'),
+      request('10.0.0.1', { 'x-forwarded-for': ' ' }),
     ])
+    const proxy = `ip:${await hashKey('10.0.0.1')}`
     expect(proxied.out.map(([key]) => key)).toEqual([
       'ip:anon',
-      'ip:anon',
       `ip:${await hashKey('203.0.113.1')}`,
+      proxy,
+      proxy,
     ])
-    expect(proxied.stats.fallbackKeys).toBe(2)
+    expect(proxied.stats.fallbackKeys).toBe(1)
 
     // A key function's key is never a fallback, whatever it says.
     const keyed = await run({ key: apiKey }, [request(undefined, { 'x-api-key': 'unknown-client' })])

@@ -412,6 +412,22 @@ export const scenarios: readonly Scenario[] = [
     ],
   },
   {
+    // As express's `trust proxy` and nginx's realip read it: the proxy made the request itself (a
+    // health check), so its own address is the client — here an allowed one, never limited.
+    name: "a trusted proxy's own request (no X-Forwarded-For) is keyed by the proxy's address",
+    options: (lib, clock) => ({
+      limiter: hourly(lib, clock, 1),
+      identity: TRUST_LOOPBACK,
+      allowList: ['127.0.0.1', '::1'],
+    }),
+    steps: [
+      { path: '/', status: 200, expect: NONE },
+      { path: '/', status: 200, expect: NONE },
+      { path: '/', headers: { 'x-forwarded-for': '198.51.100.1' }, status: 200 },
+      { path: '/', headers: { 'x-forwarded-for': '198.51.100.1' }, status: 429 },
+    ],
+  },
+  {
     name: 'without trust, a forged X-Forwarded-For is ignored',
     options: (lib, clock) => ({ limiter: hourly(lib, clock, 1) }),
     steps: [
