@@ -12,7 +12,10 @@ export interface FastifyRequestLike {
 export interface FastifyReplyLike {
   code(status: number): unknown
   header(name: string, value: string): unknown
+  getHeader(name: string): unknown
   send(body: Uint8Array): unknown
+  hijack(): unknown
+  readonly raw: { setHeader(name: string, value: never): unknown }
 }
 
 /** The part of a Fastify instance the plugin uses. */
@@ -34,12 +37,28 @@ export interface FastifyRateLimitPlugin {
   readonly [key: symbol]: unknown
 }
 
+// A route that takes the response over (`reply.hijack()`, then `reply.raw`) skips what
+// `reply.header()` set: its hijack first copies our fields to `reply.raw`, with the values the
+// reply holds then (a route's own `reply.header()` or `removeHeader()` still counts). Normal
+// responses are untouched: `reply.raw` headers would put every header through Node's slower path.
+function keepOnHijack(reply: FastifyReplyLike, headers: HttpVerdict['headers']): void {
+  const hijack = reply.hijack
+  reply.hijack = () => {
+    for (const [name] of headers) {
+      const value = reply.getHeader(lowerName(name))
+      if (value !== undefined) reply.raw.setHeader(lowerName(name), value as never)
+    }
+    return hijack.call(reply)
+  }
+}
+
 /**
  * Rate limiting as a Fastify plugin: an `onRequest` hook on the instance it is registered on
  * (it skips encapsulation, as `fastify-plugin` would, so it covers the routes of the registering
  * scope). Admitted requests get the rate-limit headers; denied ones get the 429/503 answer. Routes
  * match the full path up to the first `;` (`useSemicolonDelimiter` routes `/login;x` to `/login`,
- * so a `/login` rule counts it with or without the option). The peer is the socket address;
+ * so a `/login` rule counts it with or without the option). A route that hijacks the reply
+ * (`reply.hijack()`, then `reply.raw`) still sends the fields. The peer is the socket address;
  * Fastify's `trustProxy` is not used — configure `identity.trustedProxies` instead.
  *
  * @example
@@ -67,6 +86,7 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
           const h = headers[i] as readonly [string, string]
           reply.header(lowerName(h[0]), h[1])
         }
+        if (headers.length > 0) keepOnHijack(reply, headers)
       } catch (error) {
         done(error as Error)
         return

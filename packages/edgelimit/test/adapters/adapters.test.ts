@@ -320,6 +320,43 @@ describe('fastify adapter', () => {
     await app.close()
   })
 
+  it('a route that hijacks the reply and writes reply.raw still sends the rate-limit headers', async () => {
+    const app = Fastify()
+    // One bucket per path: each route's first request is admitted.
+    await app.register(fastifyRateLimit, { limiter: onePerHour(), key: (request) => request.path })
+    app.get('/events', async (_request, reply) => {
+      reply.hijack()
+      reply.raw.writeHead(200, { 'content-type': 'text/event-stream' })
+      reply.raw.end('data: hello\n\n')
+    })
+    // The route's own fields win, as with reply.header; reply.removeHeader still removes ours.
+    app.get('/own', async (_request, reply) => {
+      reply.removeHeader('ratelimit-policy')
+      reply.hijack()
+      reply.raw.writeHead(200, { ratelimit: 'mine' })
+      reply.raw.end('own')
+    })
+    app.get('/removed', async (_request, reply) => {
+      reply.removeHeader('ratelimit')
+      return 'removed'
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+    try {
+      const events = await fetch(`${base}/events`)
+      expect([events.status, await events.text()]).toEqual([200, 'data: hello\n\n'])
+      expect(events.headers.get('content-type')).toBe('text/event-stream')
+      expect(events.headers.get('ratelimit')).toBe('"hourly";r=0;t=3600')
+      expect(events.headers.get('ratelimit-policy')).toBe('"hourly";q=1;w=3600')
+      const own = await fetch(`${base}/own`)
+      expect([own.headers.get('ratelimit'), own.headers.get('ratelimit-policy')]).toEqual(['mine', null])
+      const removed = await app.inject('/removed')
+      expect([removed.statusCode, removed.headers.ratelimit]).toEqual([200, undefined])
+    } finally {
+      await app.close()
+    }
+  })
+
   it('a failing check becomes a Fastify error (500)', async () => {
     const app = Fastify()
     await app.register(fastifyRateLimit, {
