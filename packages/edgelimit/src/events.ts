@@ -1,7 +1,12 @@
 import type { Decision } from './limiter.js'
 import type { BreakerState } from './resilience/breaker.js'
 
-/** How a decision was reached. */
+/**
+ * How a decision was reached: `store` (the store's answer; every in-process decision too),
+ * `cache` (a denial the store would repeat, answered in-process), `local` (a `consistency:
+ * 'local'` rule denied in-process, the store was not asked), `approximate` (counted in-process,
+ * synced later), `fallback` (the store failed: the rules' `onStoreError` answered).
+ */
 export type DecisionSource = 'store' | 'cache' | 'local' | 'approximate' | 'fallback'
 
 /** What a limiter reports through `onEvent` (see `meterSink` for OpenTelemetry). */
@@ -9,7 +14,10 @@ export type LimiterEvent =
   | {
       readonly type: 'decision'
       readonly key: string
-      /** The units charged: 0 for a peek (`peek()`, or `limit()` with `cost: 0`), which charges nothing. */
+      /**
+       * The units the call asked for (`limit()`'s `cost`, 1 by default), charged only when it is
+       * admitted: 0 for a peek (`peek()`, or `limit()` with `cost: 0`), which charges nothing.
+       */
       readonly cost: number
       readonly decision: Decision
       readonly source: DecisionSource

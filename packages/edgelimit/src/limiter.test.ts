@@ -14,6 +14,7 @@ import { type Consistency, createLimiter, type LimiterOptions } from './limiter.
 import { validateOptions } from './options.js'
 import { approximate } from './resilience/approximate.js'
 import { remoteDecider } from './resilience/remote.js'
+import { memoryStore } from './stores/memory.js'
 import type { Store } from './stores/types.js'
 import { manualClock } from './testing/index.js'
 
@@ -333,6 +334,54 @@ describe('calls', () => {
     expect(() => remote.limitSync('k')).toThrow(
       expect.objectContaining({ code: 'ERR_EDGELIMIT_SYNC_UNSUPPORTED' }),
     )
+  })
+  it("a hand-written decider's report(key, cost, decision, source) emits what docs/resilience.md says", async () => {
+    const inner = memoryStore()
+    const seen: string[] = []
+    const plain: Store = {
+      name: 'plain',
+      bind(rules) {
+        const bound = inner.bind(rules)
+        return { evaluate: (...args) => bound.evaluate(...args), reset: (key) => bound.reset(key) }
+      },
+      decider: ({ bound, clock, build, shadowOf, report }) => ({
+        async decide(key, cost) {
+          const shadow = shadowOf(key)
+          const verdicts = await bound.evaluate(key, cost, clock.now(), { shadow })
+          const decision = build(verdicts, shadow)
+          // Returned unchanged.
+          expect(report(key, cost, decision, 'store')).toBe(decision)
+          return decision
+        },
+        reset: (key) => bound.reset(key),
+        flush: async () => {},
+      }),
+    }
+    const limiter = createLimiter({
+      rules: [
+        { name: 'r', algorithm: fixedWindow({ limit: 2, window: '1m' }) },
+        { name: 's', algorithm: fixedWindow({ limit: 1, window: '1m' }), mode: 'shadow' },
+      ],
+      clock: manualClock(0),
+      store: plain,
+      onEvent: (e) =>
+        seen.push(
+          e.type === 'decision'
+            ? `decision ${e.key} cost=${e.cost} ${e.source} ${e.decision.allowed}`
+            : e.type === 'shadow-deny'
+              ? `shadow-deny ${e.rule}`
+              : e.type,
+        ),
+    })
+    await limiter.limit('k', { cost: 2 })
+    await limiter.peek('k')
+    expect(seen).toEqual([
+      'decision k cost=2 store true',
+      // The shadow rule denied the cost-2 request: observed, not enforced.
+      'shadow-deny s',
+      // A peek: cost 0, charges nothing (nor did the shadow rule's denial).
+      'decision k cost=0 store true',
+    ])
   })
   it('an async store without a decider is refused when the limiter is created, with a code that says what to add', () => {
     const bare: Store = {

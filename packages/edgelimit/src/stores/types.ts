@@ -96,7 +96,16 @@ export interface DecisionContext {
   shadowOf(key: string): number
   /** Reports an event to the limiter's observers (undefined when there are none). */
   readonly emit: ((event: LimiterEvent) => void) | undefined
-  /** Reports a decision (of `cost` units, 0 for a peek) to the observers and returns it. */
+  /**
+   * Reports one decision to the limiter's observers and returns `decision` unchanged: a `decision`
+   * event (`key`, `cost`, `decision`, `source`), then a `shadow-deny` event per shadow rule that
+   * denied; nothing when there are no observers. Call it once per `decide`, with the `key` and
+   * `cost` that `decide` got — the units asked for, 0 for a peek, which `meterSink` does not count
+   * — and how the decision was reached (`store`, `cache`, `local`, `approximate`, `fallback`).
+   * `cost` comes second: a decider written for `report(key, decision, source)` must add it.
+   *
+   * @example return report(key, cost, build(verdicts, shadowOf(key)), 'store')
+   */
   report(key: string, cost: number, decision: Decision, source: DecisionSource): Decision
 }
 
