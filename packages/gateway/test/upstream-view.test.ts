@@ -26,6 +26,23 @@ rules:
   - { name: by-user, match: { path: /q }, key: query:user, algorithm: fixed-window, limit: 1, window: 1h }
 `
 
+// Rules on the forwarding headers, which the gateway sets for the upstream (per identity's trust).
+const FORWARDING = `
+rules:
+  - { name: real-ip, match: { path: /real-ip }, key: header:x-real-ip, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: plain-http, match: { path: /proto, headers: { x-forwarded-proto: http } }, algorithm: fixed-window, limit: 100, window: 1h }
+  - name: view
+    match:
+      path: /view
+      headers: { x-forwarded-for: "*127.0.0.1", x-forwarded-host: "*", forwarded: false, cf-connecting-ip: false, x_real_ip: false }
+    algorithm: fixed-window
+    limit: 100
+    window: 1h
+  - { name: by-for, match: { path: /for }, key: "header:x-forwarded-for", algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: by-host, match: { path: /fhost }, key: "header:x-forwarded-host", algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: by-ip, match: { path: /ip }, algorithm: fixed-window, limit: 1, window: 1h }
+`
+
 beforeAll(async () => {
   origin = await startOrigin()
   gw = await startInProcess(POLICY, { upstream: origin.url })
@@ -226,4 +243,102 @@ test('methods: reads the request method, never X-HTTP-Method-Override', async ()
   // The POST rule (its one request spent above) applies, the GET rule does not.
   const post = await send('/search', ['Content-Length', '0', 'X-HTTP-Method-Override', 'GET'], 'POST')
   expect(post).toMatchObject({ status: 429, policy: '"writes";q=1;w=3600' })
+})
+
+describe('forwarding headers are read as the upstream gets them, not as the client sent them', () => {
+  type Send = (path: string, headers?: string[], method?: string) => ReturnType<typeof sendTo>
+  /** Starts a gateway on FORWARDING with `identity`, runs `body` against it, closes it. */
+  async function withGateway(identity: string, body: (send: Send) => Promise<void>) {
+    const gateway = await startInProcess(`${identity}${FORWARDING}`, { upstream: origin.url })
+    try {
+      await body((path, headers, method) => sendTo(gateway.url, path, headers, method))
+    } finally {
+      await gateway.close()
+    }
+  }
+  async function sendTo(base: string, path: string, headers: string[] = [], method = 'GET') {
+    const response = await rawRequest(`${base}${path}`, { method, headers })
+    const seen = response.status === 200 ? (JSON.parse(response.body.toString()) as Echo) : undefined
+    return { status: response.status, policy: response.headers['ratelimit-policy'], seen }
+  }
+  const CLAIMS = [
+    'X-Forwarded-For',
+    '203.0.113.9',
+    'X-Forwarded-Host',
+    'evil.example',
+    'Forwarded',
+    'for=203.0.113.9',
+    'CF-Connecting-IP',
+    '203.0.113.9',
+    'X_Real_IP',
+    '203.0.113.9',
+  ]
+
+  test('from a peer that is no trusted proxy, its claims are not read: the gateway sets its own', async () => {
+    await withGateway('', async (send) => {
+      // X-Real-IP never reaches the upstream: the key falls back to the address, whatever is sent.
+      const first = await send('/real-ip', ['X-Real-IP', '198.51.100.1'])
+      expect(first.status).toBe(200)
+      expect(first.seen?.headers['x-real-ip']).toBeUndefined()
+      for (let i = 2; i < 5; i++)
+        expect((await send('/real-ip', ['X-Real-IP', `198.51.100.${i}`])).status).toBe(429)
+      // The upstream is told `http`, so a rule on plain HTTP applies to a client claiming https.
+      const proto = await send('/proto', ['X-Forwarded-Proto', 'https'])
+      expect(proto).toMatchObject({ status: 200, policy: '"plain-http";q=100;w=3600' })
+      expect(proto.seen?.headers['x-forwarded-proto']).toBe('http')
+      // X-Forwarded-For is the peer, X-Forwarded-Host the Host; Forwarded and the others are gone.
+      const view = await send('/view', CLAIMS)
+      expect(view).toMatchObject({ status: 200, policy: '"view";q=100;w=3600' })
+      expect(view.seen?.headers['x-forwarded-for']).toBe('127.0.0.1')
+      // A forged X-Forwarded-For or X-Forwarded-Host buys no fresh bucket.
+      expect((await send('/for', ['X-Forwarded-For', '203.0.113.1'])).status).toBe(200)
+      expect((await send('/for', ['X-Forwarded-For', '203.0.113.2'])).status).toBe(429)
+      expect((await send('/for')).status).toBe(429)
+      expect((await send('/fhost', ['X-Forwarded-Host', 'a.example'])).status).toBe(200)
+      expect((await send('/fhost', ['X-Forwarded-Host', 'b.example'])).status).toBe(429)
+    })
+  })
+
+  test('from a trusted proxy, its claims are read as passed on, X-Forwarded-For with the peer appended', async () => {
+    await withGateway('identity: { trustedProxies: [127.0.0.1/32] }\n', async (send) => {
+      // X-Real-IP reaches the upstream as sent: each address is its own bucket.
+      for (let i = 1; i < 4; i++) {
+        const sent = await send('/real-ip', ['X-Real-IP', `198.51.100.${i}`])
+        expect(sent.status).toBe(200)
+        expect(sent.seen?.headers['x-real-ip']).toBe(`198.51.100.${i}`)
+      }
+      expect((await send('/real-ip', ['X-Real-IP', '198.51.100.1'])).status).toBe(429)
+      // X-Forwarded-Proto passes as sent; absent, the gateway's `http` is added, and read.
+      expect(await send('/proto', ['X-Forwarded-Proto', 'https'])).toMatchObject({
+        status: 200,
+        policy: undefined,
+      })
+      expect(await send('/proto')).toMatchObject({ status: 200, policy: '"plain-http";q=100;w=3600' })
+      // A claimed Forwarded, CF-Connecting-IP passes (the view rule no longer applies); the
+      // underscore spelling never does, from anyone.
+      const view = await send('/view', ['X_Real_IP', '203.0.113.9'])
+      expect(view).toMatchObject({ status: 200, policy: '"view";q=100;w=3600' })
+      expect((await send('/view', CLAIMS)).policy).toBeUndefined()
+      // The key reads `203.0.113.1, 127.0.0.1`, as the upstream does: not the bare peer's bucket.
+      const chained = await send('/for', ['X-Forwarded-For', '203.0.113.1'])
+      expect(chained.seen?.headers['x-forwarded-for']).toBe('203.0.113.1, 127.0.0.1')
+      expect(chained.status).toBe(200)
+      expect((await send('/for', ['X-Forwarded-For', '203.0.113.2'])).status).toBe(200)
+      expect((await send('/for')).status).toBe(200)
+      expect((await send('/for', ['X-Forwarded-For', '203.0.113.1'])).status).toBe(429)
+      expect((await send('/for')).status).toBe(429)
+      // X-Forwarded-Host passes as sent; absent, the gateway's (the Host) is read.
+      expect((await send('/fhost', ['X-Forwarded-Host', 'a.example'])).status).toBe(200)
+      expect((await send('/fhost', ['X-Forwarded-Host', 'b.example'])).status).toBe(200)
+      expect((await send('/fhost', ['X-Forwarded-Host', 'a.example'])).status).toBe(429)
+    })
+  })
+
+  test('client identity still reads the chain the proxies sent (a hop count counts no gateway hop)', async () => {
+    await withGateway('identity: { trustedProxies: 1 }\n', async (send) => {
+      expect((await send('/ip', ['X-Forwarded-For', '198.51.100.1'])).status).toBe(200)
+      expect((await send('/ip', ['X-Forwarded-For', '198.51.100.2'])).status).toBe(200)
+      expect((await send('/ip', ['X-Forwarded-For', '10.0.0.1, 198.51.100.2'])).status).toBe(429)
+    })
+  })
 })

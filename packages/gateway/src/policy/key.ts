@@ -42,6 +42,11 @@ export function createHasher(secret: string | undefined, cache: Memo<string> = m
   }
 }
 
+/** A header as the direct peer sent it, where the request tells (`RequestInfo.sent`). */
+function sentHeader(request: RequestInfo, name: string): string | undefined {
+  return request.sent === undefined ? request.header(name) : request.sent(name)
+}
+
 /** Resolves client addresses (subnet-grouped, or the fallback), cached by what they depend on. */
 export type ClientResolver = (request: RequestInfo, context: KeyContext) => string
 
@@ -64,11 +69,19 @@ export function createClientResolver(
       : undefined
   return (request, context) => {
     if (context.client !== undefined) return context.client
+    // Identity reads the forwarding header as the peer sent it (`sent`), not as the gateway passes
+    // it on: it applies its own trust, and a hop count counts no hop of the gateway's.
     const id =
-      header === undefined ? (request.peer ?? '') : `${request.peer ?? ''}\n${request.header(header) ?? ''}`
+      header === undefined
+        ? (request.peer ?? '')
+        : `${request.peer ?? ''}\n${sentHeader(request, header) ?? ''}`
     let client = cache.get(id)
     if (client === undefined) {
-      const { ip } = resolveClientIp(request, identity)
+      const input =
+        request.sent === undefined
+          ? request
+          : { peer: request.peer, header: (name: string) => sentHeader(request, name) }
+      const { ip } = resolveClientIp(input, identity)
       client =
         ip === undefined ? (identity.fallback ?? 'unknown-client') : (subnetKey(ip, identity) as string)
       cache.set(id, client)

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http'
-import { connectionTokens, endsAtGateway } from '../proxy/headers.js'
+import { connectionTokens, endsAtGateway, forwardedPeer, isClaim, isClaimSpelling } from '../proxy/headers.js'
 import { hostForm, routeForm } from './path.js'
 
 /** What rules look at in a request: the runtime differences end here. */
@@ -17,12 +17,25 @@ export interface RequestInfo {
    * A header by lower-case name; repeated lines as Node reads them (the first of a single-value
    * field, the others joined with `, `), which is the line the upstream gets (`requestHeaders`).
    * In the gateway, only the headers the upstream gets: hop-by-hop ones, those `Connection` names
-   * and `Proxy` are absent.
+   * and `Proxy` are absent, and the forwarding headers (`X-Forwarded-*`, `Forwarded`,
+   * `X-Real-IP`, …) read as the gateway sends them: a trusted proxy's as passed on (with the peer
+   * appended to `X-Forwarded-For`), anyone else's replaced by the gateway's own.
    */
   header(name: string): string | undefined
+  /**
+   * A header as the direct peer sent it (hop-by-hop ones absent), before the gateway sets its
+   * forwarding headers: what client identity reads, as it decides itself whom to believe. Where
+   * absent, `header` is read.
+   */
+  sent?(name: string): string | undefined
   /** The direct peer (socket) address. */
   readonly peer: string | undefined
 }
+
+/** Whether a direct peer is one of our own proxies (`CompiledPolicy.trustsPeer`). */
+export type TrustsPeer = (peer: string | undefined) => boolean
+
+const trustsNobody: TrustsPeer = () => false
 
 /** A Node request as the rules see it (a class: one allocation per request, no closures). */
 class NodeRequestInfo implements RequestInfo {
@@ -34,10 +47,13 @@ class NodeRequestInfo implements RequestInfo {
   readonly peer: string | undefined
   // The names `Connection` lists, read at the first `header()` (`null` until then).
   private listed: Set<string> | undefined | null = null
+  // Whether the peer is trusted, asked at the first forwarding header it sent (`undefined` until then).
+  private trusted: boolean | undefined
   constructor(
     private readonly headers: IncomingMessage['headers'],
     req: IncomingMessage,
     private readonly websocket: boolean,
+    private readonly trustsPeer: TrustsPeer,
   ) {
     const url = req.url ?? '/'
     const q = url.indexOf('?')
@@ -51,12 +67,44 @@ class NodeRequestInfo implements RequestInfo {
   header(name: string): string | undefined {
     // What the gateway strips before forwarding (`requestHeaders`) is absent here too, so that
     // `Connection: x-api-key` cannot key a request on a header the upstream never sees.
-    if (this.listed === null) this.listed = connectionTokens(this.headers.connection)
-    if (endsAtGateway(name) || this.listed?.has(name) === true) {
+    if (this.stripped(name)) {
+      // A forwarding header named in `Connection` is dropped, and the gateway may set its own.
+      if (isClaim(name)) return this.forwarding(name, undefined)
       // A WebSocket handshake reaches the upstream with these two put back (see `requestHeaders`).
       if (!this.websocket) return undefined
       return name === 'upgrade' ? 'websocket' : name === 'connection' ? 'Upgrade' : undefined
     }
+    // What a client says about itself reaches the upstream only from a trusted proxy, so that
+    // `X-Real-IP: <anything>` cannot buy a fresh bucket per request.
+    if (isClaim(name)) return this.forwarding(name, this.own(name))
+    if (isClaimSpelling(name)) return undefined
+    return this.own(name)
+  }
+  sent(name: string): string | undefined {
+    return this.stripped(name) ? undefined : this.own(name)
+  }
+  /** Whether the gateway drops a header before forwarding, whoever sent it. */
+  private stripped(name: string): boolean {
+    if (this.listed === null) this.listed = connectionTokens(this.headers.connection)
+    return endsAtGateway(name) || this.listed?.has(name) === true
+  }
+  /** A forwarding header as `requestHeaders` sends it, given the peer's own line (`sent`). */
+  private forwarding(name: string, sent: string | undefined): string | undefined {
+    if (sent !== undefined) {
+      // Asked once, and only of a request that sent a forwarding header the rules read.
+      this.trusted ??= this.trustsPeer(this.peer)
+      if (!this.trusted) sent = undefined
+    }
+    if (name === 'x-forwarded-for') {
+      const peer = forwardedPeer(this.peer)
+      return sent === undefined ? peer : `${sent}, ${peer}`
+    }
+    if (name === 'x-forwarded-host') return sent ?? this.headers.host
+    if (name === 'x-forwarded-proto') return sent ?? 'http'
+    return sent
+  }
+  /** The request's own field, repeated lines as Node reads them. */
+  private own(name: string): string | undefined {
     // Own fields only: `constructor` or `__proto__` would read Object.prototype's members.
     if (!Object.hasOwn(this.headers, name)) return undefined
     const value = this.headers[name]
@@ -66,10 +114,15 @@ class NodeRequestInfo implements RequestInfo {
 
 /**
  * Reads a Node request as the rules see it: with `websocket`, a handshake the gateway tunnels
- * (its `Upgrade: websocket` and `Connection: Upgrade` reach the upstream).
+ * (its `Upgrade: websocket` and `Connection: Upgrade` reach the upstream); `trustsPeer` tells
+ * whose forwarding headers the gateway passes on (nobody's by default).
  */
-export function fromIncoming(req: IncomingMessage, websocket = false): RequestInfo {
-  return new NodeRequestInfo(req.headers, req, websocket)
+export function fromIncoming(
+  req: IncomingMessage,
+  websocket = false,
+  trustsPeer: TrustsPeer = trustsNobody,
+): RequestInfo {
+  return new NodeRequestInfo(req.headers, req, websocket, trustsPeer)
 }
 
 /**

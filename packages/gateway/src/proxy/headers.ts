@@ -69,8 +69,12 @@ function namedBefore(raw: readonly string[], end: number, lower: string): boolea
   return false
 }
 /** Whether a lower-case header name is one of the client claims above. */
-function isClaim(lower: string): boolean {
+export function isClaim(lower: string): boolean {
   return CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-')
+}
+/** Whether a lower-case header name is a client claim spelled with `_` for `-`: dropped from everyone. */
+export function isClaimSpelling(lower: string): boolean {
+  return lower.includes('_') && isClaim(lower.replaceAll('_', '-'))
 }
 // RFC 9112 §4: a reason phrase relayed as is only when made of tab, space and visible ASCII.
 const REASON = /^[\t\x20-\x7e]*$/
@@ -121,9 +125,12 @@ export function connectionTokens(value: string | string[] | undefined): Set<stri
   return tokens.length === 0 ? undefined : new Set(tokens)
 }
 
-/** The client's socket address as text; IPv4-mapped IPv6 shown as IPv4. */
-function peerOf(req: IncomingMessage): string {
-  const peer = req.socket.remoteAddress ?? 'unknown'
+/**
+ * The client's socket address as the gateway writes it into `X-Forwarded-For`; IPv4-mapped IPv6
+ * shown as IPv4.
+ */
+export function forwardedPeer(address: string | undefined): string {
+  const peer = address ?? 'unknown'
   return peer.startsWith('::ffff:') && peer.includes('.') ? peer.slice(7) : peer
 }
 
@@ -158,7 +165,7 @@ export function requestHeaders(
     // CGI, WSGI and Rack read `X_Forwarded_For` as HTTP_X_FORWARDED_FOR, the same variable as
     // X-Forwarded-For (cf. Puma CVE-2024-45614): no proxy sends that spelling, so it is dropped
     // even from a trusted one. Other names with `_` pass (nginx would drop them all by default).
-    if (lower.includes('_') && isClaim(lower.replaceAll('_', '-'))) continue
+    if (isClaimSpelling(lower)) continue
     if (lower === 'x-forwarded-for') {
       forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
       continue
@@ -175,7 +182,8 @@ export function requestHeaders(
     else if (lower === 'x-forwarded-proto') forwardedProto = true
     out.push(name, value)
   }
-  const peer = peerOf(req)
+  // What is added here is what `fromIncoming` shows the rules (`NodeRequestInfo.forwarding`).
+  const peer = forwardedPeer(req.socket.remoteAddress)
   out.push('x-forwarded-for', forwardedFor === undefined ? peer : `${forwardedFor}, ${peer}`)
   if (!forwardedHost && req.headers.host !== undefined) out.push('x-forwarded-host', req.headers.host)
   if (!forwardedProto) out.push('x-forwarded-proto', 'http')

@@ -288,8 +288,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           this.done(413, 'none')
           return
         }
-        const request = fromIncoming(this.req, this.upgrade !== undefined)
         const policy = this.gen.policy
+        const request = fromIncoming(this.req, this.upgrade !== undefined, policy.trustsPeer)
         if (policy.store.inProcess) this.proceed(request, decideSync(policy, request, clock.now()))
         else {
           this.watchAbort()
