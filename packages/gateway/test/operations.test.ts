@@ -1,9 +1,14 @@
 // Operations: health, metrics, the admin API and its token, hot reload under load.
 import { writeFileSync } from 'node:fs'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startRedis } from '../../edgelimit/test/support/redis.js'
 import { burst, type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import { arrival, type Origin, startOrigin } from './support/origin.js'
+
+setFlagsFromString('--expose-gc')
+const gc = runInNewContext('gc') as () => void
 
 let origin: Origin
 beforeAll(async () => {
@@ -317,6 +322,36 @@ ${extra}`
     } finally {
       await gw.close()
       await other.close()
+    }
+  })
+
+  test('a reload that changes a rule frees the keys of the limiter it retires (memory store)', async () => {
+    const policy = (limit: number) => `
+rules:
+  - { name: per-key, key: header:x-key, algorithm: fixed-window, limit: ${limit}, window: 1h }
+`
+    const gw = await startInProcess(policy(100), { upstream: origin.url })
+    const send = () =>
+      burst(300, 8, async (i) => (await fetch(gw.url, { headers: { 'x-key': `k${i}` } })).status)
+    const keys = async () => {
+      // A WeakRef's target lives until the job that read it ends: collect on a later task.
+      await new Promise((resolve) => setImmediate(resolve))
+      gc()
+      const text = await (await fetch(`${gw.admin}/metrics`)).text()
+      return Number(/^edgelimit_memory_store_keys (\d+)$/m.exec(text)?.[1])
+    }
+    try {
+      expect(await send()).toEqual(new Array(300).fill(200))
+      expect(await keys()).toBe(300)
+      for (const limit of [101, 102, 103]) {
+        writeFileSync(gw.file, policy(limit))
+        expect((await gw.gateway.reload('test')).ok).toBe(true)
+        await send()
+      }
+      // Only the limiter in force holds keys (kept for good before: 1,200 after three reloads).
+      expect(await keys()).toBe(300)
+    } finally {
+      await gw.close()
     }
   })
 

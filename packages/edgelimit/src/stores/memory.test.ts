@@ -1,9 +1,14 @@
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { fixedWindow, gcra, slidingLog, tokenBucket } from '../algorithms.js'
 import { ConfigError } from '../errors.js'
 import { createLimiter } from '../limiter.js'
 import { manualClock, storeConformance } from '../testing/index.js'
-import { type MemoryStoreOptions, memoryStore } from './memory.js'
+import { type MemoryStore, type MemoryStoreOptions, memoryStore } from './memory.js'
+
+setFlagsFromString('--expose-gc')
+const gc = runInNewContext('gc') as () => void
 
 describe('memory store conformance', () => {
   for (const c of storeConformance({ store: () => memoryStore() })) it(c.name, c.run)
@@ -107,12 +112,45 @@ describe('memory store', () => {
       limiter.limitSync(`key-${i}`)
       if (i % 500_000 === 499_999) {
         sizes.push(store.size)
+        // Live memory only: without a collection first, heapUsed also counts garbage not yet swept.
+        gc()
         heaps.push(process.memoryUsage().heapUsed)
       }
     }
     expect(sizes).toEqual([100_000, 100_000, 100_000, 100_000])
     // Past the first 100,000 keys the heap stays flat: under 64 MB growth across 1.5M more keys.
     expect((heaps[3] as number) - (heaps[0] as number)).toBeLessThan(64 * 1024 * 1024)
+  })
+
+  it('frees the keys of limiters that are no longer used: size and heap stay bounded', async () => {
+    const store = memoryStore({ maxKeys: 20_000 })
+    const rules = [{ name: 'fw', algorithm: fixedWindow({ limit: 5, window: '1h' }) }]
+    /** A limiter used for 20,000 keys, then dropped. */
+    const useAndDrop = (s: MemoryStore) => {
+      const limiter = createLimiter({ rules, store: s, clock: manualClock(0) })
+      for (let k = 0; k < 20_000; k++) limiter.limitSync(`key-${k}`)
+    }
+    const sizes: number[] = []
+    const heaps: number[] = []
+    for (let i = 0; i < 30; i++) {
+      useAndDrop(store)
+      if (i % 10 !== 9) continue
+      // A WeakRef's target lives until the job that read it ends: collect on a later task.
+      await new Promise((resolve) => setImmediate(resolve))
+      gc()
+      sizes.push(store.size)
+      heaps.push(process.memoryUsage().heapUsed)
+    }
+    // Held before: 200,000 → 400,000 → 600,000 keys, about 1.7 MB more per limiter.
+    expect(sizes).toEqual([0, 0, 0])
+    expect((heaps[2] as number) - (heaps[0] as number)).toBeLessThan(8 * 2 ** 20)
+    // A limiter still in use keeps its keys.
+    const limiter = createLimiter({ rules, store, clock: manualClock(0) })
+    for (let k = 0; k < 100; k++) limiter.limitSync(`key-${k}`)
+    await new Promise((resolve) => setImmediate(resolve))
+    gc()
+    expect(store.size).toBe(100)
+    expect(limiter.limitSync('key-0', { cost: 0 }).remaining).toBe(4)
   })
 
   it('a sliding log keeps only entries inside the window', () => {

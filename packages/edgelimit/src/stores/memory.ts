@@ -19,7 +19,10 @@ export interface MemoryStoreOptions {
 export interface MemoryStore extends Store {
   readonly name: 'memory'
   bind(rules: readonly StoreRule[]): MemoryRules
-  /** Keys held, over every limiter bound to this store. */
+  /**
+   * Keys held, over the limiters bound to this store that are still alive: a limiter no longer
+   * referenced is collected with its keys (the store holds it weakly).
+   */
   readonly size: number
 }
 
@@ -31,7 +34,6 @@ export interface MemoryRules extends BoundRules {
 }
 
 const NONE = -1
-const FIRST_CAPACITY = 1024
 
 /**
  * The embedded default store: per-process, atomic per key (no await between read and write),
@@ -49,7 +51,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const maxKeys =
     issues.object('options', options, 'maxKeys') && issues.integer('maxKeys', options.maxKeys ?? 100_000, 1)
   if (issues.list.length > 0) throw new ConfigError(issues.list)
-  const tables: MemoryRules[] = []
+  // Weakly held: a limiter no longer used is collected with its keys (the store outlives it).
+  let tables: WeakRef<MemoryRules>[] = []
   return {
     name: 'memory',
     bind(rules) {
@@ -57,11 +60,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         rules.map((r) => r.compiled),
         maxKeys as number,
       )
-      tables.push(table)
+      tables = tables.filter((t) => t.deref())
+      tables.push(new WeakRef(table))
       return table
     },
     get size() {
-      return tables.reduce((sum, t) => sum + t.size, 0)
+      return tables.reduce((sum, t) => sum + (t.deref()?.size ?? 0), 0)
     },
   }
 }
@@ -83,7 +87,8 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
   const zero = new Float64Array(Math.max(width, 1))
 
   const index = new Map<string, number>()
-  let capacity = Math.min(FIRST_CAPACITY, maxKeys)
+  // A first table of 1,024 slots, doubled as keys arrive.
+  let capacity = Math.min(1024, maxKeys)
   const keys: string[] = new Array<string>(capacity)
   let rows = new Float64Array(capacity * width)
   /** LRU links, side by side: `links[2s]` = previous (more recent) slot, `links[2s + 1]` = next. */
@@ -115,7 +120,7 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     unlink(slot)
     index.delete(keys[slot] as string)
     keys[slot] = ''
-    for (let i = slot * width, end = i + width; i < end; i++) rows[i] = 0
+    rows.fill(0, slot * width, (slot + 1) * width)
     for (const states of logStates) states[slot] = undefined
     free.push(slot)
   }
@@ -192,8 +197,8 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
       unlink(slot)
       pushFront(slot)
     }
-    const shadow = options === undefined ? 0 : (options.shadow ?? 0)
-    const force = options !== undefined && options.force === true
+    const shadow = options?.shadow ?? 0
+    const force = options?.force === true
     if (single !== undefined && shadow === 0 && !force) {
       // The common case: one enforced numeric rule, no all-or-nothing bookkeeping.
       const out = out0
@@ -236,17 +241,12 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
 
   return {
     evaluateSync,
-    evaluate(key, cost, now, options) {
-      try {
-        return Promise.resolve(evaluateSync(key, cost, now, options).map(plainVerdict))
-      } catch (error) {
-        return Promise.reject(error)
-      }
+    async evaluate(key, cost, now, options) {
+      return evaluateSync(key, cost, now, options).map(plainVerdict)
     },
-    reset(key) {
+    async reset(key) {
       const slot = index.get(key)
       if (slot !== undefined) remove(slot)
-      return Promise.resolve()
     },
     get size() {
       return index.size

@@ -74,7 +74,7 @@ export function compilePolicy(
   events?: EventSink,
   clock?: Clock,
 ): CompiledPolicy {
-  const reuse = previous?.store === store ? previous.limiters : undefined
+  let reuse = previous?.store === store ? previous.limiters : undefined
   const limiters = new Map<string, Limiter>()
   // The identity object is compiled once by the library (cached by object identity).
   const identity: ClientKeyOptions = { ...config.identity }
@@ -139,6 +139,9 @@ export function compilePolicy(
       planFor,
     }
   })
+  // The closures made here (planFor, inspect, trustsPeer) share this scope: holding the previous
+  // policy's limiters in it would keep those a reload retires, and their counts, alive.
+  reuse = undefined
   return { config, rules, store, identity, limiters, trustsPeer: (peer) => isTrustedPeer(peer, identity) }
 }
 

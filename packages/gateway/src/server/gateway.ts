@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import { dirname, resolve } from 'node:path'
 import type { Duplex } from 'node:stream'
-import { type Clock, type Limiter, systemClock } from 'edgelimit'
+import { type Clock, type Limiter, type MemoryStore, systemClock } from 'edgelimit'
 import type { Logger } from 'pino'
 import { formatIssue, type Issue } from '../config/issues.js'
 import { readPolicySource } from '../config/source.js'
@@ -163,6 +163,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }))
   opened.push(() => current.upstream.close())
   metrics.generation.set(1)
+  metrics.memoryStoreKeys = () => {
+    const { store } = current.policy.store
+    return store.name === 'memory' ? (store as MemoryStore).size : undefined
+  }
   // Resources shared by generations are closed when the last generation using them is drained.
   const users = new Map<StoreHandle | Upstream, number>([
     [current.policy.store, 1],

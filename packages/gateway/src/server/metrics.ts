@@ -34,6 +34,11 @@ export interface Metrics {
   inFlight: number
   /** WebSocket tunnels open (read when /metrics is scraped). */
   tunnels: number
+  /**
+   * Keys the memory store holds for the limiters in force (read when /metrics is scraped);
+   * undefined on other stores, which then report no `edgelimit_memory_store_keys`.
+   */
+  memoryStoreKeys: () => number | undefined
   readonly generation: Gauge
   /** The same decisions and store events, per second, for the live dashboard (`/dashboard`). */
   readonly dashboard: DashboardData
@@ -114,7 +119,7 @@ function requestDuration(registers: Registry[]) {
  * `edgelimit_breaker_state{rule,tier}` (0 closed, 1 half-open, 2 open),
  * `edgelimit_upstream_responses_total{code}`, `edgelimit_responses_total{code}`,
  * `edgelimit_request_duration_seconds`, `edgelimit_shaping_delay_seconds{rule}`,
- * `edgelimit_in_flight_requests`, `edgelimit_websocket_tunnels`,
+ * `edgelimit_in_flight_requests`, `edgelimit_websocket_tunnels`, `edgelimit_memory_store_keys`,
  * `edgelimit_config_reloads_total{result}`, `edgelimit_config_generation`, plus the process
  * metrics of prom-client.
  *
@@ -125,7 +130,11 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
   const registry = new Registry()
   collectDefaultMetrics({ register: registry, prefix: 'edgelimit_' })
   const registers = [registry]
-  const state = { inFlight: 0, tunnels: 0 }
+  const state = {
+    inFlight: 0,
+    tunnels: 0,
+    memoryStoreKeys: (): number | undefined => undefined,
+  }
   // Counters fed per request are tallied in plain numbers (see `tallies`).
   const decisions = tallies(
     new Counter({
@@ -217,6 +226,16 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
       this.set(state.tunnels)
     },
   })
+  new Gauge({
+    name: 'edgelimit_memory_store_keys',
+    help: 'Keys the memory store holds for the limiters in force (on the memory store only)',
+    registers,
+    collect() {
+      const keys = state.memoryStoreKeys()
+      if (keys === undefined) this.remove()
+      else this.set(keys)
+    },
+  })
   const generation = new Gauge({
     name: 'edgelimit_config_generation',
     help: 'Generation of the policy in force (1 at start, +1 per successful reload)',
@@ -254,6 +273,12 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     },
     set tunnels(n: number) {
       state.tunnels = n
+    },
+    get memoryStoreKeys() {
+      return state.memoryStoreKeys
+    },
+    set memoryStoreKeys(read: () => number | undefined) {
+      state.memoryStoreKeys = read
     },
     decision(rule, tier, outcome, key) {
       dashboard.decision(rule, tier, outcome, key)
