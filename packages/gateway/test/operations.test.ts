@@ -2,6 +2,7 @@
 import { writeFileSync } from 'node:fs'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
+import { manualClock } from 'edgelimit/testing'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startRedis } from '../../edgelimit/test/support/redis.js'
 import { burst, type InProcess, rawRequest, startInProcess } from './support/gateway.js'
@@ -368,9 +369,10 @@ ${rules}`
       `  - { name: api, match: { path: /api/** }, key: global, algorithm: fixed-window, window: 1h, tiers: { header: x-plan, default: free, plans: { ${plans} } } }`
     const changed = (limit: number) =>
       `  - { name: changed, match: { path: /c/** }, key: global, algorithm: fixed-window, limit: ${limit}, window: 1h }`
+    // A clock that stands still: fragile's breaker reads open (2), not yet half-open, however slow the machine.
     const gw = await startInProcess(
       onRedis([fragile, tiered('free: { limit: 10 }, pro: { limit: 20 }'), changed(10)].join('\n')),
-      { upstream: origin.url },
+      { upstream: origin.url, clock: manualClock(1_750_000_000_000) },
     )
     const breakers = async () =>
       (await (await fetch(`${gw.admin}/metrics`)).text())
@@ -415,6 +417,72 @@ ${rules}`
       expect((await gw.gateway.reload('test')).ok).toBe(true)
       expect(await breakers()).toContain('edgelimit_breaker_state{rule="fragile",tier=""} 0')
       expect(dashboard()).toContain('fragile/:closed')
+    } finally {
+      await gw.close()
+      await redis.stop()
+    }
+  })
+})
+
+describe('store breaker', () => {
+  test("once the store is back, an open breaker's gauge and dashboard entry say half-open after openMs (1 s) without traffic; the next call closes it", async () => {
+    const redis = await startRedis()
+    // Decisions on a clock that stands still: the breaker opens at `start` and only the test moves time on.
+    const start = 1_750_000_000_000
+    const clock = manualClock(start)
+    const gw = await startInProcess(
+      `
+store: ${redis.url}
+identity: { secret: test }
+rules:
+  - { name: busy, match: { path: /b/** }, key: global, algorithm: fixed-window, limit: 1000, window: 1h, timeout: 300ms, onStoreError: open }
+  - { name: rare, match: { path: /r/** }, key: global, algorithm: fixed-window, limit: 1000, window: 1h, timeout: 300ms, onStoreError: open }
+`,
+      { upstream: origin.url, clock },
+    )
+    const breakers = async () =>
+      (await (await fetch(`${gw.admin}/metrics`)).text())
+        .split('\n')
+        .filter((l) => l.startsWith('edgelimit_breaker_state{'))
+        .sort()
+    const dashboard = () =>
+      gw.gateway.metrics.dashboard
+        .breakers()
+        .map((b) => `${b.rule}:${b.state}@${b.since - start}`)
+        .sort()
+    try {
+      // A stopped Redis: the calls of both rules time out and their breakers open.
+      redis.pause()
+      try {
+        await burst(24, 24, async (i) => (await fetch(`${gw.url}/${i % 2 === 0 ? 'b' : 'r'}/${i}`)).status)
+      } finally {
+        redis.resume()
+      }
+      expect(await breakers()).toEqual([
+        'edgelimit_breaker_state{rule="busy",tier=""} 2',
+        'edgelimit_breaker_state{rule="rare",tier=""} 2',
+      ])
+      clock.advance(999)
+      expect(await breakers()).toEqual([
+        'edgelimit_breaker_state{rule="busy",tier=""} 2',
+        'edgelimit_breaker_state{rule="rare",tier=""} 2',
+      ])
+      expect(dashboard()).toEqual(['busy:open@0', 'rare:open@0'])
+      // openMs has passed: the next call of either rule would go to the store as a probe.
+      clock.advance(1)
+      expect(await breakers()).toEqual([
+        'edgelimit_breaker_state{rule="busy",tier=""} 1',
+        'edgelimit_breaker_state{rule="rare",tier=""} 1',
+      ])
+      expect(dashboard()).toEqual(['busy:half-open@1000', 'rare:half-open@1000'])
+      // Redis is back: busy's probe succeeds and closes its breaker; rare, without traffic, stays at 1.
+      expect((await fetch(`${gw.url}/b/probe`)).status).toBe(200)
+      clock.advance(60_000)
+      expect(await breakers()).toEqual([
+        'edgelimit_breaker_state{rule="busy",tier=""} 0',
+        'edgelimit_breaker_state{rule="rare",tier=""} 1',
+      ])
+      expect(dashboard()).toEqual(['busy:closed@1000', 'rare:half-open@1000'])
     } finally {
       await gw.close()
       await redis.stop()

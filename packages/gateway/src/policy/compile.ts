@@ -57,8 +57,21 @@ export interface CompiledPolicy {
   trustsPeer(peer: string | undefined): boolean
 }
 
-/** Where limiter events go (metrics); called once per limiter created. */
-export type EventSink = (rule: string, tier: string) => ((event: LimiterEvent) => void) | undefined
+/**
+ * Where limiter events go (metrics); called once per limiter created, with how long its breaker
+ * stays open before the next call probes.
+ */
+export type EventSink = (
+  rule: string,
+  tier: string,
+  openMs: number,
+) => ((event: LimiterEvent) => void) | undefined
+
+/**
+ * How long every limiter's breaker stays open before it lets a probe through: the library's
+ * default (`breaker.openMs`), passed explicitly so that the metrics know it.
+ */
+const BREAKER_OPEN_MS = 1000
 
 /**
  * Builds limiters for every rule (one per tier), reusing those of `previous` whose rule,
@@ -99,11 +112,12 @@ export function compilePolicy(
         ],
         store: store.store,
         timeout: rule.timeout,
+        breaker: { openMs: BREAKER_OPEN_MS },
         ...(clock === undefined ? {} : { clock }),
       }
       let limiter = reuse?.get(signature) ?? limiters.get(signature)
       if (limiter === undefined) {
-        const onEvent = store.inProcess ? undefined : events?.(rule.name, plan.tier)
+        const onEvent = store.inProcess ? undefined : events?.(rule.name, plan.tier, BREAKER_OPEN_MS)
         limiter = createLimiter(onEvent === undefined ? options : { ...options, onEvent })
       }
       limiters.set(signature, limiter)

@@ -57,8 +57,12 @@ export interface KeyRow {
 export interface BreakerInfo {
   readonly rule: string
   readonly tier: string
+  /**
+   * As the next call would find it: an open breaker whose `openMs` has passed is `half-open` (the
+   * next call probes), though the breaker itself changes only on that call.
+   */
   readonly state: BreakerState
-  /** Epoch ms of the last change (or of the limiter's creation). */
+  /** Epoch ms of the last change (or of the limiter's creation; of the end of `openMs` for the above). */
   readonly since: number
 }
 
@@ -69,7 +73,11 @@ export interface DashboardData {
   /** One store round trip. */
   latency(ms: number): void
   storeError(kind: string): void
-  breaker(rule: string, tier: string, state: BreakerState): void
+  /**
+   * A breaker's state changed (or a new limiter's breaker, closed); `openMs`: how long it stays
+   * open before the next call probes (without it, an open breaker is shown open until it changes).
+   */
+  breaker(rule: string, tier: string, state: BreakerState, openMs?: number): void
   /** Drops the breaker of (rule, tier): no limiter in force has it any more. */
   forgetBreaker(rule: string, tier: string): void
   /** Points from epoch second `since` on (all kept points by default); the last one is the current, partial second. */
@@ -180,7 +188,10 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
   let dropped = 0
   let floor = 0
 
-  const breakers = new Map<string, { rule: string; tier: string; state: BreakerState; since: number }>()
+  const breakers = new Map<
+    string,
+    { rule: string; tier: string; state: BreakerState; since: number; openMs: number }
+  >()
 
   function push(point: Point): void {
     const cap = ring.length
@@ -330,13 +341,16 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
       errors++
       errorTotals[kind] = (errorTotals[kind] ?? 0) + 1
     },
-    breaker(rule, tier, state) {
+    breaker(rule, tier, state, openMs = Number.POSITIVE_INFINITY) {
       const id = `${rule}\n${tier}`
       const known = breakers.get(id)
-      if (known === undefined) breakers.set(id, { rule, tier, state, since: now() })
-      else if (known.state !== state) {
-        known.state = state
-        known.since = now()
+      if (known === undefined) breakers.set(id, { rule, tier, state, since: now(), openMs })
+      else {
+        if (known.state !== state) {
+          known.state = state
+          known.since = now()
+        }
+        known.openMs = openMs
       }
     },
     forgetBreaker(rule, tier) {
@@ -392,7 +406,13 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
       return { exact: dropped === 0, held: keyCount }
     },
     breakers() {
-      return [...breakers.values()].map((b) => ({ ...b }))
+      // The breaker has no timers: open, it lets the next call through once `openMs` has passed.
+      const t = now()
+      return [...breakers.values()].map(({ rule, tier, state, since, openMs }) =>
+        state === 'open' && t >= since + openMs
+          ? { rule, tier, state: 'half-open' as const, since: since + openMs }
+          : { rule, tier, state, since },
+      )
     },
     storeErrors() {
       return { ...errorTotals }

@@ -125,7 +125,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const storeTimeoutMs = options.storeTimeoutMs ?? 10_000
   const clock = options.clock ?? systemClock
   const metrics = createMetrics({ dashboard: { now: () => clock.now() } })
-  const sink = (rule: string, tier: string) => metrics.limiterEvents(rule, tier)
+  const sink = (rule: string, tier: string, openMs: number) => metrics.limiterEvents(rule, tier, openMs)
 
   const first = loadPolicy(file, env)
   warnAbout(first.config, log)

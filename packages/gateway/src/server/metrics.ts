@@ -13,9 +13,10 @@ export interface Metrics {
   /**
    * Events of a limiter on a remote store: latency, errors, fallbacks, breaker. The breaker gauge
    * of (rule, tier) follows the newest limiter made for it (a reload that changes a rule makes a
-   * new one), never a retired one.
+   * new one), never a retired one. `openMs`: how long its breaker stays open; once passed, the
+   * gauge says half-open (the next call probes) though the breaker changes only on that call.
    */
-  limiterEvents(rule: string, tier: string): (event: LimiterEvent) => void
+  limiterEvents(rule: string, tier: string, openMs: number): (event: LimiterEvent) => void
   /**
    * Removes the breaker gauge and dashboard entry of (rule, tier) once no limiter in force has it
    * (a reload removed the rule or tier, or moved it to an in-process store): the limiters that
@@ -116,7 +117,7 @@ function requestDuration(registers: Registry[]) {
  * Creates the instruments: `edgelimit_decisions_total{rule,tier,outcome}`,
  * `edgelimit_shadow_would_block_total{rule,tier}`, `edgelimit_store_latency_seconds`,
  * `edgelimit_store_errors_total{kind}`, `edgelimit_store_fallbacks_total{rule,mode}`,
- * `edgelimit_breaker_state{rule,tier}` (0 closed, 1 half-open, 2 open),
+ * `edgelimit_breaker_state{rule,tier}` (0 closed, 1 half-open or open past its openMs, 2 open),
  * `edgelimit_upstream_responses_total{code}`, `edgelimit_responses_total{code}`,
  * `edgelimit_request_duration_seconds`, `edgelimit_shaping_delay_seconds{rule}`,
  * `edgelimit_in_flight_requests`, `edgelimit_websocket_tunnels`, `edgelimit_memory_store_keys`,
@@ -190,11 +191,17 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     labelNames: ['rule', 'mode'],
     registers,
   })
-  const breaker = new Gauge({
+  new Gauge({
     name: 'edgelimit_breaker_state',
-    help: 'Store circuit breaker per rule limiter: 0 closed, 1 half-open, 2 open',
+    help: 'Store circuit breaker per rule limiter: 0 closed, 1 half-open (openMs passed: the next call probes), 2 open',
     labelNames: ['rule', 'tier'],
     registers,
+    // Read when scraped from the states the dashboard keeps: the breaker has no timers, and an open
+    // one whose openMs has passed would otherwise read open until its rule's next call.
+    collect() {
+      this.reset()
+      for (const b of dashboard.breakers()) this.labels(b.rule, b.tier).set(BREAKER[b.state])
+    },
   })
   const duration = requestDuration(registers)
   const shaping = new Histogram({
@@ -299,11 +306,10 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
         w.n++
       }
     },
-    limiterEvents(rule, tier) {
+    limiterEvents(rule, tier, openMs) {
       const owner = {}
       breakerOwners.set(`${rule}\n${tier}`, owner)
-      breaker.labels(rule, tier).set(0)
-      dashboard.breaker(rule, tier, 'closed')
+      dashboard.breaker(rule, tier, 'closed', openMs)
       return (event) => {
         switch (event.type) {
           case 'store-latency':
@@ -319,15 +325,13 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
             break
           case 'breaker':
             if (breakerOwners.get(`${rule}\n${tier}`) !== owner) break
-            breaker.labels(rule, tier).set(BREAKER[event.state])
-            dashboard.breaker(rule, tier, event.state)
+            dashboard.breaker(rule, tier, event.state, openMs)
             break
         }
       }
     },
     forgetBreaker(rule, tier) {
       breakerOwners.delete(`${rule}\n${tier}`)
-      breaker.remove(rule, tier)
       dashboard.forgetBreaker(rule, tier)
     },
     response(status, up, seconds) {

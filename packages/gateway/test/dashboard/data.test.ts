@@ -236,6 +236,25 @@ describe('dashboard data: top keys and breakers', () => {
       { rule: 'api', tier: 'pro', state: 'closed', since: 1_000 },
     ])
   })
+
+  test('an open breaker reads half-open once its openMs has passed (the next call probes), without an event', () => {
+    const c = clock(1_000)
+    const data = createDashboardData({ now: c.now })
+    data.breaker('api', '', 'open', 500)
+    data.breaker('login', '', 'open')
+    c.set(1_499)
+    expect(data.breakers().map((b) => b.state)).toEqual(['open', 'open'])
+    c.set(1_500)
+    // Without an openMs, open until the breaker says otherwise.
+    expect(data.breakers()).toEqual([
+      { rule: 'api', tier: '', state: 'half-open', since: 1_500 },
+      { rule: 'login', tier: '', state: 'open', since: 1_000 },
+    ])
+    c.set(2_000)
+    data.breaker('api', '', 'half-open', 500)
+    data.breaker('api', '', 'open', 500)
+    expect(data.breakers()[0]).toEqual({ rule: 'api', tier: '', state: 'open', since: 2_000 })
+  })
 })
 
 describe('dashboard series', () => {
