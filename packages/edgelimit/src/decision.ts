@@ -10,7 +10,11 @@ export interface RuleDecision {
   readonly name: string
   /** Whether this rule admits the request (it is charged only if every enforced rule admits it). */
   readonly allowed: boolean
-  /** True when the rule only observes this request (shadow mode, or outside its `enforce` share). */
+  /**
+   * True when the rule only observes this request (shadow mode, or outside its `enforce` share), or
+   * takes no part in it because its state is not known here: a rule not asked in a limiter mixing
+   * consistency modes (docs/resilience.md), whose numbers are then placeholders (admits, 0 left).
+   */
   readonly shadow: boolean
   readonly limit: number
   /** Further cost-1 requests this rule would admit right now. */
@@ -111,13 +115,14 @@ export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
     const parts: RuleDecision[] = []
     for (let i = 0; i < verdicts.length; i++) {
       const v = verdicts[i] as RuleVerdict
-      const inShadow = (shadow & (1 << i)) !== 0
+      const inShadow = !!(v.unknown || shadow & (1 << i))
       if (!v.allowed && !inShadow) allowed = false
       parts.push(part(i, v, inShadow))
     }
     const bind = parts[bindingRule(parts, allowed)] as RuleDecision
     let delay = 0
-    for (const p of parts) if (!p.shadow && p.delayMs !== undefined && p.delayMs > delay) delay = p.delayMs
+    // (`undefined > delay` is false.)
+    for (const p of parts) if (!p.shadow && (p.delayMs as number) > delay) delay = p.delayMs as number
     return {
       allowed,
       limit: bind.limit,

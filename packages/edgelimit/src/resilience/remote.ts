@@ -1,5 +1,5 @@
 import { monotonic } from '../clock.js'
-import { type Decision, limitOf } from '../decision.js'
+import type { Decision } from '../decision.js'
 import { EdgelimitError } from '../errors.js'
 import type { DecisionSource } from '../events.js'
 import type { RuleConfig } from '../options.js'
@@ -8,7 +8,7 @@ import { memoryStore } from '../stores/memory.js'
 import type { BoundRules, Decider, EvaluateOptions, RuleVerdict } from '../stores/types.js'
 import type { ApproximateConsistency, StoreAnswer } from './approximate.js'
 import { createBreaker } from './breaker.js'
-import { deadlineClock } from './deadline.js'
+import { type DeadlineClock, deadlineClock, type Watch } from './deadline.js'
 import { cachedDenial, type Denial } from './deny-cache.js'
 
 /** What a store call ends in: `ok` maps the store's verdicts, `fail` the rules' fallbacks. */
@@ -28,6 +28,20 @@ interface Outcome<T> {
 
 const FORCE: EvaluateOptions = Object.freeze({ force: true })
 const BREAKER_OPEN = /* @__PURE__ */ new EdgelimitError('ERR_EDGELIMIT_STORE', 'The store breaker is open')
+
+/**
+ * The verdict of a rule whose state is not known here: one not asked (a cheaper group denied
+ * first). Its part is built as a shadow rule's (see `RuleVerdict.unknown`).
+ */
+const UNKNOWN: RuleVerdict = Object.freeze({
+  allowed: true,
+  remaining: 0,
+  resetAfterMs: 0,
+  retryAfterMs: 0,
+  delayMs: 0,
+  reason: undefined,
+  unknown: true,
+})
 
 /**
  * An approximate sync's verdicts (nothing falls back). A failed sync settles with the store call
@@ -93,8 +107,14 @@ export const remoteDecider: Decider = (context) => {
     config.breaker === undefined
       ? undefined
       : createBreaker(config.breaker, (state) => emit?.({ type: 'breaker', state }))
-  const cache = allStrict && config.denyCacheKeys > 0 ? new Map<string, Denial>() : undefined
-  const deadline = config.timeoutMs === undefined ? undefined : deadlineClock(config.timeoutMs, true)
+  // All strict: denials are answered from it. Mixed: the strict rules' part of a request that an
+  // earlier group denied (they are not asked) is told from it.
+  const cache = config.denyCacheKeys > 0 ? new Map<string, Denial>() : undefined
+  // Without one (`timeout: false`), a clock whose calls never expire.
+  const deadline: DeadlineClock =
+    config.timeoutMs === undefined
+      ? { watch: () => ({}) as Watch, end: () => true }
+      : deadlineClock(config.timeoutMs, true)
   const approx =
     approxGroup === undefined
       ? undefined
@@ -146,13 +166,11 @@ export const remoteDecider: Decider = (context) => {
     try {
       const now = clock.now()
       const shadow = shadowOf(key)
-      if (cache !== undefined && cost > 0) {
-        const hit = cachedDenial(cache, key, cost, now)
-        if (hit !== undefined)
-          return Promise.resolve(report(key, cost, aged(hit.decision, now - hit.at), 'cache'))
-      }
-      return strict !== undefined && allStrict
-        ? attempt(strict, key, cost, now, shadow, STRICT)
+      const hit = allStrict && cost > 0 && cache && cachedDenial(cache, key, cost, now)
+      if (hit) return Promise.resolve(report(key, cost, aged(hit.decision, now - hit.at), 'cache'))
+      // All strict: there is a strict group (a limiter has rules).
+      return allStrict
+        ? attempt(strict as Group, key, cost, now, shadow, STRICT)
         : decideMixed(key, cost, now, shadow)
     } catch (error) {
       return Promise.reject(error)
@@ -161,23 +179,33 @@ export const remoteDecider: Decider = (context) => {
 
   /** A strict decision: from the store's verdicts, or from each rule's fallback. */
   const STRICT: Outcome<Decision> = {
-    ok(key, cost, now, shadow, verdicts) {
-      const decision = build(verdicts, shadow)
-      if (cache !== undefined) {
-        // Cached only while the store would answer the same, waits aside: every rule denied and
-        // one short of the cost (it has `cost - 1` left, and gets no more until its retry time),
-        // until the first rule's retry time (for good when every rule is a cost it never admits).
-        // Anything else, an admission too, clears the key.
-        cache.delete(key)
-        if (!decision.allowed && verdicts.every((v) => !v.allowed && v.remaining === cost - 1)) {
-          const until = now + Math.min(...verdicts.map((v) => v.retryAfterMs))
-          remember(cache, key, { at: now, until, cost, decision }, config.denyCacheKeys)
-        }
-      }
-      return report(key, cost, decision, 'store')
-    },
+    ok: (key, cost, now, shadow, verdicts) =>
+      report(key, cost, note(key, cost, now, verdicts, build(verdicts, shadow)), 'store'),
     fail: (g, key, cost, now, shadow) =>
       report(key, cost, build(fallback(g, key, cost, now, shadow), shadow), 'fallback'),
+  }
+
+  /**
+   * `decision`, cached while the store would answer the strict rules' `verdicts` the same, waits
+   * aside: every rule denied and one short of the cost (it has `cost - 1` left, and gets no more
+   * until its retry time), until the first rule's retry time (for good when every rule is a cost
+   * it never admits). Anything else, an admission too, clears the key.
+   */
+  function note(
+    key: string,
+    cost: number,
+    now: number,
+    verdicts: readonly RuleVerdict[],
+    decision: Decision,
+  ) {
+    if (cache !== undefined) {
+      cache.delete(key)
+      if (!decision.allowed && verdicts.every((v) => !v.allowed && v.remaining === cost - 1)) {
+        const until = now + Math.min(...verdicts.map((v) => v.retryAfterMs))
+        remember(cache, key, { at: now, until, cost, decision }, config.denyCacheKeys)
+      }
+    }
+    return decision
   }
 
   /** A group's verdicts, for a decision with several groups. */
@@ -190,8 +218,9 @@ export const remoteDecider: Decider = (context) => {
    * One store call for group `g`: the breaker is asked first, the outcome recorded by it; the
    * store's answer and the deadline race to settle one promise (the deadline has no promise of
    * its own), and `outcome` turns the verdicts — or, when the store failed or missed the deadline,
-   * each rule's fallback (a sync: the store call itself) — into the result. No async frames and no
-   * closures per call but the deadline's: this is every strict decision's path.
+   * each rule's fallback (a sync: the store call itself) — into the result (with `timeout: false`,
+   * against a clock that never expires). No async frames and no closures per call but the
+   * deadline's: this is every strict decision's path.
    */
   function attempt<T>(
     g: Group,
@@ -217,86 +246,55 @@ export const remoteDecider: Decider = (context) => {
       // A store that throws instead of rejecting fails like one that rejects.
       work = Promise.reject(error)
     }
-    if (deadline === undefined) {
-      return work.then(
-        (verdicts) => answered(key, cost, now, mask, started, ticket, verdicts, outcome),
-        (error: unknown) => failed(g, key, cost, now, mask, started, ticket, error, outcome, work),
-      )
-    }
-    const timer = deadline
     return new Promise<T>((resolve, reject) => {
       const fail = (error: unknown) => {
         try {
-          resolve(failed(g, key, cost, now, mask, started, ticket, error, outcome, work))
+          breaker?.record(ticket as number, false, clock.now())
+          emit?.({
+            type: 'store-error',
+            kind:
+              (error as EdgelimitError | undefined)?.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error',
+            error,
+            latencyMs: monotonic() - started,
+          })
+          resolve(outcome.fail(g, key, cost, now, mask, error, work))
         } catch (thrown) {
           reject(thrown)
         }
       }
-      const watch = timer.watch(fail)
+      const watch = deadline.watch(fail)
       work.then(
         (verdicts) => {
-          if (!timer.end(watch)) return
+          if (!deadline.end(watch)) return
           try {
-            resolve(answered(key, cost, now, mask, started, ticket, verdicts, outcome))
+            breaker?.record(ticket as number, true, now)
+            emit?.({ type: 'store-latency', ms: monotonic() - started })
+            resolve(outcome.ok(key, cost, now, mask, verdicts))
           } catch (thrown) {
             reject(thrown)
           }
         },
         (error: unknown) => {
-          if (timer.end(watch)) fail(error)
+          if (deadline.end(watch)) fail(error)
         },
       )
     })
   }
 
-  function answered<T>(
-    key: string,
-    cost: number,
-    now: number,
-    mask: number,
-    started: number,
-    ticket: number | undefined,
-    verdicts: readonly RuleVerdict[],
-    outcome: Outcome<T>,
-  ): T {
-    breaker?.record(ticket as number, true, now)
-    emit?.({ type: 'store-latency', ms: monotonic() - started })
-    return outcome.ok(key, cost, now, mask, verdicts)
-  }
-
-  function failed<T>(
-    g: Group,
-    key: string,
-    cost: number,
-    now: number,
-    mask: number,
-    started: number,
-    ticket: number | undefined,
-    error: unknown,
-    outcome: Outcome<T>,
-    work: Promise<readonly RuleVerdict[]>,
-  ): T | Promise<T> {
-    breaker?.record(ticket as number, false, clock.now())
-    emit?.({ type: 'store-error', kind: storeErrorKind(error), error, latencyMs: monotonic() - started })
-    return outcome.fail(g, key, cost, now, mask, error, work)
-  }
-
   async function decideMixed(key: string, cost: number, now: number, shadow: number): Promise<Decision> {
-    // A rule whose group is not asked (an earlier group denied) answers untouched.
-    const verdicts = rules.map(
-      (rule): RuleVerdict => ({
-        allowed: true,
-        remaining: limitOf(rule),
-        resetAfterMs: 0,
-        retryAfterMs: 0,
-        delayMs: 0,
-        reason: undefined,
-      }),
-    )
+    const verdicts = rules.map(() => UNKNOWN)
     const place = (index: readonly number[], vs: readonly RuleVerdict[]) => {
       index.forEach((i, j) => {
         verdicts[i] = vs[j] as RuleVerdict
       })
+    }
+    const done = (source: DecisionSource) => report(key, cost, build(verdicts, shadow), source)
+    // Denied before the strict rules are asked: they are told from their last answer here when it
+    // still stands (a denial the store would repeat, aged: see `note`), else unknown.
+    const denied = (source: DecisionSource) => {
+      const hit = cache && cachedDenial(cache, key, cost, now)
+      if (hit) place(strictIndex, aged(hit.decision, now - hit.at).rules as never)
+      return done(source)
     }
     let source: DecisionSource = 'store'
     // Cheapest first: in-process rules shield the store, then approximate, then strict.
@@ -306,7 +304,7 @@ export const remoteDecider: Decider = (context) => {
         shadow: mask,
       })
       place(localIndex, vs)
-      if (blocks(vs, mask)) return report(key, cost, build(verdicts, shadow), 'local')
+      if (blocks(vs, mask)) return denied('local')
     }
     if (approx !== undefined && approxGroup !== undefined) {
       const mask = sub(shadow, approxIndex)
@@ -317,14 +315,16 @@ export const remoteDecider: Decider = (context) => {
       )
       source = answer.source
       place(approxIndex, answer.verdicts)
-      if (blocks(answer.verdicts, mask)) return report(key, cost, build(verdicts, shadow), source)
+      if (blocks(answer.verdicts, mask)) return denied(source)
     }
     if (strict !== undefined) {
       const answer = await attempt(strict, key, cost, now, sub(shadow, strictIndex), GROUP)
       place(strictIndex, answer.verdicts)
       if (answer.source === 'fallback') source = 'fallback'
+      // Noted as the strict rules' verdicts alone (what `denied` places).
+      else note(key, cost, now, answer.verdicts, { rules: answer.verdicts } as never)
     }
-    return report(key, cost, build(verdicts, shadow), source)
+    return done(source)
   }
 
   return {
@@ -346,11 +346,6 @@ export const remoteDecider: Decider = (context) => {
     },
     flush: () => approx?.flush(clock.now()) ?? Promise.resolve(),
   }
-}
-
-/** How a failed store call is reported: a missed deadline, or any other error. */
-function storeErrorKind(error: unknown): 'timeout' | 'error' {
-  return (error as EdgelimitError | undefined)?.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error'
 }
 
 /**

@@ -3,7 +3,8 @@ import { faultyStore } from '../../test/support/faulty-store.js'
 import { fixedWindow, gcra, tokenBucket } from '../algorithms.js'
 import type { Decision } from '../decision.js'
 import type { LimiterEvent } from '../events.js'
-import { createLimiter } from '../limiter.js'
+import { quotaPolicy, rateLimitHeaders } from '../http/headers.js'
+import { createLimiter, type Limiter } from '../limiter.js'
 import type { Rule } from '../options.js'
 import { remember } from '../remember.js'
 import { memoryStore } from '../stores/memory.js'
@@ -447,6 +448,58 @@ describe('consistency modes', () => {
     for (let i = 0; i < 10; i++) admitted.push((await limiter.limit('k')).allowed)
     expect(admitted.filter(Boolean)).toHaveLength(3)
     expect(faults.calls).toBe(3)
+  })
+
+  it('a local denial asks no strict rule: each is told from its last denial here, else reported unknown', async () => {
+    const rules = (burst: number): Rule[] => [
+      { name: 'burst', algorithm: fixedWindow({ limit: burst, window: '10s' }), consistency: 'local' },
+      { name: 'hourly', algorithm: fixedWindow({ limit: 1, window: '1h' }) },
+    ]
+    const parts = (d: Decision) =>
+      d.rules.map((r) => [r.name, r.allowed, r.remaining, r.retryAfterMs, r.shadow])
+    const headers = (d: Decision, limiter: Limiter) =>
+      rateLimitHeaders(d, limiter.rules.map(quotaPolicy), { standards: ['draft-10', 'draft-6'], nowMs: 0 })
+    {
+      const { limiter, faults, clock } = remote(rules(2))
+      clock.set(0)
+      expect((await limiter.limit('k')).allowed).toBe(true)
+      // The local rule admits (and counts it), the strict one denies: this process now knows it.
+      expect((await limiter.limit('k')).retryAfterMs).toBe(3_600_000)
+      clock.advance(1000)
+      const d = await limiter.limit('k')
+      expect(faults.calls).toBe(2) // the local rule shields the store
+      expect([d.allowed, d.retryAfterMs]).toEqual([false, 3_599_000])
+      expect(parts(d)).toEqual([
+        ['burst', false, 0, 9000, false],
+        ['hourly', false, 0, 3_599_000, false],
+      ])
+      expect(headers(d, limiter)).toContainEqual(['ratelimit', '"burst";r=0;t=9, "hourly";r=0;t=3599'])
+      expect(headers(d, limiter)).toContainEqual(['retry-after', '3599'])
+      // A client that waits that long is admitted.
+      clock.set(3_600_000)
+      expect((await limiter.limit('k')).allowed).toBe(true)
+    }
+    {
+      // The strict rule admitted last (its one request): not known to deny, nor to admit. Not asked,
+      // it is reported unknown and left out of the binding rule and the RateLimit members.
+      const { limiter, faults, clock } = remote(rules(1))
+      clock.set(0)
+      expect((await limiter.limit('k')).allowed).toBe(true)
+      clock.advance(1000)
+      const d = await limiter.limit('k')
+      expect(faults.calls).toBe(1)
+      expect([d.allowed, d.limit, d.retryAfterMs]).toEqual([false, 1, 9000])
+      expect(parts(d)[1]).toEqual(['hourly', true, 0, 0, true])
+      expect(headers(d, limiter)).toEqual([
+        ['ratelimit-policy', '"burst";q=1;w=10, "hourly";q=1;w=3600'],
+        ['ratelimit', '"burst";r=0;t=9'],
+        ['ratelimit-limit', '1'],
+        ['ratelimit-remaining', '0'],
+        ['ratelimit-reset', '9'],
+        ['ratelimit-policy', '1;w=10'],
+        ['retry-after', '9'],
+      ])
+    }
   })
 
   it('approximate rules count in-process and sync in batches', async () => {

@@ -24,6 +24,12 @@ export interface RuleVerdict {
   readonly delayMs: number
   /** `store-unavailable` only from a limiter's fail-closed fallback, never from a store. */
   readonly reason: DenyReason | 'store-unavailable' | undefined
+  /**
+   * Set by a limiter, never by a store, on a rule whose state it does not know (not asked: a
+   * cheaper consistency group denied first): the rule's part is built as a shadow rule's — it
+   * takes no part in the decision — and its numbers are placeholders.
+   */
+  readonly unknown?: true
 }
 
 /** Per-call options of `evaluate`: plain data, so they cross into Lua or a Durable Object. */
