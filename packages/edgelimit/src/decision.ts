@@ -13,7 +13,8 @@ export interface RuleDecision {
   /**
    * True when the rule only observes this request (shadow mode, or outside its `enforce` share), or
    * takes no part in it because its state is not known here: a rule not asked in a limiter mixing
-   * consistency modes (docs/resilience.md), whose numbers are then placeholders (admits, 0 left).
+   * consistency modes, or one failing open (docs/resilience.md), whose numbers are then
+   * placeholders (admits, 0 left).
    */
   readonly shadow: boolean
   readonly limit: number

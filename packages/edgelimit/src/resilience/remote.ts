@@ -31,7 +31,8 @@ const BREAKER_OPEN = /* @__PURE__ */ new EdgelimitError('ERR_EDGELIMIT_STORE', '
 
 /**
  * The verdict of a rule whose state is not known here: one not asked (a cheaper group denied
- * first). Its part is built as a shadow rule's (see `RuleVerdict.unknown`).
+ * first), or one failing open (`onStoreError: 'open'`, it admits). Its part is built as a shadow
+ * rule's (see `RuleVerdict.unknown`).
  */
 const UNKNOWN: RuleVerdict = Object.freeze({
   allowed: true,
@@ -148,15 +149,18 @@ export const remoteDecider: Decider = (context) => {
       if (rule.onStoreError === 'local') {
         out.push({ ...(local?.[g.fallbackIndex.indexOf(j)] as RuleVerdict) })
       } else {
-        const open = rule.onStoreError === 'open'
-        out.push({
-          allowed: open,
-          remaining: 0,
-          resetAfterMs: 0,
-          retryAfterMs: open ? 0 : retry,
-          delayMs: 0,
-          reason: open ? undefined : 'store-unavailable',
-        })
+        out.push(
+          rule.onStoreError === 'open'
+            ? UNKNOWN
+            : {
+                allowed: false,
+                remaining: 0,
+                resetAfterMs: 0,
+                retryAfterMs: retry,
+                delayMs: 0,
+                reason: 'store-unavailable',
+              },
+        )
       }
     })
     return out

@@ -254,6 +254,30 @@ describe('store errors', () => {
     }
   })
 
+  it("an open rule failing open does not bind: the decision and RateLimit show the rules that know their state", async () => {
+    const { limiter, faults, clock } = remote(
+      [
+        { name: 'o', algorithm: fixedWindow({ limit: 5, window: '1h' }), onStoreError: 'open' },
+        { name: 'loc', algorithm: fixedWindow({ limit: 2, window: '1h' }), onStoreError: 'local' },
+      ],
+      { breaker: false },
+    )
+    clock.set(0)
+    faults.fail = new Error('connection reset')
+    const d = await limiter.limit('k')
+    expect([d.allowed, d.limit, d.remaining]).toEqual([true, 2, 1])
+    expect(d.rules.map((r) => [r.name, r.allowed, r.shadow])).toEqual([
+      ['o', true, true],
+      ['loc', true, false],
+    ])
+    expect(rateLimitHeaders(d, limiter.rules.map(quotaPolicy), { nowMs: 0 })).toContainEqual([
+      'ratelimit',
+      '"loc";r=1;t=3600',
+    ])
+    await limiter.limit('k')
+    expect((await limiter.limit('k')).reason).toBe('limit-exceeded')
+  })
+
   it('a store that does not answer is abandoned at the deadline', async () => {
     // On the deadline's own clock (its timer and performance.now, faked), not the wall clock: a
     // loaded machine that descheduled this process for 30 ms failed the old `< 20 + 30 ms`, while

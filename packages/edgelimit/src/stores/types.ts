@@ -26,8 +26,9 @@ export interface RuleVerdict {
   readonly reason: DenyReason | 'store-unavailable' | undefined
   /**
    * Set by a limiter, never by a store, on a rule whose state it does not know (not asked: a
-   * cheaper consistency group denied first): the rule's part is built as a shadow rule's — it
-   * takes no part in the decision — and its numbers are placeholders.
+   * cheaper consistency group denied first; or failing open while the store is unavailable): the
+   * rule's part is built as a shadow rule's — it takes no part in the decision — and its numbers
+   * are placeholders.
    */
   readonly unknown?: true
 }
