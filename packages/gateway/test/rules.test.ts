@@ -1,5 +1,6 @@
 // Every rule type over real HTTP: algorithms, shaping, shadow, tiers, keys, match, cost, several
 // matching rules, rollout, store failure modes.
+import { writeFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
 import { manualClock } from 'edgelimit/testing'
@@ -421,6 +422,40 @@ rules:
       expect(metrics).toContain('edgelimit_breaker_state{rule="strict",tier=""} 0')
     } finally {
       await down.close()
+    }
+  })
+})
+
+describe('gradual rollout on the memory store', () => {
+  test('changing mode or enforce on reload keeps the counters: only the answer changes', async () => {
+    const policy = (extra: string) =>
+      `rules:\n  - { name: login, algorithm: sliding-log, limit: 2, window: 1h${extra} }\n`
+    const own = await startInProcess(policy(''), { upstream: origin.url })
+    try {
+      const hit = async () => {
+        const response = await fetch(`${own.url}/`)
+        await response.arrayBuffer()
+        return `${response.status} ${response.headers.get('ratelimit')}`
+      }
+      const reload = async (extra: string) => {
+        writeFileSync(own.file, policy(extra))
+        expect(await own.gateway.reload()).toMatchObject({ ok: true })
+      }
+      expect([await hit(), await hit(), await hit()]).toEqual([
+        '200 "login";r=1;t=3600',
+        '200 "login";r=0;t=3600',
+        '429 "login";r=0;t=3600',
+      ])
+      // Shadow: the exhausted client is let through, and still told it has nothing left.
+      await reload(', mode: shadow')
+      expect(await hit()).toBe('200 "login";r=0;t=3600')
+      // The rollout's steps: enforced again (this key is in a 99.99 % share), with the same count.
+      await reload(', enforce: 99.99')
+      expect(await hit()).toBe('429 "login";r=0;t=3600')
+      await reload('')
+      expect(await hit()).toBe('429 "login";r=0;t=3600')
+    } finally {
+      await own.close()
     }
   })
 })

@@ -6,9 +6,16 @@ import {
   type Limiter,
   type LimiterEvent,
   type LimiterOptions,
+  type RuleDecision,
 } from 'edgelimit'
 import type { GatewayConfig, PlanConfig, RuleConfig } from '../config/types.js'
-import { type ClientKeyOptions, isTrustedPeer, type QuotaPolicy, quotaPolicy } from '../library.js'
+import {
+  type ClientKeyOptions,
+  enforcedFor,
+  isTrustedPeer,
+  type QuotaPolicy,
+  quotaPolicy,
+} from '../library.js'
 import { compileKey, createClientResolver, createHasher, type KeyContext, type RuleKey } from './key.js'
 import { compileMatch, type Matcher } from './match.js'
 import type { RequestInfo } from './request.js'
@@ -20,7 +27,15 @@ export interface Plan {
   readonly tier: string
   /** The library rule's name: `<rule>` or `<rule>.<tier>` (in headers and store keys). */
   readonly name: string
+  /** Enforced for every key: `mode` and `enforce` are applied to its decisions by `observe`. */
   readonly limiter: Limiter
+  /**
+   * The limiter's decision for `key` as the rule gives it: as a rule that only observes when in
+   * shadow or outside its `enforce` share. Applied here, not by the limiter, so that a reload
+   * changing `mode` or `enforce` keeps the limiter and its counters (a one-rule limiter counts
+   * the same either way: only when it admits).
+   */
+  observe(key: string, decision: Decision): Decision
   /**
    * A peek for the admin API, on a limiter of its own: it counts in no request metric, and says
    * whether the answer came from the rule's `onStoreError` fallback instead of the store.
@@ -104,8 +119,6 @@ export function compilePolicy(
             name,
             algorithm: plan.algorithm,
             onStoreError: rule.onStoreError,
-            mode: rule.mode,
-            enforce: rule.enforce,
             consistency: rule.consistency === 'approximate' ? approximate : rule.consistency,
             syncInterval: rule.syncIntervalMs,
           },
@@ -122,13 +135,18 @@ export function compilePolicy(
       }
       limiters.set(signature, limiter)
       const shared = limiter
+      const observe = observer(name, rule, limiter)
       plans.set(plan.tier, {
         tier: plan.tier,
         name,
         limiter,
-        inspect: store.inProcess
-          ? async (key) => ({ decision: await shared.peek(key), fallback: false })
-          : (key) => inspectApart(options, key),
+        observe,
+        inspect: async (key) => {
+          const seen = store.inProcess
+            ? { decision: await shared.peek(key), fallback: false }
+            : await inspectApart(options, key)
+          return { ...seen, decision: observe(key, seen.decision) }
+        },
         policies: limiter.rules.map(quotaPolicy),
         headerMemo: config.headers.includes('legacy') ? undefined : new Map(),
       })
@@ -199,6 +217,38 @@ async function inspectApart(options: LimiterOptions, key: string) {
   return { decision: await limiter.peek(key), fallback }
 }
 
+/**
+ * `Plan.observe` for a rule: a decision of a key the rule only observes (`mode: shadow`, or
+ * outside its `enforce` share, by the library's `enforcedFor`) becomes what the library answers
+ * for a one-rule limiter in shadow: admitted, the rule's part marked `shadow`.
+ */
+function observer(name: string, rule: RuleConfig, limiter: Limiter): Plan['observe'] {
+  const observes =
+    rule.mode === 'shadow'
+      ? () => true
+      : rule.enforce < 100
+        ? (key: string) => !enforcedFor(name, key, rule.enforce)
+        : undefined
+  if (observes === undefined) return (_key, decision) => decision
+  const { policy } = limiter.rules[0] as Limiter['rules'][number]
+  const shaping = policy.algorithm === 'leaky-bucket' && policy.mode === 'shape'
+  return (key, decision) => {
+    if (!observes(key)) return decision
+    const part = decision.rules[0] as RuleDecision
+    return {
+      allowed: true,
+      limit: part.limit,
+      remaining: part.allowed ? part.remaining : 0,
+      resetAfterMs: part.resetAfterMs,
+      retryAfterMs: 0,
+      delayMs: shaping ? 0 : undefined,
+      reason: undefined,
+      rules: [{ ...part, shadow: true }],
+    }
+  }
+}
+
+/** A limiter is kept over a reload while this is unchanged (`mode` and `enforce` are not in it). */
 function signatureOf(store: StoreHandle, name: string, rule: RuleConfig, plan: PlanConfig): string {
   return JSON.stringify([
     store.signature,
@@ -206,8 +256,6 @@ function signatureOf(store: StoreHandle, name: string, rule: RuleConfig, plan: P
     plan.algorithm,
     rule.onStoreError,
     rule.timeout,
-    rule.mode,
-    rule.enforce,
     rule.consistency,
     rule.syncIntervalMs,
   ])

@@ -49,7 +49,7 @@ export async function decide(policy: CompiledPolicy, request: RequestInfo, nowMs
     if (route === undefined) continue
     const { key, raw } = rule.key(request, route, context)
     const plan = rule.planFor(request, raw)
-    const decision = await plan.limiter.limit(key, { cost: rule.config.cost })
+    const decision = plan.observe(key, await plan.limiter.limit(key, { cost: rule.config.cost }))
     parts ??= []
     parts.push({ rule, plan, key, decision })
     if (!decision.allowed) break
@@ -69,7 +69,7 @@ export function decideSync(policy: CompiledPolicy, request: RequestInfo, nowMs: 
     if (route === undefined) continue
     const { key, raw } = rule.key(request, route, context)
     const plan = rule.planFor(request, raw)
-    const decision = plan.limiter.limitSync(key, { cost: rule.config.cost })
+    const decision = plan.observe(key, plan.limiter.limitSync(key, { cost: rule.config.cost }))
     parts ??= []
     parts.push({ rule, plan, key, decision })
     if (!decision.allowed) break
