@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { mergeRateLimitFields } from './ratelimit-fields.js'
 
 // Which headers cross the gateway, each way: hop-by-hop ones end here, client claims need trust.
 
@@ -191,7 +192,11 @@ export function requestHeaders(
   return out
 }
 
-/** The upstream's response headers for the client: hop-by-hop removed, rate-limit fields added. */
+/**
+ * The upstream's response headers for the client: hop-by-hop removed, the gateway's rate-limit
+ * fields (`extra`, lower-case names) added — combined with the upstream's own, when it sent
+ * any, so that they are not made to look more permissive (see `mergeRateLimitFields`).
+ */
 export function responseHeaders(
   headers: IncomingHttpHeaders,
   extra: readonly (readonly [string, string])[],
@@ -202,6 +207,11 @@ export function responseHeaders(
     if (HOP_BY_HOP.has(name) || listed?.has(name)) continue
     out[name] = headers[name]
   }
-  for (const [name, value] of extra) out[name.toLowerCase()] = value
+  for (const [name] of extra) {
+    if (out[name] === undefined) continue
+    mergeRateLimitFields(out, extra)
+    return out
+  }
+  for (const [name, value] of extra) out[name] = value
   return out
 }
