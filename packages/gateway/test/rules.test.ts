@@ -66,6 +66,14 @@ rules:
   - { name: costly, match: { path: /costly }, cost: 2, algorithm: fixed-window, limit: 5, window: 1h }
   - { name: inner, match: { path: /both/** }, algorithm: fixed-window, limit: 5, window: 1h }
   - { name: outer, match: { path: /both/** }, algorithm: fixed-window, limit: 3, window: 1h }
+  - { name: front, match: { path: /layers/front/** }, algorithm: fixed-window, limit: 2, window: 1h }
+  - name: back
+    match: { path: /layers/** }
+    key: header:x-api-key
+    algorithm: fixed-window
+    window: 1h
+    tiers: { keys: { gold-key: pro }, default: free, plans: { free: { limit: 10 }, pro: { limit: 50 } } }
+  - { name: aside, match: { path: /layers/aside }, algorithm: fixed-window, limit: 7, window: 1h }
 `
 
 beforeAll(async () => {
@@ -387,6 +395,30 @@ test('every matching rule applies: all must admit, and each is named in the head
   expect(await burst(3, 1, () => status('/both/x', h))).toEqual([200, 200, 429])
   const denied = await get('/both/y', h)
   expect(((await denied.json()) as Record<string, unknown>)['violated-policies']).toEqual(['outer'])
+})
+
+test('a 429 lists the policies of the rules after the denying one, as the 200s do, without charging them', async () => {
+  const h = { ...client(81), 'x-api-key': 'gold-key' }
+  const policy = /^"front";q=2;w=3600, "back\.pro";q=50;w=3600$/
+  for (let i = 0; i < 2; i++) {
+    const admitted = await get('/layers/front/x', h)
+    expect(admitted.status).toBe(200)
+    expect(admitted.headers.get('ratelimit-policy')).toMatch(policy)
+    expect(admitted.headers.get('ratelimit')).toMatch(
+      new RegExp(`^"front";r=${1 - i};t=\\d+, "back\\.pro";r=${49 - i};t=\\d+$`),
+    )
+  }
+  for (let i = 0; i < 3; i++) {
+    const denied = await get('/layers/front/x', h)
+    expect(denied.status).toBe(429)
+    expect(denied.headers.get('ratelimit-policy')).toMatch(policy)
+    // Only the rules decided have a member: `back` was not asked.
+    expect(denied.headers.get('ratelimit')).toMatch(/^"front";r=0;t=\d+$/)
+    expect(((await denied.json()) as Record<string, unknown>)['violated-policies']).toEqual(['front'])
+  }
+  // The denials did not count against `back`: 2 admitted + this one.
+  const behind = await get('/layers/other', h)
+  expect(behind.headers.get('ratelimit')).toMatch(/^"back\.pro";r=47;t=\d+$/)
 })
 
 describe('store failures follow onStoreError', () => {

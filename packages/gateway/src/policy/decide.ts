@@ -36,15 +36,18 @@ const NO_RULES: Verdict = { allowed: true, headers: [], delayMs: 0, parts: [] }
 /**
  * Applies every rule that matches, in order: a request passes only if all of them admit it.
  * Each rule keys the request its own way, so rules are separate limiters: the first enforced
- * denial stops the walk (later rules are not charged); rules before it have already counted the
- * request — a conservative over-count, as in the library's mixed-consistency rules.
+ * denial stops the walk (later rules are not charged, only listed in `RateLimit-Policy`); rules
+ * before it have already counted the request — a conservative over-count, as in the library's
+ * mixed-consistency rules.
  *
  * @example const verdict = await decide(policy, fromIncoming(req), Date.now())
  */
 export async function decide(policy: CompiledPolicy, request: RequestInfo, nowMs: number): Promise<Verdict> {
   let parts: Part[] | undefined
   const context: KeyContext = {}
-  for (const rule of policy.rules) {
+  const rules = policy.rules
+  for (let i = 0; i < rules.length; i++) {
+    const rule = rules[i] as CompiledRule
     const route = rule.match(request)
     if (route === undefined) continue
     const { key, raw } = rule.key(request, route, context)
@@ -52,7 +55,7 @@ export async function decide(policy: CompiledPolicy, request: RequestInfo, nowMs
     const decision = plan.observe(key, await plan.limiter.limit(key, { cost: rule.config.cost }))
     parts ??= []
     parts.push({ rule, plan, key, decision })
-    if (!decision.allowed) break
+    if (!decision.allowed) return denied(policy, parts, i + 1, request, context, nowMs)
   }
   return parts === undefined ? NO_RULES : answer(parts, policy.config.headers, request.path, nowMs)
 }
@@ -64,7 +67,9 @@ export async function decide(policy: CompiledPolicy, request: RequestInfo, nowMs
 export function decideSync(policy: CompiledPolicy, request: RequestInfo, nowMs: number): Verdict {
   let parts: Part[] | undefined
   const context: KeyContext = {}
-  for (const rule of policy.rules) {
+  const rules = policy.rules
+  for (let i = 0; i < rules.length; i++) {
+    const rule = rules[i] as CompiledRule
     const route = rule.match(request)
     if (route === undefined) continue
     const { key, raw } = rule.key(request, route, context)
@@ -72,9 +77,38 @@ export function decideSync(policy: CompiledPolicy, request: RequestInfo, nowMs: 
     const decision = plan.observe(key, plan.limiter.limitSync(key, { cost: rule.config.cost }))
     parts ??= []
     parts.push({ rule, plan, key, decision })
-    if (!decision.allowed) break
+    if (!decision.allowed) return denied(policy, parts, i + 1, request, context, nowMs)
   }
   return parts === undefined ? NO_RULES : answer(parts, policy.config.headers, request.path, nowMs)
+}
+
+/**
+ * The verdict of a walk stopped by a denial: `RateLimit-Policy` also lists the policies of the
+ * later rules that match (draft-10 §3: the field stays consistent over a client's answers, and
+ * the admitted ones list them). Those rules are not asked — matching and keying charge nothing —
+ * so they have no `RateLimit` member.
+ */
+function denied(
+  policy: CompiledPolicy,
+  parts: Part[],
+  from: number,
+  request: RequestInfo,
+  context: KeyContext,
+  nowMs: number,
+): Verdict {
+  let later: QuotaPolicy[] | undefined
+  const rules = policy.rules
+  // With `headers: false` no policy is listed.
+  for (let i = policy.config.headers.length === 0 ? rules.length : from; i < rules.length; i++) {
+    const rule = rules[i] as CompiledRule
+    const route = rule.match(request)
+    if (route === undefined) continue
+    // Only `tiers.keys` reads the key's raw value: no hashing for the rest.
+    const raw = rule.config.tiers === undefined ? '' : rule.key(request, route, context).raw
+    later ??= []
+    later.push(...rule.planFor(request, raw).policies)
+  }
+  return answer(parts, policy.config.headers, request.path, nowMs, later)
 }
 
 type Headers = readonly (readonly [string, string])[]
@@ -105,14 +139,23 @@ function admittedHeaders(part: Part, standards: readonly HeaderStandard[], nowMs
   return headers
 }
 
-function answer(parts: Part[], standards: readonly HeaderStandard[], path: string, nowMs: number): Verdict {
+/** `later`: policies listed after those of the parts (the rules after a denial, see `denied`). */
+function answer(
+  parts: Part[],
+  standards: readonly HeaderStandard[],
+  path: string,
+  nowMs: number,
+  later?: readonly QuotaPolicy[],
+): Verdict {
   const only = parts.length === 1 ? (parts[0] as Part) : undefined
   if (only?.decision.allowed) {
     const headers = standards.length === 0 ? [] : admittedHeaders(only, standards, nowMs)
     return { allowed: true, headers, delayMs: only.decision.delayMs ?? 0, parts }
   }
   const decision = only?.decision ?? combine(parts)
-  const policies: readonly QuotaPolicy[] = only?.plan.policies ?? parts.flatMap((p) => p.plan.policies)
+  const decided: readonly QuotaPolicy[] = only?.plan.policies ?? parts.flatMap((p) => p.plan.policies)
+  // After the decided rules' policies, so that member i of `RateLimit` is still policy i's.
+  const policies = later === undefined ? decided : [...decided, ...later]
   // With no standards (`headers: false`) a denial still gets its Retry-After (RFC 6585, REFERENCE §4).
   const headers =
     standards.length === 0 && decision.allowed
