@@ -363,14 +363,85 @@ describe('approximate counter: how a sync ends', () => {
     expect(syncs.map((s) => s.cost)).toEqual([4, 2])
     syncs[1]?.answer()
     await turn()
-    // 93 in the store, less the 1 admitted since and the 4 still unanswered (in the store, as it
-    // happens, but not known here): 88.
-    expect(await remaining(500)).toBe(88)
+    // 93 in the store, less the 1 admitted since. The 4 given up are no longer taken off: the
+    // store's answer holds them when it counted them (here it did).
+    expect(await remaining(500)).toBe(92)
     // The first sync's answer (remaining 95) comes last, and changes nothing.
     syncs[0]?.answer()
     await turn()
-    expect(await remaining(500)).toBe(88)
+    expect(await remaining(500)).toBe(92)
     expect(store.used).toBe(7)
+  })
+
+  it('a given-up sync answered before the next one: its answer applies, its batch is taken off once', async () => {
+    const { store, syncs, admit, remaining, turn, flush } = syncStore(100)
+    await admit(5, 0)
+    await admit(1, 100)
+    await admit(1, 499)
+    await admit(1, 500)
+    expect(syncs.map((s) => s.cost)).toEqual([4, 2])
+    // The given-up sync's answer comes first: the store's 95 (its own 4 in it), less the 1
+    // admitted since and the 2 of the sync in flight.
+    syncs[0]?.answer()
+    await turn()
+    expect(await remaining(500)).toBe(92)
+    syncs[1]?.answer()
+    await turn()
+    expect(await remaining(500)).toBe(92)
+    await admit(2, 550)
+    await flush(550)
+    expect([await remaining(550), store.used]).toEqual([90, 10])
+  })
+
+  it('replies lost after the store counted them lower no later window: each window admits the limit', async () => {
+    // One fixed window of 100 per second, syncs every 100 ms; in windows 1 to 3 a sync's reply is
+    // lost (a client with no timeout of its own): the store counted its batch, no answer comes.
+    const limit = 100
+    const used = new Map<number, number>()
+    let lose = false
+    const charge = (cost: number, now: number, strict: boolean): RuleVerdict => {
+      const w = Math.floor(now / 1000)
+      const before = used.get(w) ?? 0
+      const allowed = before + cost <= limit
+      if (allowed || !strict) used.set(w, before + cost)
+      return {
+        ...verdict,
+        allowed,
+        remaining: limit - (allowed ? before + cost : before),
+        resetAfterMs: (w + 1) * 1000 - now,
+      }
+    }
+    const approximate = createApproximate({
+      sync: (_key, cost, now) => {
+        const verdicts = [charge(cost, now, false)]
+        if (lose) {
+          lose = false
+          return new Promise(() => {})
+        }
+        return Promise.resolve(verdicts)
+      },
+      rules: 1,
+      intervalMs: 100,
+      timeoutMs: 45,
+    })
+    const turn = () => new Promise((resolve) => setImmediate(resolve))
+    const admitted: number[] = []
+    for (let w = 0; w < 6; w++) {
+      let n = 0
+      for (let t = 0; t < 1000; t += 5) {
+        const now = w * 1000 + t
+        if (t === 200 && w >= 1 && w <= 3) lose = true
+        const d = await approximate.decide('k', 1, now, 0, async () => ({
+          verdicts: [charge(1, now, true)],
+          source: 'store',
+        }))
+        if (d.verdicts[0]?.allowed) n++
+        await turn()
+      }
+      admitted.push(n)
+    }
+    expect(admitted.slice(4)).toEqual([100, 100])
+    expect(admitted.every((n, w) => n === used.get(w))).toBe(true)
   })
 
   it('flush waits for an unanswered sync no longer than the deadline, and rejects', async () => {

@@ -3,14 +3,23 @@ import type { DecisionSource } from '../events.js'
 import type { RuleVerdict } from '../stores/types.js'
 import { within } from './deadline.js'
 
+/** A sync sent and not answered yet: its batch, and when it went. */
+interface Flight {
+  readonly cost: number
+  readonly at: number
+}
+
 /** Per key: what the store said at the last sync, less what this process admitted since. */
 interface Entry {
   remaining: number[]
   resetAt: number[]
   /** Admitted here, not sent yet. */
   pending: number
-  /** Sent in syncs the store has not answered yet (they may have counted there already). */
-  flying: number
+  /**
+   * Syncs sent that the store has not answered yet, nor given up (they may have counted there
+   * already): answers take their batches off.
+   */
+  flying: Flight[]
   syncedAt: number
   /** The sync in flight (until the store answers it, or it is given up): whether its batch counted. */
   syncing: Promise<boolean> | undefined
@@ -21,7 +30,9 @@ interface Entry {
 /**
  * How many sync intervals a key's next sync waits for the one in flight before it goes anyway: a
  * reply may be lost (a client with no timeout of its own). Not sending again what the unanswered
- * sync carried, the next one cannot charge it twice.
+ * sync carried, the next one cannot charge it twice; nor is that batch taken off the answers
+ * after it, which hold it when the store counted it (taken off every later answer, a lost reply
+ * would lower the key's quota for as long as the key is counted here).
  */
 const GIVE_UP = 4
 
@@ -110,13 +121,21 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     const cost = entry.pending
     const id = ++syncs
     entry.pending = 0
-    entry.flying += cost
+    // Syncs unanswered for GIVE_UP intervals are given up: this one's answer holds their batches
+    // when the store counted them, and their own late answers take nothing off again.
+    if (entry.flying.length > 0) entry.flying = entry.flying.filter((f) => now - f.at < GIVE_UP * intervalMs)
+    const flight: Flight = { cost, at: now }
+    entry.flying.push(flight)
+    const land = () => {
+      const i = entry.flying.indexOf(flight)
+      if (i >= 0) entry.flying.splice(i, 1)
+    }
     // The next sync is due an interval after this one starts, however it ends.
     entry.syncedAt = now
     const run = send(key, cost, now)
       .then(
         (verdicts) => {
-          entry.flying -= cost
+          land()
           if (verdicts === undefined) {
             // Not sent (the breaker is open): the batch goes with the next sync.
             entry.pending += cost
@@ -124,11 +143,12 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
           }
           if (id < entry.answered) return true
           entry.answered = id
+          const flying = entry.flying.reduce((sum, f) => sum + f.cost, 0)
           verdicts.forEach((v, i) => {
             // A forced charge that the rule would have denied reports the state before it.
             const after = v.allowed || cost === 0 ? v.remaining : Math.max(0, v.remaining - cost)
-            // Less what was admitted here since: pending, and sent in syncs not answered yet.
-            entry.remaining[i] = Math.max(0, after - entry.pending - entry.flying)
+            // Less what was admitted here since: pending, and sent in syncs not answered (nor given up) yet.
+            entry.remaining[i] = Math.max(0, after - entry.pending - flying)
             entry.resetAt[i] = now + v.resetAfterMs
           })
           return true
@@ -137,7 +157,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
           // Sent, and the store failed (the path reported why): it may have counted the batch
           // (a reply lost with the connection, a proxy's 5xx after the script ran). Sending it
           // again could charge it twice: it is dropped, at most one batch per failed sync.
-          entry.flying -= cost
+          land()
           dropped += cost
           return false
         },
@@ -223,7 +243,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       remaining: verdicts.map((v) => v.remaining),
       resetAt: verdicts.map((v) => now + v.resetAfterMs),
       pending: 0,
-      flying: 0,
+      flying: [],
       syncedAt: now,
       syncing: undefined,
       answered: 0,
