@@ -35,7 +35,8 @@ export interface Limiter {
   reset(key: string): Promise<void>
   /**
    * Sends counts that approximate rules still hold in-process and waits for their syncs in flight
-   * (call before shutdown), no longer than the deadline. Rejects (`ERR_EDGELIMIT_STORE`) when a
+   * (call before shutdown), no longer than the deadline (with `timeout: false`, 4 sync intervals:
+   * a reply may be lost). Rejects (`ERR_EDGELIMIT_STORE`) when a
    * sync failed or went unanswered: counts the open breaker kept back stay pending for the next
    * sync; counts sent are never sent again (see docs/resilience.md).
    */

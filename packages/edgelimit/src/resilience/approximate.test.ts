@@ -464,4 +464,28 @@ describe('approximate counter: how a sync ends', () => {
       vi.useRealTimers()
     }
   })
+
+  it('without a deadline, flush waits for an unanswered sync no longer than 4 intervals, and rejects', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    try {
+      const approximate = createApproximate({
+        // A reply lost by a client with no timeout of its own: the sync never settles.
+        sync: () => new Promise(() => {}),
+        rules: 1,
+        intervalMs: 100,
+        timeoutMs: undefined,
+      })
+      await approximate.decide('k', 1, 0, 0, async () => ({ verdicts: [verdict], source: 'store' }))
+      await approximate.decide('k', 1, 0, 0, () => Promise.reject(new Error('known')))
+      let done: unknown
+      const flushed = approximate.flush(0).catch((error: unknown) => (done = error))
+      await vi.advanceTimersByTimeAsync(399)
+      expect(done).toBeUndefined()
+      await vi.advanceTimersByTimeAsync(1)
+      await flushed
+      expect(done).toMatchObject({ code: 'ERR_EDGELIMIT_STORE' })
+    } finally {
+      vi.useRealTimers()
+    }
+  })
 })

@@ -82,7 +82,7 @@ export interface Approximate {
   ): Promise<{ readonly verdicts: readonly RuleVerdict[]; readonly source: DecisionSource }>
   /**
    * Sends every pending count now and waits for the syncs in flight (for shutdown and tests), for
-   * no longer than the deadline; rejects (`ERR_EDGELIMIT_STORE`) when a sync failed or is still
+   * no longer than the deadline (without one, `GIVE_UP` intervals: a reply may be lost); rejects (`ERR_EDGELIMIT_STORE`) when a sync failed or is still
    * unanswered then. Counts not sent (the breaker was open) stay pending for the next sync; counts
    * sent are never sent again (the store may have counted them): they are in the store, or lost.
    */
@@ -302,13 +302,13 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       }
       let answered = 0
       const all = Promise.all(work.map((w) => w.then((sent) => void (sent && answered++))))
-      if (timeoutMs !== undefined) await within(all, timeoutMs)
-      else await all
+      // Without a deadline, no longer than a key's next sync waits for a reply (it may be lost).
+      await within(all, timeoutMs ?? GIVE_UP * intervalMs)
       const failed = work.length - answered
       if (failed > 0) {
         throw new EdgelimitError(
           'ERR_EDGELIMIT_STORE',
-          `${failed} sync${failed === 1 ? '' : 's'} of approximate counts failed or went unanswered within the deadline; counts not sent stay pending for the next sync, counts sent are not sent again`,
+          `${failed} sync${failed === 1 ? '' : 's'} of approximate counts failed or went unanswered in time; counts not sent stay pending for the next sync, counts sent are not sent again`,
         )
       }
     },
