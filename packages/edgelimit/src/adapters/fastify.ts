@@ -15,7 +15,7 @@ export interface FastifyReplyLike {
   getHeader(name: string): unknown
   send(body: Uint8Array): unknown
   hijack(): unknown
-  readonly raw: { setHeader(name: string, value: never): unknown }
+  readonly raw: { readonly headersSent: boolean; setHeader(name: string, value: never): unknown }
 }
 
 /** The part of a Fastify instance the plugin uses. */
@@ -41,12 +41,19 @@ export interface FastifyRateLimitPlugin {
 // `reply.header()` set: its hijack first copies our fields to `reply.raw`, with the values the
 // reply holds then (a route's own `reply.header()` or `removeHeader()` still counts). Normal
 // responses are untouched: `reply.raw` headers would put every header through Node's slower path.
+// The copy never breaks the route's hijack: none once the route sent the head itself (an SSE
+// stream that writes, then hijacks), and a value Node refuses is left out.
 function keepOnHijack(reply: FastifyReplyLike, headers: HttpVerdict['headers']): void {
   const hijack = reply.hijack
   reply.hijack = () => {
     for (const [name] of headers) {
       const value = reply.getHeader(lowerName(name))
-      if (value !== undefined) reply.raw.setHeader(lowerName(name), value as never)
+      if (value === undefined || reply.raw.headersSent) continue
+      try {
+        reply.raw.setHeader(lowerName(name), value as never)
+      } catch {
+        // Not ours to fail: the route set the value (`reply.header()`), and it goes without it.
+      }
     }
     return hijack.call(reply)
   }
@@ -58,7 +65,8 @@ function keepOnHijack(reply: FastifyReplyLike, headers: HttpVerdict['headers']):
  * scope). Admitted requests get the rate-limit headers; denied ones get the 429/503 answer. Routes
  * match the full path up to the first `;` (`useSemicolonDelimiter` routes `/login;x` to `/login`,
  * so a `/login` rule counts it with or without the option). A route that hijacks the reply
- * (`reply.hijack()`, then `reply.raw`) still sends the fields. The peer is the socket address;
+ * (`reply.hijack()`, then `reply.raw`) still sends the fields (not one that sent the head before
+ * its hijack: too late, and its hijack goes on as without the plugin). The peer is the socket address;
  * Fastify's `trustProxy` is not used — configure `identity.trustedProxies` instead.
  *
  * @example

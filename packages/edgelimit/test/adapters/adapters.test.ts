@@ -357,6 +357,56 @@ describe('fastify adapter', () => {
     }
   })
 
+  it('a route that writes reply.raw and then hijacks (an SSE stream) is not broken by the fields', async () => {
+    const app = Fastify()
+    const errors: string[] = []
+    app.setErrorHandler((error, request, reply) => {
+      errors.push(`${request.url}: ${(error as { code?: string }).code}`)
+      reply.code(500).send('error')
+    })
+    await app.register(fastifyRateLimit, { limiter: onePerHour(), key: (request) => request.path })
+    app.get('/stream', (_request, reply) => {
+      reply.raw.writeHead(200, { 'content-type': 'text/event-stream' })
+      reply.raw.write('data: 1\n\n')
+      reply.hijack()
+      reply.raw.end('data: 2\n\n')
+    })
+    app.get('/ended', async (_request, reply) => {
+      reply.raw.writeHead(200)
+      reply.raw.end('ended')
+      reply.hijack()
+    })
+    // A field the route set to a value Node refuses: that one is not copied, the others are.
+    app.get('/garbled', (_request, reply) => {
+      reply.header('ratelimit', 'bad\nvalue')
+      reply.hijack()
+      reply.raw.writeHead(200)
+      reply.raw.end('garbled')
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+    try {
+      // The head went before the hijack: too late for the fields, and the stream goes on.
+      const stream = await fetch(`${base}/stream`)
+      expect([stream.status, await stream.text()]).toEqual([200, 'data: 1\n\ndata: 2\n\n'])
+      expect([stream.headers.get('content-type'), stream.headers.get('ratelimit')]).toEqual([
+        'text/event-stream',
+        null,
+      ])
+      const ended = await fetch(`${base}/ended`)
+      expect([ended.status, await ended.text()]).toEqual([200, 'ended'])
+      const garbled = await fetch(`${base}/garbled`)
+      expect([garbled.status, await garbled.text()]).toEqual([200, 'garbled'])
+      expect([garbled.headers.get('ratelimit'), garbled.headers.get('ratelimit-policy')]).toEqual([
+        null,
+        '"hourly";q=1;w=3600',
+      ])
+      expect(errors).toEqual([])
+    } finally {
+      await app.close()
+    }
+  })
+
   it('a failing check becomes a Fastify error (500)', async () => {
     const app = Fastify()
     await app.register(fastifyRateLimit, {
