@@ -254,7 +254,7 @@ describe('store errors', () => {
     }
   })
 
-  it("an open rule failing open does not bind: the decision and RateLimit show the rules that know their state", async () => {
+  it('an open rule failing open does not bind: the decision and RateLimit show the rules that know their state', async () => {
     const { limiter, faults, clock } = remote(
       [
         { name: 'o', algorithm: fixedWindow({ limit: 5, window: '1h' }), onStoreError: 'open' },
