@@ -522,15 +522,10 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
       : `k:${custom}`
   }
 
-  function keyOf(request: HttpRequest, route: CompiledRoute | undefined) {
-    // No key function: `customKey(undefined)`, the client address.
-    return after((route?.key ?? options.key)?.(request), customKey, request)
-  }
-
   // Each step goes on synchronously when it can, and through a promise when it must.
   function run(request: HttpRequest): HttpVerdict | Promise<HttpVerdict> {
     try {
-      return after(skip?.(request), select, request)
+      return skip ? after(skip(request), select, request) : select(0, request)
     } catch (error) {
       return Promise.reject(error)
     }
@@ -555,7 +550,9 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
       }
     }
     if (t === undefined) return PASS
-    return after(keyOf(request, t.route), charge, request, t)
+    // The client address, or a key function's key (its `undefined` falls back to the address).
+    const fn = t.route?.key ?? options.key
+    return after(fn ? after(fn(request), customKey, request) : addressKey(request), charge, request, t)
   }
 
   function charge(
@@ -608,7 +605,7 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     key: string,
     decision: Decision,
   ): HttpVerdict | Promise<HttpVerdict> {
-    if (options.partitionKey !== true) return verdict(request, t, key, decision, '')
+    if (!options.partitionKey) return verdict(request, t, key, decision, '')
     const pk = partitionKeys.get(key)
     if (pk !== undefined) return verdict(request, t, key, decision, pk)
     return digest(key, secret).then((bytes) => {
