@@ -34,41 +34,29 @@ const CLIENT_CLAIMS = new Set([
 ])
 /**
  * The request fields of which Node keeps the first line only in `req.headers` (so the rules read
- * that one); of the others it joins the lines (`Cookie` with `; `, the rest with `, `). `Host`
- * and `Content-Length` are not here: two lines of either are answered 400 before this.
+ * that one), each with a bit of its own (which of them have been sent, in a number: nothing
+ * allocated per request); of the others it joins the lines (`Cookie` with `; `, the rest with
+ * `, `). `Host` and `Content-Length` are not here: two lines of either are answered 400 before this.
  */
-const FIRST_LINE_ONLY = new Set([
-  'authorization',
-  'content-type',
-  'user-agent',
-  'referer',
-  'from',
-  'if-modified-since',
-  'if-unmodified-since',
-  'max-forwards',
-  'age',
-  'etag',
-  'expires',
-  'last-modified',
-  'location',
-  'retry-after',
-  'server',
-])
-/** Whether a line before `end` of raw header lines has the (lower-case) name `lower`; allocates nothing. */
-function namedBefore(raw: readonly string[], end: number, lower: string): boolean {
-  for (let i = 0; i < end; i += 2) {
-    const name = raw[i] as string
-    if (name.length !== lower.length) continue
-    let k = 0
-    // Header names are tokens (ASCII): folding A-Z is their whole case-insensitivity.
-    for (; k < name.length; k++) {
-      const c = name.charCodeAt(k)
-      if ((c >= 65 && c <= 90 ? c + 32 : c) !== lower.charCodeAt(k)) break
-    }
-    if (k === name.length) return true
-  }
-  return false
-}
+const FIRST_LINE_ONLY = new Map(
+  [
+    'authorization',
+    'content-type',
+    'user-agent',
+    'referer',
+    'from',
+    'if-modified-since',
+    'if-unmodified-since',
+    'max-forwards',
+    'age',
+    'etag',
+    'expires',
+    'last-modified',
+    'location',
+    'retry-after',
+    'server',
+  ].map((name, i) => [name, 1 << i]),
+)
 /** Whether a lower-case header name is one of the client claims above. */
 export function isClaim(lower: string): boolean {
   return CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-')
@@ -155,6 +143,9 @@ export function requestHeaders(
   let forwardedFor: string | undefined
   let forwardedHost = false
   let forwardedProto = false
+  // Which fields have been sent: FIRST_LINE_ONLY's by bit, the joined ones by name.
+  let firstLines = 0
+  let joined: Set<string> | undefined
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string
     let value = raw[i + 1] as string
@@ -171,13 +162,22 @@ export function requestHeaders(
       forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
       continue
     }
-    // A line that is not the field's value as read (one of several lines), or a single-value field
-    // that may be repeated as is: sent once, at its first line. `__proto__` is no own field (not a
-    // string here) and `Set-Cookie` an array: their lines pass as they are.
+    // A field on several lines is sent once, at its first line, as read. `__proto__` is no own
+    // field (not a string here) and `Set-Cookie` an array: their lines pass as they are.
     const read = headers[lower]
-    if (typeof read === 'string' && (read !== value || FIRST_LINE_ONLY.has(lower))) {
-      if (namedBefore(raw, i, lower)) continue
-      value = read
+    if (typeof read === 'string') {
+      const bit = FIRST_LINE_ONLY.get(lower)
+      if (bit !== undefined) {
+        if ((firstLines & bit) !== 0) continue
+        firstLines |= bit
+        value = read
+      } else if (read !== value) {
+        // Not the field's value as read, so one of several lines joined: a set only then.
+        if (joined?.has(lower)) continue
+        joined ??= new Set()
+        joined.add(lower)
+        value = read
+      }
     }
     if (lower === 'x-forwarded-host') forwardedHost = true
     else if (lower === 'x-forwarded-proto') forwardedProto = true
