@@ -1,7 +1,12 @@
-import { createServer, type Server } from 'node:http'
+import { createServer, type IncomingMessage, type Server } from 'node:http'
 import { type AddressInfo, connect, type Socket } from 'node:net'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { afterEach, describe, expect, test } from 'vitest'
 import { type LingerLimits, lingerOnClose } from './lingering-close.js'
+
+setFlagsFromString('--expose-gc')
+const gc = runInNewContext('gc') as () => void
 
 const servers: Server[] = []
 afterEach(() => {
@@ -106,4 +111,32 @@ test('a connection whose request was read whole closes at once, as Node closes i
   const ended = await c.ended
   expect((await c.closed) - ended).toBeLessThan(LIMITS.idleMs / 2)
   c.socket.destroy()
+})
+
+test('an idle keep-alive connection does not keep its last request alive', async () => {
+  let last: WeakRef<IncomingMessage> | undefined
+  const server = createServer((req, res) => {
+    last = new WeakRef(req)
+    res.end('ok')
+  })
+  server.prependListener('request', (req) => lingerOnClose(req, LIMITS))
+  servers.push(server)
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  const socket = connect((server.address() as AddressInfo).port, '127.0.0.1')
+  try {
+    await new Promise((r) => {
+      socket.once('data', r)
+      socket.write('GET / HTTP/1.1\r\nhost: a\r\n\r\n')
+    })
+    // Node lets go of a request once it has ended, which takes it a few turns after the answer;
+    // a WeakRef's target lives until the job that read it ends: collect on later tasks.
+    for (let i = 0; i < 20 && last?.deref() !== undefined; i++) {
+      await new Promise((r) => setImmediate(r))
+      gc()
+    }
+    expect(last).toBeDefined()
+    expect(last?.deref()).toBeUndefined()
+  } finally {
+    socket.destroy()
+  }
 })

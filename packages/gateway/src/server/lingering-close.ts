@@ -16,8 +16,15 @@ const LINGER_TICK_MS = 250
 
 export const LINGER: LingerLimits = { totalMs: 30_000, idleMs: 5_000, maxBytes: 64 * 1024 * 1024 }
 
-const LATEST = Symbol('edgelimit.latestRequest')
-type Lingering = Socket & { [LATEST]?: IncomingMessage }
+const PATCHED = Symbol('edgelimit.lingerOnClose')
+/**
+ * A server socket as Node's HTTP server keeps it: `parser.incoming` is the request being read,
+ * until it has ended (Node clears it then, so that the request can be collected).
+ */
+type Lingering = Socket & {
+  [PATCHED]?: true
+  parser?: { incoming?: IncomingMessage | null } | null
+}
 
 /**
  * Closes `req`'s connection as nginx's lingering close does when an answer that closes it goes
@@ -33,17 +40,17 @@ type Lingering = Socket & { [LATEST]?: IncomingMessage }
  */
 export function lingerOnClose(req: IncomingMessage, limits: LingerLimits = LINGER): void {
   const socket = req.socket as Lingering
-  const known = socket[LATEST] !== undefined
-  socket[LATEST] = req
-  if (known) return
+  if (socket[PATCHED]) return
+  socket[PATCHED] = true
   // What Node's server calls once an answer that closes the connection has been written: maybe
-  // before its parser has read the rest of the bytes it holds, so the body is looked at after.
+  // before its parser has read the rest of the bytes it holds, so the body is looked at after,
+  // through Node's own pointer (a request held here would live as long as its idle connection).
   const destroySoon = socket.destroySoon
   socket.destroySoon = () => {
     socket.destroySoon = destroySoon
     socket.end()
     setImmediate(() => {
-      if (socket[LATEST]?.complete === false && !socket.destroyed) linger(socket, limits)
+      if (socket.parser?.incoming?.complete === false && !socket.destroyed) linger(socket, limits)
       else destroySoon.call(socket)
     })
   }
