@@ -217,7 +217,7 @@ test('a repeated header reaches the upstream as one line, the value the rules re
   expect(lines(keyed.seen, 'authorization')).toEqual(['junk-2'])
   expect(lines(keyed.seen, 'content-type')).toEqual(['text/plain'])
   expect(lines(keyed.seen, 'user-agent')).toEqual(['same'])
-  // Other fields are combined (RFC 9110 §5.3), as the rules read them: the key is `junk-1, real`.
+  // Other fields (lists, RFC 9110 §5.3, or unknown) are joined, as the rules read them: the key is `junk-1, real`.
   expect(lines(keyed.seen, 'x-api-key')).toEqual(['junk-1, real'])
   const again = await send('/keyed', ['X-Api-Key', 'junk-1, real'])
   expect(again.status).toBe(200)

@@ -1,5 +1,12 @@
 import type { IncomingMessage } from 'node:http'
-import { connectionTokens, endsAtGateway, forwardedPeer, isClaim, isClaimSpelling } from '../proxy/headers.js'
+import {
+  connectionTokens,
+  endsAtGateway,
+  fieldValue,
+  forwardedPeer,
+  isClaim,
+  isClaimSpelling,
+} from '../proxy/headers.js'
 import { hostForm, routeForm } from './path.js'
 
 /** What rules look at in a request: the runtime differences end here. */
@@ -14,8 +21,9 @@ export interface RequestInfo {
   /** The Host header (`hostForm`: lower case, no trailing dot), with its port if it has one. */
   readonly host: string
   /**
-   * A header by lower-case name; repeated lines as Node reads them (the first of a single-value
-   * field, the others joined with `, `), which is the line the upstream gets (`requestHeaders`).
+   * A header by lower-case name; repeated lines read as the first of a single-value field (as Node
+   * reads most of them), the lines of a list field joined with `, ` (`Cookie` with `; `): the
+   * line the upstream gets (`requestHeaders`).
    * In the gateway, only the headers the upstream gets: hop-by-hop ones, those `Connection` names
    * and `Proxy` are absent, and the forwarding headers (`X-Forwarded-*`, `Forwarded`,
    * `X-Real-IP`, …) read as the gateway sends them: a trusted proxy's as passed on (with the peer
@@ -45,6 +53,7 @@ class NodeRequestInfo implements RequestInfo {
   readonly query: string
   readonly host: string
   readonly peer: string | undefined
+  private readonly raw: readonly string[]
   // The names `Connection` lists, read at the first `header()` (`null` until then).
   private listed: Set<string> | undefined | null = null
   // Whether the peer is trusted, asked at the first forwarding header it sent (`undefined` until then).
@@ -63,6 +72,7 @@ class NodeRequestInfo implements RequestInfo {
     this.query = q === -1 ? '' : url.slice(q + 1)
     this.host = hostForm(headers.host)
     this.peer = req.socket.remoteAddress
+    this.raw = req.rawHeaders
   }
   header(name: string): string | undefined {
     // What the gateway strips before forwarding (`requestHeaders`) is absent here too, so that
@@ -103,12 +113,13 @@ class NodeRequestInfo implements RequestInfo {
     if (name === 'x-forwarded-proto') return sent ?? 'http'
     return sent
   }
-  /** The request's own field, repeated lines as Node reads them. */
+  /** The request's own field, repeated lines as the upstream gets them (`fieldValue`). */
   private own(name: string): string | undefined {
     // Own fields only: `constructor` or `__proto__` would read Object.prototype's members.
     if (!Object.hasOwn(this.headers, name)) return undefined
     const value = this.headers[name]
-    return value === undefined || typeof value === 'string' ? value : value.join(', ')
+    if (value === undefined) return undefined
+    return typeof value === 'string' ? fieldValue(this.raw, name, value) : value.join(', ')
   }
 }
 

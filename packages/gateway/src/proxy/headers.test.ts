@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage } from 'node:http'
 import { type AddressInfo, connect } from 'node:net'
 import { describe, expect, test } from 'vitest'
+import { fromIncoming } from '../policy/request.js'
 import { requestHeaders } from './headers.js'
 
 /**
@@ -66,5 +67,54 @@ describe('requestHeaders', () => {
     expect(out[out.indexOf('User-Agent') + 1]).toBe('ua0')
     expect(sent.filter((n) => n === 'User-Agent')).toHaveLength(1)
     expect(sent).toHaveLength(400 + 1 + 3)
+  })
+})
+
+describe('a single-value field sent on several lines', () => {
+  const lines = [
+    'Range: bytes=0-1',
+    'X-Other: a',
+    'range: bytes=5-6',
+    'Date: Tue, 15 Nov 1994 08:12:31 GMT',
+    'Date: Wed, 16 Nov 1994 08:12:31 GMT',
+    'If-Range: "v1"',
+    'If-Range: "v2"',
+    'Origin: https://a.example',
+    'Origin: https://b.example',
+    'Authorization: Bearer one',
+    'Authorization: Bearer two',
+    'X-Other: b',
+  ]
+  const FIRST = {
+    range: 'bytes=0-1',
+    date: 'Tue, 15 Nov 1994 08:12:31 GMT',
+    'if-range': '"v1"',
+    origin: 'https://a.example',
+    authorization: 'Bearer one',
+  }
+
+  test('reaches the upstream as its first line, and the rules read that line, even where Node joins them', async () => {
+    const { out, read } = await parsed(lines, (req) => {
+      const info = fromIncoming(req)
+      return {
+        out: requestHeaders(req, false, false),
+        read: Object.fromEntries(Object.keys(FIRST).map((name) => [name, info.header(name)])),
+      }
+    })
+    const sent = (lower: string) =>
+      out.flatMap((h, i) => (i % 2 === 0 && h.toLowerCase() === lower ? [out[i + 1]] : []))
+    for (const [name, first] of Object.entries(FIRST)) expect(sent(name), name).toEqual([first])
+    expect(read).toEqual(FIRST)
+    // A list field is joined (RFC 9110 §5.3), for both.
+    expect(sent('x-other')).toEqual(['a, b'])
+  })
+
+  test('on one line, with a comma of its own, is read and sent as it is', async () => {
+    const { out, range } = await parsed(['Range: bytes=0-1,5-6'], (req) => ({
+      out: requestHeaders(req, false, false),
+      range: fromIncoming(req).header('range'),
+    }))
+    expect(range).toBe('bytes=0-1,5-6')
+    expect(out[out.indexOf('Range') + 1]).toBe('bytes=0-1,5-6')
   })
 })

@@ -33,12 +33,29 @@ const CLIENT_CLAIMS = new Set([
   'fastly-client-ip',
 ])
 /**
- * The request fields of which Node keeps the first line only in `req.headers` (so the rules read
- * that one), each with a bit of its own (which of them have been sent, in a number: nothing
- * allocated per request); of the others it joins the lines (`Cookie` with `; `, the rest with
- * `, `). `Host` and `Content-Length` are not here: two lines of either are answered 400 before this.
+ * Single-value request fields (not lists: RFC 9110 §5.3 lets a recipient join the lines of a list
+ * field only) that Node joins with `, ` all the same in `req.headers`: joined, two `Range` lines
+ * would ask for both ranges and two `Date` lines make no date. Of these, the rules read
+ * (`fromIncoming`) and the upstream gets the first line, as Node keeps it of FIRST_LINE's others.
  */
-const FIRST_LINE_ONLY = new Map(
+const JOINED_SINGLE_VALUE = new Set([
+  'range',
+  'if-range',
+  'date',
+  'content-range',
+  'content-location',
+  'origin',
+  'access-control-request-method',
+  'sec-websocket-key',
+])
+/**
+ * The request fields sent at their first line only, each with a bit of its own (which of them have
+ * been sent, in a number: nothing allocated per request): those Node keeps the first line of in
+ * `req.headers`, and JOINED_SINGLE_VALUE. Node joins the others' lines (`Cookie` with `; `, the
+ * rest with `, `). `Host` and `Content-Length` are not here: two lines of either are answered 400
+ * before this.
+ */
+const FIRST_LINE = new Map(
   [
     'authorization',
     'content-type',
@@ -55,8 +72,35 @@ const FIRST_LINE_ONLY = new Map(
     'location',
     'retry-after',
     'server',
+    ...JOINED_SINGLE_VALUE,
   ].map((name, i) => [name, 1 << i]),
 )
+
+/**
+ * A request field as the rules read it, given its value in `req.headers` (`read`) and the raw lines:
+ * `read`, but the first line of a single-value field Node joins (JOINED_SINGLE_VALUE).
+ *
+ * @example fieldValue(['Range', 'bytes=0-1', 'Range', 'bytes=5-6'], 'range', 'bytes=0-1, bytes=5-6') // 'bytes=0-1'
+ */
+export function fieldValue(raw: readonly string[], lower: string, read: string): string {
+  // Without a comma, `read` is one line; else the lines are looked at (only for these fields).
+  if (!JOINED_SINGLE_VALUE.has(lower) || !read.includes(',')) return read
+  for (let i = 0; i < raw.length; i += 2) {
+    if (sameName(raw[i] as string, lower)) return raw[i + 1] as string
+  }
+  return read
+}
+
+/** Whether a header name is `lower` (a lower-case name), whatever its case; allocates nothing. */
+export function sameName(name: string, lower: string): boolean {
+  if (name.length !== lower.length) return false
+  // Header names are tokens (ASCII): folding A-Z is their whole case-insensitivity.
+  for (let k = 0; k < name.length; k++) {
+    const c = name.charCodeAt(k)
+    if ((c >= 65 && c <= 90 ? c + 32 : c) !== lower.charCodeAt(k)) return false
+  }
+  return true
+}
 /** Whether a lower-case header name is one of the client claims above. */
 export function isClaim(lower: string): boolean {
   return CLIENT_CLAIMS.has(lower) || lower.startsWith('x-forwarded-')
@@ -126,9 +170,9 @@ export function forwardedPeer(address: string | undefined): string {
 /**
  * The request's header lines for the upstream: hop-by-hop and `Proxy` removed, X-Forwarded-*
  * added; with `upgrade` (a tunnel's protocol), `Connection: Upgrade` and that `Upgrade` put back.
- * A field sent on several lines goes as one, the value the rules read (`req.headers`): the first
- * line of a single-value field (`FIRST_LINE_ONLY`), the lines joined for the others (RFC 9110
- * §5.3), so that an upstream reading the last line cannot see another value than the rules.
+ * A field sent on several lines goes as one, the value the rules read (`fromIncoming`): the first
+ * line of a single-value field (`FIRST_LINE`), the lines joined for the others (list fields, RFC
+ * 9110 §5.3), so that an upstream reading the last line cannot see another value than the rules.
  */
 export function requestHeaders(
   req: IncomingMessage,
@@ -143,7 +187,7 @@ export function requestHeaders(
   let forwardedFor: string | undefined
   let forwardedHost = false
   let forwardedProto = false
-  // Which fields have been sent: FIRST_LINE_ONLY's by bit, the joined ones by name.
+  // Which fields have been sent: FIRST_LINE's by bit, the joined ones by name.
   let firstLines = 0
   let joined: Set<string> | undefined
   for (let i = 0; i < raw.length; i += 2) {
@@ -162,15 +206,15 @@ export function requestHeaders(
       forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`
       continue
     }
-    // A field on several lines is sent once, at its first line, as read. `__proto__` is no own
-    // field (not a string here) and `Set-Cookie` an array: their lines pass as they are.
+    // A field on several lines is sent once, at its first line, as the rules read it: that line
+    // (FIRST_LINE), or the lines joined. `__proto__` is no own field (not a string here) and
+    // `Set-Cookie` an array: their lines pass as they are.
     const read = headers[lower]
     if (typeof read === 'string') {
-      const bit = FIRST_LINE_ONLY.get(lower)
+      const bit = FIRST_LINE.get(lower)
       if (bit !== undefined) {
         if ((firstLines & bit) !== 0) continue
         firstLines |= bit
-        value = read
       } else if (read !== value) {
         // Not the field's value as read, so one of several lines joined: a set only then.
         if (joined?.has(lower)) continue
