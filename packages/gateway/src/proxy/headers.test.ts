@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage } from 'node:http'
 import { type AddressInfo, connect } from 'node:net'
-import { describe, expect, test } from 'vitest'
+import { describe, expect, test, vi } from 'vitest'
 import { fromIncoming } from '../policy/request.js'
-import { requestHeaders } from './headers.js'
+import { connectionTokens, requestHeaders } from './headers.js'
 
 /**
  * Sends `lines` (raw header lines, `Name: value`) to a Node server and runs `inspect` on the request
@@ -117,4 +117,18 @@ describe('a single-value field sent on several lines', () => {
     expect(range).toBe('bytes=0-1,5-6')
     expect(out[out.indexOf('Range') + 1]).toBe('bytes=0-1,5-6')
   })
+})
+
+test('connectionTokens: the usual Connection values, in any case, name no header and cost no allocation', () => {
+  const split = vi.spyOn(String.prototype, 'split')
+  try {
+    for (const value of ['keep-alive', 'Keep-Alive', 'KEEP-ALIVE', 'close', 'Close']) {
+      expect(connectionTokens(value), value).toBeUndefined()
+    }
+    expect(split).not.toHaveBeenCalled()
+  } finally {
+    split.mockRestore()
+  }
+  expect(connectionTokens('Keep-Alive, X-Key')).toEqual(new Set(['x-key']))
+  expect(connectionTokens(['close', 'Upgrade'])).toEqual(new Set(['upgrade']))
 })

@@ -145,11 +145,13 @@ export function endsAtGateway(lower: string): boolean {
 
 /**
  * Names listed in a Connection header, which are hop-by-hop too; `undefined` when there are none
- * (the usual `keep-alive` or `close` costs no allocation). `host` is never one: the gateway sets
- * the Host the upstream gets (`preserveHost`), and the rules read it.
+ * (the usual `keep-alive` or `close`, in any case, costs no allocation). `host` is never one: the
+ * gateway sets the Host the upstream gets (`preserveHost`), and the rules read it.
  */
 export function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
-  if (value === undefined || value === 'keep-alive' || value === 'close') return undefined
+  if (value === undefined) return undefined
+  const usual = typeof value === 'string' && (sameName(value, 'keep-alive') || sameName(value, 'close'))
+  if (usual) return undefined
   const text = Array.isArray(value) ? value.join(',') : value
   const tokens = text
     .split(',')
