@@ -228,6 +228,18 @@ test('a repeated header reaches the upstream as one line, the value the rules re
   expect(lines(cookies.seen, 'cookie')).toEqual(['a=1; b=2'])
 })
 
+test('a header past the first 1,000 lines is read by the rules as the upstream gets it', async () => {
+  // Node's request keeps 1,000 lines in `headers` by default (maxHeadersCount), and more in
+  // `rawHeaders`, which the upstream gets: the rules would not see the Authorization below.
+  const filler = Array.from({ length: 1000 }, (_, i) => [`x-f${i}`, '1']).flat()
+  const late = await send('/anon', [...filler, 'Authorization', 'Bearer late'])
+  expect(late.status).toBe(200)
+  // (The origin is a Node server too: its `rawHeaders` has the line.)
+  expect(late.seen?.rawHeaders.slice(-12)).toContain('Bearer late')
+  // Not anonymous: the `authorization: false` rule does not apply.
+  expect(late.policy).toBeUndefined()
+})
+
 test('query keys read the first occurrence (as nginx $arg_); the query reaches the upstream as sent', async () => {
   const first = await send('/q?user=ann&user=bob')
   expect(first.status).toBe(200)

@@ -402,6 +402,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       (req, res) => serve(req, res),
     )
     applyClientTimeouts(s, current.policy.config.clients)
+    // Every header line in `req.headers`, which the rules read, as in `rawHeaders`, which the
+    // upstream gets (Node's default keeps 1,000 there, more in `rawHeaders`); `maxHeaderSize`
+    // (16 KiB) still bounds them.
+    s.maxHeadersCount = 0
     // An answer that closes the connection with the request's body unread reads it first (nginx's lingering close).
     const linger = (req: IncomingMessage) => lingerOnClose(req)
     s.prependListener('request', linger).prependListener('checkContinue', linger)
