@@ -57,7 +57,7 @@ function referenceHeaders(
       case 'legacy':
         out.push(['x-ratelimit-limit', String(top.limit)])
         out.push(['x-ratelimit-remaining', String(top.remaining)])
-        out.push(['x-ratelimit-reset', String(Math.ceil((options.nowMs + until(top) * 1000) / 1000))])
+        out.push(['x-ratelimit-reset', String(Math.ceil((options.nowMs + untilMs(top)) / 1000))])
         break
     }
   }
@@ -68,8 +68,11 @@ function referenceHeaders(
 }
 
 const ceil = (ms: number) => Math.ceil(ms / 1000)
+function untilMs(rule: RuleDecision): number {
+  return !rule.allowed && Number.isFinite(rule.retryAfterMs) ? rule.retryAfterMs : rule.resetAfterMs
+}
 function until(rule: RuleDecision): number {
-  return ceil(!rule.allowed && Number.isFinite(rule.retryAfterMs) ? rule.retryAfterMs : rule.resetAfterMs)
+  return ceil(untilMs(rule))
 }
 
 function setup(rules: Rule[]) {
@@ -130,6 +133,26 @@ describe('rate-limit headers', () => {
       [10, 60],
       [2, 1],
     ])
+  })
+
+  it('legacy X-RateLimit-Reset rounds the absolute reset time up once, as Retry-After points at it', async () => {
+    const clock = manualClock(1_000_500)
+    const limiter = createLimiter({
+      rules: [{ name: 'a', algorithm: fixedWindow({ limit: 2, window: '10s' }) }],
+      clock,
+    })
+    const headers = async () =>
+      Object.fromEntries(
+        rateLimitHeaders(await limiter.limit('k'), limiter.rules.map(quotaPolicy), {
+          nowMs: clock.now(),
+          standards: ['draft-6', 'legacy'],
+        }),
+      )
+    // The window ends at 1,010,000 ms: 9.5 s away, which draft-6 rounds up to 10.
+    expect(await headers()).toMatchObject({ 'ratelimit-reset': '10', 'x-ratelimit-reset': '1010' })
+    await limiter.limit('k')
+    const denied = await headers()
+    expect([denied['retry-after'], denied['x-ratelimit-reset']]).toEqual(['10', '1010'])
   })
 
   it('Retry-After is whole seconds rounded up, never 0 while a request cannot pass', async () => {

@@ -49,10 +49,14 @@ export function ceilSeconds(ms: number): number {
   return Math.ceil(ms / 1000)
 }
 
-/** Seconds until a rule gives more quota: its retry time when it denies, else its reset time. */
+/** Ms until a rule gives more quota: its retry time when it denies, else its reset time. */
+function msUntil(rule: RuleDecision): number {
+  return !rule.allowed && Number.isFinite(rule.retryAfterMs) ? rule.retryAfterMs : rule.resetAfterMs
+}
+
+/** `msUntil` in whole seconds, rounded up. */
 function secondsUntil(rule: RuleDecision): number {
-  const ms = !rule.allowed && Number.isFinite(rule.retryAfterMs) ? rule.retryAfterMs : rule.resetAfterMs
-  return ceilSeconds(ms)
+  return ceilSeconds(msUntil(rule))
 }
 
 /** Options of `rateLimitHeaders`. */
@@ -150,7 +154,8 @@ export function headerRenderer(
         out.push([`${prefix}remaining`, String(top.remaining)])
         out.push([
           `${prefix}reset`,
-          String(legacy ? Math.ceil((nowMs + secondsUntil(top) * 1000) / 1000) : secondsUntil(top)),
+          // Epoch seconds: the absolute time rounded up once, as Retry-After's wait is.
+          String(legacy ? ceilSeconds(nowMs + msUntil(top)) : secondsUntil(top)),
         ])
         if (!legacy) out.push(['ratelimit-policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
       }
