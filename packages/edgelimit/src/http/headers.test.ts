@@ -46,7 +46,7 @@ function referenceHeaders(
       }
       case 'draft-7':
         out.push(['ratelimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${until(top)}`])
-        out.push(['ratelimit-policy', policies.map((p) => `${p.quota};w=${p.windowSeconds}`).join(', ')])
+        out.push(['ratelimit-policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
         break
       case 'draft-6':
         out.push(['ratelimit-limit', String(top.limit)])
@@ -129,9 +129,26 @@ describe('rate-limit headers', () => {
       1,
       new Map(),
     ])
-    expect(parseList(draft7['ratelimit-policy'] as string).map(([q, p]) => [q, p.get('w')])).toEqual([
-      [10, 60],
-      [2, 1],
+    expect(parseList(draft7['ratelimit-policy'] as string).map(([q, p]) => [q, p.get('w')])).toEqual([[2, 1]])
+  })
+
+  it('draft-7 RateLimit-Policy names one policy, the binding one: never two of the same quota (draft-7 §3.5)', async () => {
+    const { limiter, headers } = setup([
+      { name: 'second', algorithm: fixedWindow({ limit: 10, window: '1s' }) },
+      { name: 'minute', algorithm: fixedWindow({ limit: 10, window: '1m' }) },
+    ])
+    // `10;w=1, 10;w=60` is draft-7's own example of an invalid field.
+    expect(headers(await limiter.limit('k'), ['draft-7'])).toEqual({
+      ratelimit: 'limit=10, remaining=9, reset=1',
+      'ratelimit-policy': '10;w=1',
+    })
+    for (let i = 0; i < 9; i++) await limiter.limit('k')
+    // Both deny; the minute's window (ending 20 s from now) keeps the request out longest.
+    const denied = headers(await limiter.limit('k'), ['draft-7'])
+    expect([denied.ratelimit, denied['ratelimit-policy'], denied['retry-after']]).toEqual([
+      'limit=10, remaining=0, reset=20',
+      '10;w=60',
+      '20',
     ])
   })
 

@@ -5,7 +5,8 @@ import type { StoreRule } from '../stores/types.js'
 /**
  * Which rate-limit header fields to emit (REFERENCE §4):
  * - `draft-10`: `RateLimit` and `RateLimit-Policy` as Structured-Field lists, one named member per rule;
- * - `draft-7`: `RateLimit: limit=…, remaining=…, reset=…` and `RateLimit-Policy: 100;w=60, …`;
+ * - `draft-7`: `RateLimit: limit=…, remaining=…, reset=…` and `RateLimit-Policy: 100;w=60` for the rule
+ *   closest to exhaustion (one policy: draft-7 §3.5 forbids two of the same quota, `10;w=1, 10;w=60`);
  * - `draft-6`: `RateLimit-Limit`, `-Remaining`, `-Reset`, `-Policy` for the rule closest to exhaustion;
  * - `legacy`: `X-RateLimit-Limit`, `-Remaining`, `-Reset` (epoch seconds).
  */
@@ -111,27 +112,28 @@ export function headerRenderer(
     policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', ')
   // Shared by every answer, so frozen.
   const draft10Policy = Object.freeze(['ratelimit-policy', policyField('')] as const)
-  const draft7Policy = Object.freeze([
-    'ratelimit-policy',
-    policies.map((p) => `${p.quota};w=${p.windowSeconds}`).join(', '),
-  ] as const)
+  // draft-7 and draft-6: the binding rule's policy only.
+  const singles = policies.map((p) => `${p.quota};w=${p.windowSeconds}`)
   const only = standards.length === 1 ? standards[0] : undefined
 
   // A rule that only observes this request (shadow, or outside its `enforce` share) is left out,
   // as the other standards leave it out when they pick the binding rule; unless every rule only
   // observes, when all are shown, as the decision's own fields show them.
-  function draft10(decision: Decision, pk: string): string {
+  function draft10(out: [string, string][], decision: Decision, pk: string): void {
     const rules = decision.rules
     // One rule is shown whatever its mode: no search on the common path.
     const enforced = rules.length > 1 && rules.some((r) => !r.shadow)
-    let out = ''
+    let current = ''
     for (let i = 0; i < rules.length; i++) {
       const r = rules[i] as RuleDecision
       if (r.shadow && enforced) continue
       const member = r.name === names[i] ? (members[i] as string) : `${sfString(r.name)};r=`
-      out += `${out && ', '}${member}${r.remaining};t=${secondsUntil(r)}${pk}`
+      current += `${current && ', '}${member}${r.remaining};t=${secondsUntil(r)}${pk}`
     }
-    return out
+    out.push(pk === '' ? (draft10Policy as [string, string]) : ['ratelimit-policy', policyField(pk)], [
+      'ratelimit',
+      current,
+    ])
   }
 
   return (decision, nowMs, pk) => {
@@ -139,25 +141,23 @@ export function headerRenderer(
     // draft-10 alone (the default) needs no binding rule.
     const bind = only === 'draft-10' ? 0 : bindingRule(decision.rules, decision.allowed)
     const top = decision.rules[bind] as RuleDecision
-    const topPolicy = policies[bind] as QuotaPolicy
     for (const standard of standards) {
-      if (standard === 'draft-10') {
-        out.push(pk === '' ? (draft10Policy as [string, string]) : ['ratelimit-policy', policyField(pk)])
-        out.push(['ratelimit', draft10(decision, pk)])
-      } else if (standard === 'draft-7') {
-        out.push(['ratelimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${secondsUntil(top)}`])
-        out.push(draft7Policy as [string, string])
-      } else {
+      if (standard === 'draft-10') draft10(out, decision, pk)
+      else if (standard === 'draft-7')
+        out.push(
+          ['ratelimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${secondsUntil(top)}`],
+          ['ratelimit-policy', singles[bind] as string],
+        )
+      else {
         const legacy = standard === 'legacy'
         const prefix = legacy ? 'x-ratelimit-' : 'ratelimit-'
-        out.push([`${prefix}limit`, String(top.limit)])
-        out.push([`${prefix}remaining`, String(top.remaining)])
-        out.push([
-          `${prefix}reset`,
+        out.push(
+          [`${prefix}limit`, String(top.limit)],
+          [`${prefix}remaining`, String(top.remaining)],
           // Epoch seconds: the absolute time rounded up once, as Retry-After's wait is.
-          String(legacy ? ceilSeconds(nowMs + msUntil(top)) : secondsUntil(top)),
-        ])
-        if (!legacy) out.push(['ratelimit-policy', `${topPolicy.quota};w=${topPolicy.windowSeconds}`])
+          [`${prefix}reset`, String(legacy ? ceilSeconds(nowMs + msUntil(top)) : secondsUntil(top))],
+        )
+        if (!legacy) out.push(['ratelimit-policy', singles[bind] as string])
       }
     }
     if (!decision.allowed && Number.isFinite(decision.retryAfterMs)) {
