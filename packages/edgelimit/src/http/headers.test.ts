@@ -31,13 +31,15 @@ function referenceHeaders(
     switch (standard) {
       case 'draft-10': {
         const pk = options.partitionKey ? `;pk=${sfBinary(options.partitionKey)}` : ''
+        const enforced = decision.rules.some((r) => !r.shadow)
         out.push([
           'ratelimit-policy',
-          policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', '),
+          policies
+            .filter((_, i) => !(enforced && decision.rules[i]?.shadow))
+            .map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`)
+            .join(', '),
         ])
-        const shown = decision.rules.some((r) => !r.shadow)
-          ? decision.rules.filter((r) => !r.shadow)
-          : decision.rules
+        const shown = enforced ? decision.rules.filter((r) => !r.shadow) : decision.rules
         out.push([
           'ratelimit',
           shown.map((r) => `${sfString(r.name)};r=${r.remaining};t=${until(r)}${pk}`).join(', '),
@@ -376,8 +378,8 @@ describe('problem+json', () => {
     ])
     const fields = Object.fromEntries(rateLimitHeaders(d, policies, { standards: ['draft-10'], nowMs: 0 }))
     expect(fields.ratelimit).toBe('"enforced";r=1;t=7200')
-    // The policy field lists the configured policies, the shadow one included.
-    expect(fields['ratelimit-policy']).toBe('"observe";q=1;w=3600, "enforced";q=3;w=10800')
+    // Nor in the policy field: a client pacing itself by it would follow a rule that never blocks.
+    expect(fields['ratelimit-policy']).toBe('"enforced";q=3;w=10800')
     const draft7 = rateLimitHeaders(d, policies, { standards: ['draft-7'], nowMs: 0 })
     expect(draft7[0]).toEqual(['ratelimit', 'limit=3, remaining=1, reset=7200'])
     expect(headerRenderer(policies, standards)(d, 0, '')).toEqual(
@@ -386,8 +388,31 @@ describe('problem+json', () => {
     // A limiter whose every rule observes shows them all, as its decision's fields do.
     const onlyShadow = setup([rules[0] as Rule]).limiter
     const s = await onlyShadow.limit('k')
-    expect(
-      Object.fromEntries(rateLimitHeaders(s, onlyShadow.rules.map(quotaPolicy), { nowMs: 0 })).ratelimit,
-    ).toBe('"observe";r=0;t=3600')
+    expect(Object.fromEntries(rateLimitHeaders(s, onlyShadow.rules.map(quotaPolicy), { nowMs: 0 }))).toEqual({
+      'ratelimit-policy': '"observe";q=1;w=3600',
+      ratelimit: '"observe";r=0;t=3600',
+    })
+  })
+
+  it('a rule enforced for some keys (enforce < 100) is in both fields for those keys only', async () => {
+    const { limiter } = setup([
+      { name: 'trial', algorithm: fixedWindow({ limit: 3, window: '10s' }), enforce: 50 },
+      { name: 'api', algorithm: fixedWindow({ limit: 100, window: '1m' }) },
+    ])
+    const policies = limiter.rules.map(quotaPolicy)
+    const render = headerRenderer(policies, ['draft-10'])
+    const seen = new Map<boolean, Record<string, string>>()
+    for (let i = 0; i < 40 && seen.size < 2; i++) {
+      const d = await limiter.limit(`key-${i}`)
+      seen.set(d.rules[0]?.shadow === true, Object.fromEntries(render(d, 0, ';pk=:AA==:')))
+    }
+    expect(seen.get(false)).toEqual({
+      'ratelimit-policy': '"trial";q=3;w=10;pk=:AA==:, "api";q=100;w=60;pk=:AA==:',
+      ratelimit: '"trial";r=2;t=10;pk=:AA==:, "api";r=99;t=20;pk=:AA==:',
+    })
+    expect(seen.get(true)).toEqual({
+      'ratelimit-policy': '"api";q=100;w=60;pk=:AA==:',
+      ratelimit: '"api";r=99;t=20;pk=:AA==:',
+    })
   })
 })

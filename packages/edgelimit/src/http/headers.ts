@@ -84,10 +84,7 @@ export function rateLimitHeaders(
   options: HeaderOptions,
 ): [string, string][] {
   const pk = options.partitionKey ? `;pk=${sfBinary(options.partitionKey)}` : ''
-  // Fresh pairs: the renderer shares its constant ones between answers.
-  return headerRenderer(policies, options.standards)(decision, options.nowMs, pk).map(
-    (field) => [...field] as [string, string],
-  )
+  return headerRenderer(policies, options.standards)(decision, options.nowMs, pk)
 }
 
 /** Renders one decision's header fields: `pk` is the rendered parameter (`;pk=:…:`) or `''`. */
@@ -95,7 +92,7 @@ export type HeaderRenderer = (decision: Decision, nowMs: number, pk: string) => 
 
 /**
  * `rateLimitHeaders` for one list of policies, with everything that does not change per request
- * (the policy field, each member's name) rendered once. Same fields, byte for byte.
+ * (each rule's policy and member name) rendered once. Same fields, byte for byte.
  *
  * @example
  * const render = headerRenderer(limiter.rules.map(quotaPolicy), ['draft-10'])
@@ -106,34 +103,31 @@ export function headerRenderer(
   standards: readonly HeaderStandard[] = ['draft-10'],
 ): HeaderRenderer {
   const names = policies.map((p) => p.name)
-  // `"name";r=` per rule.
+  // `"name";r=` and `"name";q=…;w=…` per rule.
   const members = policies.map((p) => `${sfString(p.name)};r=`)
-  const policyField = (pk: string) =>
-    policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`).join(', ')
-  // Shared by every answer, so frozen.
-  const draft10Policy = Object.freeze(['ratelimit-policy', policyField('')] as const)
+  const quotas = policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}`)
   // draft-7 and draft-6: the binding rule's policy only.
   const singles = policies.map((p) => `${p.quota};w=${p.windowSeconds}`)
   const only = standards.length === 1 ? standards[0] : undefined
 
-  // A rule that only observes this request (shadow, or outside its `enforce` share) is left out,
-  // as the other standards leave it out when they pick the binding rule; unless every rule only
+  // A rule that only observes this request (shadow, or outside its `enforce` share) is left out of
+  // both fields, as the other standards leave it out when they pick the binding rule: it never
+  // blocks, and a client pacing itself by it would skew what it observes. Unless every rule only
   // observes, when all are shown, as the decision's own fields show them.
   function draft10(out: [string, string][], decision: Decision, pk: string): void {
     const rules = decision.rules
     // One rule is shown whatever its mode: no search on the common path.
     const enforced = rules.length > 1 && rules.some((r) => !r.shadow)
+    let policy = ''
     let current = ''
     for (let i = 0; i < rules.length; i++) {
       const r = rules[i] as RuleDecision
       if (r.shadow && enforced) continue
       const member = r.name === names[i] ? (members[i] as string) : `${sfString(r.name)};r=`
+      policy += `${policy && ', '}${quotas[i]}${pk}`
       current += `${current && ', '}${member}${r.remaining};t=${secondsUntil(r)}${pk}`
     }
-    out.push(pk === '' ? (draft10Policy as [string, string]) : ['ratelimit-policy', policyField(pk)], [
-      'ratelimit',
-      current,
-    ])
+    out.push(['ratelimit-policy', policy], ['ratelimit', current])
   }
 
   return (decision, nowMs, pk) => {
