@@ -55,11 +55,6 @@ function msUntil(rule: RuleDecision): number {
   return !rule.allowed && Number.isFinite(rule.retryAfterMs) ? rule.retryAfterMs : rule.resetAfterMs
 }
 
-/** `msUntil` in whole seconds, rounded up. */
-function secondsUntil(rule: RuleDecision): number {
-  return ceilSeconds(msUntil(rule))
-}
-
 /** Options of `rateLimitHeaders`. */
 export interface HeaderOptions {
   /** @default ['draft-10'] */
@@ -125,7 +120,7 @@ export function headerRenderer(
       if (r.shadow && enforced) continue
       const member = r.name === names[i] ? (members[i] as string) : `${sfString(r.name)};r=`
       policy += `${policy && ', '}${quotas[i]}${pk}`
-      current += `${current && ', '}${member}${r.remaining};t=${secondsUntil(r)}${pk}`
+      current += `${current && ', '}${member}${r.remaining};t=${ceilSeconds(msUntil(r))}${pk}`
     }
     out.push(['ratelimit-policy', policy], ['ratelimit', current])
   }
@@ -139,7 +134,7 @@ export function headerRenderer(
       if (standard === 'draft-10') draft10(out, decision, pk)
       else if (standard === 'draft-7')
         out.push(
-          ['ratelimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${secondsUntil(top)}`],
+          ['ratelimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${ceilSeconds(msUntil(top))}`],
           ['ratelimit-policy', singles[bind] as string],
         )
       else {
@@ -148,8 +143,8 @@ export function headerRenderer(
         out.push(
           [`${prefix}limit`, String(top.limit)],
           [`${prefix}remaining`, String(top.remaining)],
-          // Epoch seconds: the absolute time rounded up once, as Retry-After's wait is.
-          [`${prefix}reset`, String(legacy ? ceilSeconds(nowMs + msUntil(top)) : secondsUntil(top))],
+          // Seconds to wait; legacy: the epoch second, the absolute time rounded up once.
+          [`${prefix}reset`, String(ceilSeconds((legacy ? nowMs : 0) + msUntil(top)))],
         )
         if (!legacy) out.push(['ratelimit-policy', singles[bind] as string])
       }
