@@ -426,6 +426,20 @@ describe('validation at creation', () => {
     })
   })
 
+  it('partitionKey needs identity.secret: pk unkeyed would let anyone confirm a guessed key offline', async () => {
+    const limiter = perHour()
+    expect(issuesOf(() => createRateLimit({ limiter, partitionKey: true }))).toEqual({
+      partitionKey: ['ERR_PARTITION_KEY'],
+    })
+    expect(() => createRateLimit({ limiter, partitionKey: true, identity: {} })).toThrow(
+      /partitionKey: .*identity\.secret/,
+    )
+    const keyed = createRateLimit({ limiter, partitionKey: true, identity: { secret: 's3cret' } })
+    const v = await keyed.check(request('192.0.2.1'))
+    expect(Object.fromEntries(v.headers).ratelimit).toMatch(/;pk=:[A-Za-z0-9+/]{22}==:$/)
+    expect(() => createRateLimit({ limiter, partitionKey: false })).not.toThrow()
+  })
+
   it('names the path and what was expected in the message', () => {
     expect(() => createRateLimit({ limiter: perHour(), cost: -2 })).toThrow(
       /cost: expected a non-negative integer .* got -2 \(number\) \[ERR_INTEGER\]/,
@@ -444,6 +458,7 @@ describe('validation at creation', () => {
         onLimited: () => undefined,
         headers: ['draft-7', 'legacy'],
         partitionKey: true,
+        identity: { secret: 's3cret' },
         clock: manualClock(0),
         routes: [
           { path: '/api/*', methods: ['GET', 'M-SEARCH'], limiter, name: 'api', cost: (r) => r.path.length },

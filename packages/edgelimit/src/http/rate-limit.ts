@@ -115,7 +115,9 @@ export interface RateLimitOptions {
   headers?: HeaderStandard | readonly HeaderStandard[] | false
   /**
    * Adds `pk` (the client's partition key, HMAC-hashed under `identity.secret`, never raw) to the
-   * draft-10 fields. @default false
+   * draft-10 fields. `true` without `identity.secret` is a `ConfigError`
+   * (`ERR_PARTITION_KEY`): an unkeyed hash of a key can be checked against guesses.
+   * @default false
    */
   partitionKey?: boolean
   /**
@@ -296,6 +298,9 @@ function validateOptions(options: RateLimitOptions): { standards: HeaderStandard
   checkCost(issues, 'cost', options.cost)
   for (const name of ['key', 'skip', 'onLimited'] as const) issues.function(name, options[name])
   issues.boolean('partitionKey', options.partitionKey)
+  // Unkeyed, pk would be a plain SHA-256 of the key: a guessed key could be checked offline.
+  if (options.partitionKey === true && !options.identity?.secret)
+    issues.add('partitionKey', 'ERR_PARTITION_KEY', 'needs identity.secret')
   if (options.clock !== undefined)
     issues.expect(
       'clock',
