@@ -48,28 +48,38 @@ export function bunPeer(
   return server?.requestIP(request)?.address
 }
 
-/** Sets each field on `target` (an indexed loop: no iterator or destructuring per field). */
-function setAll(target: Headers, headers: readonly (readonly [string, string])[]): void {
+/**
+ * Adds each field to `target` (an indexed loop: no iterator or destructuring per field). With
+ * `merge` (the handler's response), a field the response already has is not replaced, which
+ * could tell the client of a more permissive policy than its own (draft-10 §7.2): a draft-10
+ * list (`"name";…`) is appended to it, any other form is left as the response has it.
+ */
+function setAll(target: Headers, headers: readonly (readonly [string, string])[], merge?: boolean): void {
   for (let i = 0; i < headers.length; i++) {
     const h = headers[i] as readonly [string, string]
-    target.set(h[0], h[1])
+    if (!merge || !target.has(h[0])) target.set(h[0], h[1])
+    else if (h[1][0] === '"') target.append(h[0], h[1])
   }
 }
 
 /**
- * A response with `headers` set; a copy when its headers are immutable (e.g. from `fetch()`). The
- * handler's, which may be a promise, goes through `after(response, respond, headers)`: no closure
- * per request.
+ * A response with `headers` set (`merge`: added to the handler's own, see `setAll`); a copy when
+ * its headers are immutable (e.g. from `fetch()`). The handler's, which may be a promise, goes
+ * through `after(response, respond, headers, true)`: no closure per request.
  */
-function respond<R extends Response | undefined>(r: R, headers: readonly (readonly [string, string])[]): R {
+function respond<R extends Response | undefined>(
+  r: R,
+  headers: readonly (readonly [string, string])[],
+  merge?: boolean,
+): R {
   // No response (a Bun WebSocket upgrade): nothing to set.
   if (!r) return r
   try {
-    setAll(r.headers, headers)
+    setAll(r.headers, headers, merge)
     return r
   } catch {
     const copy = new Response(r.body, r)
-    setAll(copy.headers, headers)
+    setAll(copy.headers, headers, merge)
     return copy as R
   }
 }
@@ -100,8 +110,8 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
       return respond(new Response(answer.body, { status: answer.status }), answer.headers)
     const headers = verdict.headers
     if (verdict.delayMs > 0)
-      return sleep(verdict.delayMs).then(() => after(handler(request, ...rest), respond<R>, headers))
-    return after(handler(request, ...rest), respond<R>, headers)
+      return sleep(verdict.delayMs).then(() => after(handler(request, ...rest), respond<R>, headers, true))
+    return after(handler(request, ...rest), respond<R>, headers, true)
   }
 
   return (request, ...rest) => {

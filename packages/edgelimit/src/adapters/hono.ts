@@ -23,6 +23,24 @@ interface NodeServerBindings {
   outgoing?: { setHeader?: (name: string, value: string) => unknown; headersSent?: boolean }
 }
 
+/**
+ * Adds the fields to a response's own `headers` through `write`. A field the response already has
+ * is never replaced, which could tell the client of a more permissive policy than its own
+ * (draft-10 §7.2): a draft-10 list (`"name";…`) is appended to it, unless it is ours already; any
+ * other form (draft-7, draft-6, legacy) is left as the response has it.
+ */
+function addTo(
+  headers: Headers,
+  fields: HttpVerdict['headers'],
+  write: (name: string, value: string, append: boolean) => void,
+): void {
+  for (const [name, value] of fields) {
+    const had = headers.get(name)
+    if (had === null) write(name, value, false)
+    else if (value[0] === '"' && had !== value) write(name, value, true)
+  }
+}
+
 /** `@hono/node-server` passes the Node request as `c.env.incoming`. */
 function nodeServerPeer(c: Context): string | undefined {
   return (c.env as NodeServerBindings | undefined)?.incoming?.socket?.remoteAddress
@@ -51,11 +69,12 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
     // A response the handler built itself (or an error response) did not take them: add them now.
     // Every field is checked: a proxied upstream's response may share some of their values.
     if (headers.every(([name, value]) => c.res.headers.get(name) === value)) return undefined
+    const own = c.res.headers
     try {
-      for (const [name, value] of headers) c.res.headers.set(name, value)
+      addTo(own, headers, (name, value, append) => (append ? own.append(name, value) : own.set(name, value)))
     } catch {
       // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy.
-      for (const [name, value] of headers) c.header(name, value)
+      addTo(own, headers, (name, value, append) => c.header(name, value, { append }))
     }
     return undefined
   }

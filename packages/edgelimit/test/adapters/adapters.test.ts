@@ -1,7 +1,8 @@
 // What only one adapter can get wrong: its runtime's shapes (immutable Responses, extra handler
 // arguments, mount paths, plugin scopes, error paths). The shared behaviour is in matrix.test.ts.
 import { execFile } from 'node:child_process'
-import { connect } from 'node:net'
+import { createServer } from 'node:http'
+import { type AddressInfo, connect } from 'node:net'
 import { join } from 'node:path'
 import express from 'express'
 import Fastify, { type FastifyServerOptions } from 'fastify'
@@ -36,6 +37,51 @@ describe('fetch adapter', () => {
     expect(res.status).toBe(302)
     expect(res.headers.get('location')).toBe('http://127.0.0.1/next')
     expect(res.headers.get('ratelimit')).toBe('"hourly";r=0;t=3600')
+  })
+
+  it("adds to the handler's own draft-10 fields, keeps its other rate-limit fields (draft-10 §7.2)", async () => {
+    // An app quota the handler reports, as a proxied upstream does: the client must still see it.
+    const own = { RateLimit: '"app";r=0;t=1800', 'RateLimit-Policy': '"app";q=10;w=3600' }
+    const handler = withRateLimit(() => new Response('ok', { headers: own }), { limiter: onePerHour() })
+    const res = await handler(req())
+    expect([res.headers.get('ratelimit'), res.headers.get('ratelimit-policy')]).toEqual([
+      '"app";r=0;t=1800, "hourly";r=0;t=3600',
+      '"app";q=10;w=3600, "hourly";q=1;w=3600',
+    ])
+    // A field that is not a list cannot hold both: the handler's stays, ours fills in the rest.
+    const single = withRateLimit(
+      () =>
+        new Response('ok', {
+          headers: { RateLimit: 'limit=10, remaining=0, reset=1800', 'X-RateLimit-Remaining': '0' },
+        }),
+      { limiter: onePerHour(), headers: ['draft-7', 'legacy'] },
+    )
+    const fields = (await single(req())).headers
+    const names = ['ratelimit', 'ratelimit-policy', 'x-ratelimit-limit', 'x-ratelimit-remaining']
+    expect(names.map((name) => fields.get(name))).toEqual([
+      'limit=10, remaining=0, reset=1800',
+      '1;w=3600',
+      '1',
+      '0',
+    ])
+  })
+
+  it('adds to the draft-10 fields of a response from fetch() (immutable headers, so a copy)', async () => {
+    const upstream = createServer((_req, res) => {
+      res.setHeader('RateLimit', '"origin";r=0;t=1800')
+      res.end('upstream')
+    })
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = upstream.address() as AddressInfo
+      const handler = withRateLimit(() => fetch(`http://127.0.0.1:${port}/`), { limiter: onePerHour() })
+      const res = await handler(req())
+      expect([res.status, await res.text()]).toEqual([200, 'upstream'])
+      expect(res.headers.get('ratelimit')).toBe('"origin";r=0;t=1800, "hourly";r=0;t=3600')
+      expect(res.headers.get('ratelimit-policy')).toBe('"hourly";q=1;w=3600')
+    } finally {
+      upstream.close()
+    }
   })
 
   it('passes extra arguments through to the handler and to peer', async () => {
@@ -439,16 +485,41 @@ describe('hono adapter', () => {
     expect([boom.status, boom.headers.get('ratelimit')]).toEqual([500, '"hourly";r=0;t=3600'])
   })
 
-  it('replaces every field of a response that carries its own, even one whose first field is the same as ours', async () => {
+  it('adds to the draft-10 fields of a response that carries its own, keeps its other forms (draft-10 §7.2)', async () => {
     const app = new Hono()
-    app.use(honoRateLimit({ limiter: onePerHour(), headers: 'legacy', peer: () => '192.0.2.1' }))
-    // A proxied upstream's response: the same limit as ours, its own remaining and reset.
-    const upstream = { 'X-RateLimit-Limit': '1', 'X-RateLimit-Remaining': '7', 'X-RateLimit-Reset': '1' }
+    app.use(
+      honoRateLimit({ limiter: onePerHour(), headers: ['draft-10', 'legacy'], peer: () => '192.0.2.1' }),
+    )
+    // A proxied upstream's response: the same policy as ours (the first field), its own state.
+    const upstream = {
+      'RateLimit-Policy': '"hourly";q=1;w=3600',
+      RateLimit: '"hourly";r=7;t=1',
+      'X-RateLimit-Limit': '1',
+      'X-RateLimit-Remaining': '7',
+    }
     app.get('/', () => new Response('upstream', { headers: upstream }))
+    // A handler that sets one of the fields itself, on Hono's own response.
+    app.get('/own', (c) => {
+      c.header('RateLimit', '"app";r=0;t=60')
+      return c.text('own')
+    })
     const res = await app.request('/')
     expect(res.status).toBe(200)
+    expect(res.headers.get('ratelimit-policy')).toBe('"hourly";q=1;w=3600')
+    expect(res.headers.get('ratelimit')).toBe('"hourly";r=7;t=1, "hourly";r=0;t=3600')
     expect(res.headers.get('x-ratelimit-limit')).toBe('1')
-    expect(res.headers.get('x-ratelimit-remaining')).toBe('0')
+    expect(res.headers.get('x-ratelimit-remaining')).toBe('7')
     expect(Number(res.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000 + 3000)
+    const own = await new Hono()
+      .use(honoRateLimit({ limiter: onePerHour(), peer: () => '192.0.2.1' }))
+      .get('/', (c) => {
+        c.header('RateLimit', '"app";r=0;t=60')
+        return c.text('own')
+      })
+      .request('/')
+    expect([own.headers.get('ratelimit'), own.headers.get('ratelimit-policy')]).toEqual([
+      '"app";r=0;t=60, "hourly";r=0;t=3600',
+      '"hourly";q=1;w=3600',
+    ])
   })
 })
