@@ -15,6 +15,7 @@ import {
   isTrustedPeer,
   type QuotaPolicy,
   quotaPolicy,
+  rateLimitHeaders,
 } from '../library.js'
 import { compileKey, createClientResolver, createHasher, type KeyContext, type RuleKey } from './key.js'
 import { compileMatch, type Matcher } from './match.js'
@@ -36,12 +37,19 @@ export interface Plan {
    * the same either way: only when it admits).
    */
   observe(key: string, decision: Decision): Decision
+  /** Whether the rule only observes `key` (shadow, or outside its `enforce` share); `undefined`: never. */
+  readonly observes: ((key: string) => boolean) | undefined
   /**
    * A peek for the admin API, on a limiter of its own: it counts in no request metric, and says
    * whether the answer came from the rule's `onStoreError` fallback instead of the store.
    */
   inspect(key: string): Promise<{ decision: Decision; fallback: boolean }>
   readonly policies: readonly QuotaPolicy[]
+  /**
+   * The draft-10 `RateLimit-Policy` members of `policies` (`"name";q=…;w=…`), rendered once: a 429
+   * lists them for the matching rules after the denying one, which were not asked.
+   */
+  readonly policyMembers: string
   /** Header fields of admitted one-rule decisions, by remaining, then seconds (absent with `legacy`). */
   readonly headerMemo: Map<number, Map<number, readonly (readonly [string, string])[]>> | undefined
 }
@@ -135,19 +143,23 @@ export function compilePolicy(
       }
       limiters.set(signature, limiter)
       const shared = limiter
-      const observe = observer(name, rule, limiter)
+      const observes = observerOf(name, rule)
+      const observe = observer(observes, limiter)
+      const policies = limiter.rules.map(quotaPolicy)
       plans.set(plan.tier, {
         tier: plan.tier,
         name,
         limiter,
         observe,
+        observes,
         inspect: async (key) => {
           const seen = store.inProcess
             ? { decision: await shared.peek(key), fallback: false }
             : await inspectApart(options, key)
           return { ...seen, decision: observe(key, seen.decision) }
         },
-        policies: limiter.rules.map(quotaPolicy),
+        policies,
+        policyMembers: policyMembers(policies),
         headerMemo: config.headers.includes('legacy') ? undefined : new Map(),
       })
     }
@@ -217,18 +229,17 @@ async function inspectApart(options: LimiterOptions, key: string) {
   return { decision: await limiter.peek(key), fallback }
 }
 
+/** Whether a rule only observes a key: `mode: shadow`, or outside its `enforce` share (the library's `enforcedFor`). */
+function observerOf(name: string, rule: RuleConfig): Plan['observes'] {
+  if (rule.mode === 'shadow') return () => true
+  return rule.enforce < 100 ? (key: string) => !enforcedFor(name, key, rule.enforce) : undefined
+}
+
 /**
- * `Plan.observe` for a rule: a decision of a key the rule only observes (`mode: shadow`, or
- * outside its `enforce` share, by the library's `enforcedFor`) becomes what the library answers
- * for a one-rule limiter in shadow: admitted, the rule's part marked `shadow`.
+ * `Plan.observe` for a rule: a decision of a key the rule only observes becomes what the library
+ * answers for a one-rule limiter in shadow: admitted, the rule's part marked `shadow`.
  */
-function observer(name: string, rule: RuleConfig, limiter: Limiter): Plan['observe'] {
-  const observes =
-    rule.mode === 'shadow'
-      ? () => true
-      : rule.enforce < 100
-        ? (key: string) => !enforcedFor(name, key, rule.enforce)
-        : undefined
+function observer(observes: Plan['observes'], limiter: Limiter): Plan['observe'] {
   if (observes === undefined) return (_key, decision) => decision
   const { policy } = limiter.rules[0] as Limiter['rules'][number]
   const shaping = policy.algorithm === 'leaky-bucket' && policy.mode === 'shape'
@@ -259,4 +270,22 @@ function signatureOf(store: StoreHandle, name: string, rule: RuleConfig, plan: P
     rule.consistency,
     rule.syncIntervalMs,
   ])
+}
+
+/** The draft-10 `RateLimit-Policy` members of `policies`, as the library renders them. */
+function policyMembers(policies: readonly QuotaPolicy[]): string {
+  const rules: RuleDecision[] = policies.map((p) => ({
+    name: p.name,
+    allowed: true,
+    shadow: false,
+    limit: p.quota,
+    remaining: p.quota,
+    resetAfterMs: 0,
+    retryAfterMs: 0,
+    delayMs: undefined,
+    reason: undefined,
+  }))
+  const decision: Decision = { ...(rules[0] as RuleDecision), rules }
+  const fields = rateLimitHeaders(decision, policies, { standards: ['draft-10'], nowMs: 0 })
+  return fields.find(([name]) => name === 'ratelimit-policy')?.[1] ?? ''
 }

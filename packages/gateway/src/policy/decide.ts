@@ -1,11 +1,5 @@
 import type { Decision, RuleDecision } from 'edgelimit'
-import {
-  bindingRule,
-  type HeaderStandard,
-  problemFor,
-  type QuotaPolicy,
-  rateLimitHeaders,
-} from '../library.js'
+import { bindingRule, type HeaderStandard, problemFor, rateLimitHeaders } from '../library.js'
 import type { CompiledPolicy, CompiledRule, Plan } from './compile.js'
 import type { KeyContext } from './key.js'
 import type { RequestInfo } from './request.js'
@@ -96,17 +90,20 @@ function denied(
   context: KeyContext,
   nowMs: number,
 ): Verdict {
-  let later: QuotaPolicy[] | undefined
+  let later = ''
   const rules = policy.rules
-  // With `headers: false` no policy is listed.
-  for (let i = policy.config.headers.length === 0 ? rules.length : from; i < rules.length; i++) {
+  // Only draft-10 lists every rule's policy (draft-7 and draft-6 name the binding rule's alone).
+  for (let i = policy.config.headers.includes('draft-10') ? from : rules.length; i < rules.length; i++) {
     const rule = rules[i] as CompiledRule
     const route = rule.match(request)
     if (route === undefined) continue
-    // Only `tiers.keys` reads the key's raw value: no hashing for the rest.
-    const raw = rule.config.tiers === undefined ? '' : rule.key(request, route, context).raw
-    later ??= []
-    later.push(...rule.planFor(request, raw).policies)
+    // Only `tiers.keys` and an `enforce` share read the key: no hashing for the rest.
+    const seen = rule.config.tiers === undefined ? undefined : rule.key(request, route, context)
+    const plan = rule.planFor(request, seen?.raw ?? '')
+    // A rule that only observes this key is not listed, as the library leaves it out (its members
+    // are shown only when every rule observes, and the denying rule does not).
+    if (plan.observes?.((seen ?? rule.key(request, route, context)).key)) continue
+    later += `, ${plan.policyMembers}`
   }
   return answer(parts, policy.config.headers, request.path, nowMs, later)
 }
@@ -139,13 +136,16 @@ function admittedHeaders(part: Part, standards: readonly HeaderStandard[], nowMs
   return headers
 }
 
-/** `later`: policies listed after those of the parts (the rules after a denial, see `denied`). */
+/**
+ * `later`: draft-10 `RateLimit-Policy` members listed after those of the parts (`, "name";q=…`:
+ * the rules after a denial, see `denied`).
+ */
 function answer(
   parts: Part[],
   standards: readonly HeaderStandard[],
   path: string,
   nowMs: number,
-  later?: readonly QuotaPolicy[],
+  later = '',
 ): Verdict {
   const only = parts.length === 1 ? (parts[0] as Part) : undefined
   if (only?.decision.allowed) {
@@ -153,14 +153,18 @@ function answer(
     return { allowed: true, headers, delayMs: only.decision.delayMs ?? 0, parts }
   }
   const decision = only?.decision ?? combine(parts)
-  const decided: readonly QuotaPolicy[] = only?.plan.policies ?? parts.flatMap((p) => p.plan.policies)
-  // After the decided rules' policies, so that member i of `RateLimit` is still policy i's.
-  const policies = later === undefined ? decided : [...decided, ...later]
+  const policies = only?.plan.policies ?? parts.flatMap((p) => p.plan.policies)
   // With no standards (`headers: false`) a denial still gets its Retry-After (RFC 6585, REFERENCE §4).
   const headers =
     standards.length === 0 && decision.allowed
       ? []
       : rateLimitHeaders(decision, policies, { standards, nowMs })
+  if (later !== '') {
+    // After the decided rules' members; draft-10's field is the first `ratelimit-policy`.
+    const at = headers.findIndex(([name]) => name === 'ratelimit-policy')
+    const field = headers[at] as [string, string]
+    headers[at] = [field[0], field[1] + later]
+  }
   if (decision.allowed) return { allowed: true, headers, delayMs: decision.delayMs ?? 0, parts }
   const problem = problemFor(decision, path)
   return {
