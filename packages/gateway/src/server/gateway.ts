@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto'
-import { type FSWatcher, realpathSync, watch } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { dirname, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { type Clock, type Limiter, type MemoryStore, systemClock } from 'edgelimit'
 import type { Logger } from 'pino'
@@ -26,6 +25,7 @@ import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
 import { lingerOnClose } from './lingering-close.js'
 import { createMetrics, type Metrics } from './metrics.js'
 import { pendingResponses } from './pending-responses.js'
+import { watchPolicy } from './policy-watch.js'
 
 /** Options of `startGateway` (the `serve` command's flags). */
 export interface GatewayOptions {
@@ -483,6 +483,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     ok: true,
     issues: [],
   })
+  let stopWatching = () => {}
   function reload(reason = 'manual', onlyIfChanged = false): Promise<ReloadResult> {
     // A reload never rejects: one that throws is a failed reload, and the next one still runs.
     reloading = reloading.then(() => doReload(reason, onlyIfChanged)).catch((error) => failed(reason, error))
@@ -585,51 +586,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     return { ok: true, issues: [] }
   }
 
-  const watchers = new Map<string, FSWatcher>()
-  let watchTimer: NodeJS.Timeout | undefined
-  const unwatch = () => {
-    clearTimeout(watchTimer)
-    for (const w of watchers.values()) w.close()
-    watchers.clear()
-  }
   if (options.watch !== false) {
-    // Directories, not the file: editors and deploy tools replace files by renaming, and a
-    // Kubernetes ConfigMap swaps a symlink (p.yaml -> ..data/p.yaml) that has another name. So
-    // any event in them counts; the reload reads the file and goes on only if its content changed.
-    // The file's own directory, and the directory of the file a symlink leads to (an edit there
-    // changes the policy too), followed again after every event, as the link may now lead elsewhere.
-    const follow = () => {
-      const dirs = new Set([dirname(file)])
-      try {
-        dirs.add(dirname(realpathSync(file)))
-      } catch {} // gone for now (a swap in progress): its own directory still tells when it is back
-      for (const [dir, w] of watchers) {
-        if (dirs.has(dir)) continue
-        w.close()
-        watchers.delete(dir)
-      }
-      for (const dir of dirs) {
-        if (watchers.has(dir)) continue
-        try {
-          const w = watch(dir, { persistent: false }, changed)
-          w.on('error', (error) => log.warn({ err: error.message, dir }, 'watching the policy file failed'))
-          watchers.set(dir, w)
-        } catch (error) {
-          // The file's own directory must be watchable at start (that failure stops the start).
-          if (dir === dirname(file) && watchers.size === 0) throw error
-          log.warn({ err: (error as Error).message, dir }, 'watching the policy file failed')
-        }
-      }
-    }
-    const changed = () => {
-      clearTimeout(watchTimer)
-      watchTimer = setTimeout(() => {
-        follow()
-        void reload('file changed', true)
-      }, 100)
-    }
-    await starting(follow)
-    opened.push(unwatch)
+    const watching = await starting(() =>
+      watchPolicy({ file, log, changed: () => void reload('file changed', true) }),
+    )
+    opened.push(() => watching.close())
+    stopWatching = () => watching.close()
   }
 
   const admin: AdminServer = await starting(() =>
@@ -676,7 +638,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     for (const socket of upgrades) socket.destroy()
     await stopped
     plain.close()
-    unwatch()
+    stopWatching()
     // A store that hangs must not hold the exit: the final flush and the closes get what is left of
     // the drain timeout (at least FINAL_FLUSH_MS); counts not sent by then are logged, not waited for.
     const limiters = new Set([...current.policy.limiters.values(), ...retiring])

@@ -1,0 +1,106 @@
+// Hot reload of the policy file: which changes are seen, when the new file is read, and what is
+// reported. Real gateways on real files in a temporary directory; waits are bounded polls on the
+// policy in force and the log lines.
+import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { pino } from 'pino'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type Gateway, startGateway } from '../src/server/gateway.js'
+import { type LogLine, tempDir } from './support/gateway.js'
+import { type Origin, startOrigin } from './support/origin.js'
+
+let origin: Origin
+beforeAll(async () => {
+  origin = await startOrigin()
+})
+afterAll(async () => {
+  await origin?.close()
+})
+
+/** A policy whose one rule is named `name`: the name in force tells which text is. */
+const policy = (name: string) =>
+  `rules: [{ name: ${name}, match: { path: /x }, algorithm: fixed-window, limit: 5, window: 1h }]\n`
+
+interface Watched {
+  readonly gateway: Gateway
+  readonly logs: LogLine[]
+  /** The rule names in force. */
+  rules(): string[]
+  /** Polls `test` every 10 ms for up to `ms`: whether it came to hold. */
+  until(test: () => boolean, ms?: number): Promise<boolean>
+  /** Waits (up to `ms`) for the rule names in force to be `names`. */
+  inForce(names: string[], ms?: number): Promise<void>
+}
+
+async function watched(file: string, run: (w: Watched) => Promise<void>): Promise<void> {
+  const logs: LogLine[] = []
+  const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line)) })
+  const gateway = await startGateway({ config: file, port: 0, adminPort: 0, upstream: origin.url, logger })
+  const rules = () => gateway.config.rules.map((r) => r.name)
+  const until = async (test: () => boolean, ms = 5_000) => {
+    for (const end = performance.now() + ms; !test() && performance.now() < end; )
+      await new Promise((r) => setTimeout(r, 10))
+    return test()
+  }
+  const inForce = async (names: string[], ms?: number) => {
+    await until(() => JSON.stringify(rules()) === JSON.stringify(names), ms)
+    expect(rules()).toEqual(names)
+  }
+  try {
+    await run({ gateway, logs, rules, until, inForce })
+  } finally {
+    await gateway.close()
+  }
+}
+
+/** Replaces `file` atomically, as editors and deploy tools do: a new file renamed over it. */
+function replace(file: string, text: string): void {
+  writeFileSync(`${file}.tmp`, text)
+  renameSync(`${file}.tmp`, file)
+}
+
+/** Points the symlink `link` at `target` atomically (`ln -s` + `mv -T`). */
+function relink(target: string, link: string): void {
+  symlinkSync(target, `${link}.tmp`)
+  renameSync(`${link}.tmp`, link)
+}
+
+describe('symlinks on the path', () => {
+  test('a symlinked folder on the path (Capistrano: current -> releases/N) moved to another release reloads', async () => {
+    const dir = tempDir()
+    for (const n of [1, 2]) {
+      mkdirSync(join(dir, 'releases', `${n}`, 'config'), { recursive: true })
+      writeFileSync(join(dir, 'releases', `${n}`, 'config', 'p.yaml'), policy(`release${n}`))
+    }
+    symlinkSync(join('releases', '1'), join(dir, 'current'))
+    await watched(join(dir, 'current', 'config', 'p.yaml'), async (w) => {
+      relink(join('releases', '2'), join(dir, 'current'))
+      await w.inForce(['release2'])
+      // Edits in the new release count too; the old one (kept) no longer does.
+      replace(join(dir, 'releases', '2', 'config', 'p.yaml'), policy('edited'))
+      await w.inForce(['edited'])
+      replace(join(dir, 'releases', '1', 'config', 'p.yaml'), policy('old'))
+      relink(join('releases', '2'), join(dir, 'current')) // an event that changes nothing
+      expect(await w.until(() => w.rules()[0] !== 'edited', 1_500)).toBe(false)
+    })
+  })
+
+  test('two levels of links (a link to a ConfigMap-style mount): a ..data swap that keeps the old version reloads', async () => {
+    const dir = tempDir()
+    const cm = join(dir, 'cm')
+    mkdirSync(join(cm, '..t1'), { recursive: true })
+    mkdirSync(join(dir, 'etc'))
+    writeFileSync(join(cm, '..t1', 'p.yaml'), policy('t1'))
+    symlinkSync('..t1', join(cm, '..data'))
+    symlinkSync(join('..data', 'p.yaml'), join(cm, 'p.yaml'))
+    symlinkSync(join(cm, 'p.yaml'), join(dir, 'etc', 'p.yaml'))
+    await watched(join(dir, 'etc', 'p.yaml'), async (w) => {
+      for (const version of ['t2', 't3']) {
+        mkdirSync(join(cm, `..${version}`))
+        writeFileSync(join(cm, `..${version}`, 'p.yaml'), policy(version))
+        relink(`..${version}`, join(cm, '..data'))
+        await w.inForce([version])
+      }
+    })
+  })
+})
