@@ -1,7 +1,15 @@
 // Hot reload of the policy file: which changes are seen, when the new file is read, and what is
 // reported. Real gateways on real files in a temporary directory; waits are bounded polls on the
 // policy in force and the log lines.
-import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  appendFileSync,
+  mkdirSync,
+  renameSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -100,6 +108,40 @@ describe('symlinks on the path', () => {
         writeFileSync(join(cm, `..${version}`, 'p.yaml'), policy(version))
         relink(`..${version}`, join(cm, '..data'))
         await w.inForce([version])
+      }
+    })
+  })
+})
+
+describe('a busy folder', () => {
+  test('a file written every 20 ms next to the policy (its log) does not hold a reload back', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'p.yaml')
+    writeFileSync(file, policy('before'))
+    await watched(file, async (w) => {
+      const log = setInterval(() => appendFileSync(join(dir, 'gateway.log'), 'a line\n'), 20)
+      try {
+        await new Promise((r) => setTimeout(r, 200))
+        replace(file, policy('after'))
+        // Within the 1 s bound, while the log is still being written.
+        await w.inForce(['after'], 3_000)
+      } finally {
+        clearInterval(log)
+      }
+    })
+  })
+  test('events for the policy itself every 20 ms (its times set again) delay a reload by 1 s at most', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'p.yaml')
+    writeFileSync(file, policy('before'))
+    await watched(file, async (w) => {
+      replace(file, policy('after'))
+      const { atime, mtime } = statSync(file)
+      const touch = setInterval(() => utimesSync(file, atime, mtime), 20)
+      try {
+        await w.inForce(['after'], 3_000)
+      } finally {
+        clearInterval(touch)
       }
     })
   })

@@ -19,13 +19,16 @@ export interface PolicyWatch {
 
 /** How long events have to pause before the file is read. */
 const DEBOUNCE_MS = 100
+/** How long after the first event of a burst the file is read at the latest. */
+const MAX_WAIT_MS = 1_000
 
 /**
  * Watches the policy file for changes. Folders, not the file: editors and deploy tools replace
  * files by renaming, and a Kubernetes ConfigMap swaps a symlink (`p.yaml -> ..data/p.yaml`) that
  * has another name. The folder of every symlink on the way to the file (`current ->
  * releases/N`, `..data`) is watched, and the file's own folder at the end of the links; the way
- * is walked again after every change, as a link may now lead elsewhere.
+ * is walked again after every change, as a link may now lead elsewhere. Only events for those
+ * names count.
  *
  * @throws when the folder the file is in cannot be watched at start.
  * @example const watching = watchPolicy({ file: '/etc/edgelimit/p.yaml', log, changed: () => void reload() })
@@ -33,21 +36,27 @@ const DEBOUNCE_MS = 100
 export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
   const { file, log } = options
   const watchers = new Map<string, FSWatcher>()
+  // The names that matter in each watched folder: the links and the file on the way.
+  const names = new Map<string, Set<string>>()
   let timer: NodeJS.Timeout | undefined
+  let firstEvent: number | undefined
 
   const follow = (atStart: boolean) => {
-    const hops = pathHops(file)
-    const dirs = new Set(hops.map((h) => h.dir))
+    names.clear()
+    for (const hop of pathHops(file)) {
+      const set = names.get(hop.dir) ?? new Set()
+      names.set(hop.dir, set.add(hop.name))
+    }
     for (const [dir, w] of watchers) {
-      if (dirs.has(dir)) continue
+      if (names.has(dir)) continue
       w.close()
       watchers.delete(dir)
     }
-    const last = hops.at(-1)?.dir
-    for (const dir of dirs) {
+    const last = [...names.keys()].at(-1)
+    for (const dir of names.keys()) {
       if (watchers.has(dir)) continue
       try {
-        const w = watch(dir, { persistent: false }, event)
+        const w = watch(dir, { persistent: false }, (_, name) => event(dir, name))
         w.on('error', (error) => log.warn({ err: error.message, dir }, 'watching the policy file failed'))
         watchers.set(dir, w)
       } catch (error) {
@@ -56,12 +65,20 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
       }
     }
   }
-  const event = () => {
+  // An event for another file in a watched folder (a log written there) is not one: only where
+  // the platform gives no name does every event count. A burst is read 100 ms after its last
+  // event, and never later than 1 s after its first.
+  const event = (dir: string, name: string | null) => {
+    if (name !== null && names.get(dir)?.has(name) === false) return
+    const now = performance.now()
+    firstEvent ??= now
     clearTimeout(timer)
-    timer = setTimeout(() => {
-      follow(false)
-      options.changed()
-    }, DEBOUNCE_MS).unref()
+    timer = setTimeout(fire, Math.min(DEBOUNCE_MS, firstEvent + MAX_WAIT_MS - now)).unref()
+  }
+  const fire = () => {
+    firstEvent = undefined
+    follow(false)
+    options.changed()
   }
   follow(true)
   return {
