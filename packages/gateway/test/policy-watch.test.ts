@@ -5,6 +5,7 @@ import {
   appendFileSync,
   mkdirSync,
   renameSync,
+  rmSync,
   statSync,
   symlinkSync,
   utimesSync,
@@ -143,6 +144,45 @@ describe('a busy folder', () => {
       } finally {
         clearInterval(touch)
       }
+    })
+  })
+})
+
+describe('the folder replaced', () => {
+  test('deleted and created again (rm -rf conf && mkdir conf): reloads, and edits after that still do', async () => {
+    const dir = tempDir()
+    const conf = join(dir, 'conf')
+    mkdirSync(conf)
+    writeFileSync(join(conf, 'p.yaml'), policy('v1'))
+    await watched(join(conf, 'p.yaml'), async (w) => {
+      rmSync(conf, { recursive: true })
+      mkdirSync(conf)
+      writeFileSync(join(conf, 'p.yaml'), policy('v2'))
+      await w.inForce(['v2'])
+      replace(join(conf, 'p.yaml'), policy('v3'))
+      await w.inForce(['v3'])
+      expect(w.logs.filter((l) => l.msg.startsWith('watching the policy file again'))).toHaveLength(1)
+    })
+  })
+
+  test('a new folder renamed into place, the old one kept (mv conf.new conf): reloads, and edits after that still do', async () => {
+    const dir = tempDir()
+    const conf = join(dir, 'conf')
+    mkdirSync(conf)
+    writeFileSync(join(conf, 'p.yaml'), policy('v1'))
+    await watched(join(conf, 'p.yaml'), async (w) => {
+      mkdirSync(`${conf}.new`)
+      writeFileSync(join(`${conf}.new`, 'p.yaml'), policy('v2'))
+      renameSync(conf, `${conf}.old`)
+      renameSync(`${conf}.new`, conf)
+      await w.inForce(['v2'])
+      replace(join(conf, 'p.yaml'), policy('v3'))
+      await w.inForce(['v3'])
+      expect(w.logs.filter((l) => l.msg.startsWith('watching the policy file again'))).toHaveLength(1)
+      // An explicit reload (SIGHUP, the admin API) watches the folder anew too.
+      expect(await w.gateway.reload('SIGHUP')).toMatchObject({ ok: true })
+      replace(join(conf, 'p.yaml'), policy('v4'))
+      await w.inForce(['v4'])
     })
   })
 })

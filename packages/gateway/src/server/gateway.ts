@@ -25,7 +25,7 @@ import { type DemoOrigin, startDemoOrigin } from './demo-origin.js'
 import { lingerOnClose } from './lingering-close.js'
 import { createMetrics, type Metrics } from './metrics.js'
 import { pendingResponses } from './pending-responses.js'
-import { watchPolicy } from './policy-watch.js'
+import { type PolicyWatch, watchPolicy } from './policy-watch.js'
 
 /** Options of `startGateway` (the `serve` command's flags). */
 export interface GatewayOptions {
@@ -483,8 +483,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     ok: true,
     issues: [],
   })
-  let stopWatching = () => {}
+  let watching: PolicyWatch | undefined
   function reload(reason = 'manual', onlyIfChanged = false): Promise<ReloadResult> {
+    // An explicit reload also watches the file anew, whatever became of its folders.
+    if (!onlyIfChanged && !draining) watching?.rearm()
     // A reload never rejects: one that throws is a failed reload, and the next one still runs.
     reloading = reloading.then(() => doReload(reason, onlyIfChanged)).catch((error) => failed(reason, error))
     return reloading
@@ -587,11 +589,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
 
   if (options.watch !== false) {
-    const watching = await starting(() =>
+    const started = await starting(() =>
       watchPolicy({ file, log, changed: () => void reload('file changed', true) }),
     )
-    opened.push(() => watching.close())
-    stopWatching = () => watching.close()
+    watching = started
+    opened.push(() => started.close())
   }
 
   const admin: AdminServer = await starting(() =>
@@ -638,7 +640,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     for (const socket of upgrades) socket.destroy()
     await stopped
     plain.close()
-    stopWatching()
+    watching?.close()
     // A store that hangs must not hold the exit: the final flush and the closes get what is left of
     // the drain timeout (at least FINAL_FLUSH_MS); counts not sent by then are logged, not waited for.
     const limiters = new Set([...current.policy.limiters.values(), ...retiring])

@@ -1,4 +1,4 @@
-import { type FSWatcher, lstatSync, readlinkSync, watch } from 'node:fs'
+import { type FSWatcher, lstatSync, readlinkSync, realpathSync, statSync, watch } from 'node:fs'
 import { basename, dirname, isAbsolute, join, sep } from 'node:path'
 import type { Logger } from 'pino'
 
@@ -13,6 +13,8 @@ export interface PolicyWatchOptions {
 
 /** A running watch of the policy file. */
 export interface PolicyWatch {
+  /** Watches every folder anew (on an explicit reload: SIGHUP, the admin API). */
+  rearm(): void
   /** Stops watching: closes the watchers and clears the timers. */
   close(): void
 }
@@ -21,6 +23,8 @@ export interface PolicyWatch {
 const DEBOUNCE_MS = 100
 /** How long after the first event of a burst the file is read at the latest. */
 const MAX_WAIT_MS = 1_000
+/** How often the file and the folders on its way are checked without an event. */
+const POLL_MS = 2_000
 
 /**
  * Watches the policy file for changes. Folders, not the file: editors and deploy tools replace
@@ -28,48 +32,81 @@ const MAX_WAIT_MS = 1_000
  * has another name. The folder of every symlink on the way to the file (`current ->
  * releases/N`, `..data`) is watched, and the file's own folder at the end of the links; the way
  * is walked again after every change, as a link may now lead elsewhere. Only events for those
- * names count.
+ * names count. Every 2 s the file (where the links lead, inode, size, mtime) and the folders'
+ * inodes are checked too: a folder replaced under its watcher is watched again.
  *
  * @throws when the folder the file is in cannot be watched at start.
  * @example const watching = watchPolicy({ file: '/etc/edgelimit/p.yaml', log, changed: () => void reload() })
  */
 export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
   const { file, log } = options
-  const watchers = new Map<string, FSWatcher>()
+  // Each folder's watcher with the folder's `dev:ino` when it was set: a folder deleted and
+  // created again, or another renamed into its place, is a new inode its watcher does not see.
+  const watchers = new Map<string, { readonly watcher: FSWatcher; readonly inode: string | undefined }>()
   // The names that matter in each watched folder: the links and the file on the way.
   const names = new Map<string, Set<string>>()
   let timer: NodeJS.Timeout | undefined
   let firstEvent: number | undefined
+  // What the file was (see `look`) when it was last read: the poll wakes up on any other.
+  let seen = look(file)
 
-  const follow = (atStart: boolean) => {
+  // Folders whose watcher was dropped as they were replaced: watched again by the next `follow`.
+  const lost = new Set<string>()
+  const forget = (dir: string, watcher: FSWatcher) => {
+    watcher.close()
+    if (watchers.get(dir)?.watcher !== watcher) return
+    watchers.delete(dir)
+    lost.add(dir)
+  }
+
+  /** Watches the folders on the way to the file; whether a folder watched before was replaced. */
+  const follow = (atStart: boolean): boolean => {
     names.clear()
     for (const hop of pathHops(file)) {
       const set = names.get(hop.dir) ?? new Set()
       names.set(hop.dir, set.add(hop.name))
     }
+    let replaced = false
     for (const [dir, w] of watchers) {
-      if (names.has(dir)) continue
-      w.close()
+      const inode = inodeOf(dir)
+      if (names.has(dir) && inode === w.inode) continue
+      w.watcher.close()
       watchers.delete(dir)
+      if (names.has(dir)) {
+        replaced = true
+        lost.add(dir)
+      }
     }
     const last = [...names.keys()].at(-1)
     for (const dir of names.keys()) {
       if (watchers.has(dir)) continue
       try {
-        const w = watch(dir, { persistent: false }, (_, name) => event(dir, name))
-        w.on('error', (error) => log.warn({ err: error.message, dir }, 'watching the policy file failed'))
-        watchers.set(dir, w)
+        const inode = inodeOf(dir)
+        const watcher = watch(dir, { persistent: false }, (_, name) => {
+          // The folder itself deleted or renamed away (Linux names it): its watcher sees no more,
+          // and the inode number may come back with the folder created again.
+          const self = name === basename(dir)
+          if (self) forget(dir, watcher)
+          // An event for another file in a watched folder (a log written there) is not one: only
+          // where the platform gives no name does every event count.
+          if (self || name === null || names.get(dir)?.has(name) !== false) wake()
+        })
+        watcher.on('error', (error) => {
+          log.warn({ err: error.message, dir }, 'watching the policy file failed; watching it again')
+          forget(dir, watcher)
+          wake()
+        })
+        watchers.set(dir, { watcher, inode })
+        if (lost.delete(dir)) log.info({ dir }, 'watching the policy file again: its folder was replaced')
       } catch (error) {
         if (atStart && dir === last) throw error
         log.warn({ err: (error as Error).message, dir }, 'watching the policy file failed')
       }
     }
+    return replaced
   }
-  // An event for another file in a watched folder (a log written there) is not one: only where
-  // the platform gives no name does every event count. A burst is read 100 ms after its last
-  // event, and never later than 1 s after its first.
-  const event = (dir: string, name: string | null) => {
-    if (name !== null && names.get(dir)?.has(name) === false) return
+  // A burst is read 100 ms after its last event, and never later than 1 s after its first.
+  const wake = () => {
     const now = performance.now()
     firstEvent ??= now
     clearTimeout(timer)
@@ -78,15 +115,52 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
   const fire = () => {
     firstEvent = undefined
     follow(false)
+    seen = look(file)
     options.changed()
   }
+  // The fallback for what no event tells: a folder replaced under its watcher (renamed away), a
+  // platform that drops events.
+  const poll = setInterval(() => {
+    if (follow(false) || look(file) !== seen) wake()
+  }, POLL_MS).unref()
   follow(true)
   return {
+    rearm() {
+      for (const w of watchers.values()) w.watcher.close()
+      watchers.clear()
+      follow(false)
+      seen = look(file)
+    },
     close() {
       clearTimeout(timer)
-      for (const w of watchers.values()) w.close()
+      clearInterval(poll)
+      for (const w of watchers.values()) w.watcher.close()
       watchers.clear()
     },
+  }
+}
+
+/** The `dev:ino` of a path (undefined when it is gone). */
+function inodeOf(path: string): string | undefined {
+  try {
+    const s = statSync(path)
+    return `${s.dev}:${s.ino}`
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * What the file is, to tell a change without reading it: the path the links lead to, its inode,
+ * size and modification time; or the error that keeps it from being seen.
+ */
+function look(file: string): string {
+  try {
+    const real = realpathSync(file)
+    const s = statSync(real)
+    return `${real} ${s.dev}:${s.ino} ${s.size} ${s.mtimeMs}`
+  } catch (error) {
+    return `error ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`
   }
 }
 
