@@ -3,13 +3,16 @@
 // policy in force and the log lines.
 import {
   appendFileSync,
+  closeSync,
   mkdirSync,
+  openSync,
   renameSync,
   rmSync,
   statSync,
   symlinkSync,
   utimesSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs'
 import { join } from 'node:path'
 import { pino } from 'pino'
@@ -183,6 +186,30 @@ describe('the folder replaced', () => {
       expect(await w.gateway.reload('SIGHUP')).toMatchObject({ ok: true })
       replace(join(conf, 'p.yaml'), policy('v4'))
       await w.inForce(['v4'])
+    })
+  })
+})
+
+describe('a file being written', () => {
+  test('written in place with a pause mid-way: only the whole file is put in force, no rule dropped meanwhile', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'p.yaml')
+    const rule = (name: string) =>
+      `  - { name: ${name}, match: { path: /${name} }, algorithm: fixed-window, limit: 5, window: 1h }\n`
+    writeFileSync(file, `rules:\n${rule('stable')}`)
+    await watched(file, async (w) => {
+      // Truncated, then its first half (a valid policy without `stable`), a pause, the rest.
+      const fd = openSync(file, 'w')
+      try {
+        writeSync(fd, `rules:\n${rule('r1')}`)
+        await new Promise((r) => setTimeout(r, 300))
+        writeSync(fd, rule('stable'))
+      } finally {
+        closeSync(fd)
+      }
+      await w.inForce(['r1', 'stable'])
+      const reloads = w.logs.filter((l) => l.msg === 'policy reloaded')
+      expect(reloads).toEqual([expect.objectContaining({ rules: ['r1', 'stable'], limitersKept: 1 })])
     })
   })
 })

@@ -23,6 +23,8 @@ export interface PolicyWatch {
 const DEBOUNCE_MS = 100
 /** How long after the first event of a burst the file is read at the latest. */
 const MAX_WAIT_MS = 1_000
+/** How long the file must have stayed unchanged before it is read. */
+const SETTLE_MS = 500
 /** How often the file and the folders on its way are checked without an event. */
 const POLL_MS = 2_000
 
@@ -32,7 +34,7 @@ const POLL_MS = 2_000
  * has another name. The folder of every symlink on the way to the file (`current ->
  * releases/N`, `..data`) is watched, and the file's own folder at the end of the links; the way
  * is walked again after every change, as a link may now lead elsewhere. Only events for those
- * names count. Every 2 s the file (where the links lead, inode, size, mtime) and the folders'
+ * names count, and the file is read only once it has stayed unchanged for 0.5 s. Every 2 s the file (where the links lead, inode, size, mtime) and the folders'
  * inodes are checked too: a folder replaced under its watcher is watched again.
  *
  * @throws when the folder the file is in cannot be watched at start.
@@ -48,7 +50,7 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
   let timer: NodeJS.Timeout | undefined
   let firstEvent: number | undefined
   // What the file was (see `look`) when it was last read: the poll wakes up on any other.
-  let seen = look(file)
+  let seen = look(file).key
 
   // Folders whose watcher was dropped as they were replaced: watched again by the next `follow`.
   const lost = new Set<string>()
@@ -112,16 +114,32 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
     clearTimeout(timer)
     timer = setTimeout(fire, Math.min(DEBOUNCE_MS, firstEvent + MAX_WAIT_MS - now)).unref()
   }
+  // The file is read once it has stayed as it is for SETTLE_MS (since its last write, or since it
+  // was first seen so when its time says nothing: a missing file, a clock ahead): an in-place
+  // write that pauses is not read half-done, nor a file missing for a moment mid-replace.
+  let settling: { readonly key: string; readonly since: number } | undefined
   const fire = () => {
     firstEvent = undefined
     follow(false)
-    seen = look(file)
+    const now = look(file)
+    if (now.key !== settling?.key) settling = { key: now.key, since: performance.now() }
+    const quiet = Math.max(
+      performance.now() - settling.since,
+      now.mtimeMs === undefined ? 0 : Date.now() - now.mtimeMs,
+    )
+    if (quiet < SETTLE_MS) {
+      clearTimeout(timer)
+      timer = setTimeout(fire, SETTLE_MS - quiet).unref()
+      return
+    }
+    settling = undefined
+    seen = now.key
     options.changed()
   }
   // The fallback for what no event tells: a folder replaced under its watcher (renamed away), a
   // platform that drops events.
   const poll = setInterval(() => {
-    if (follow(false) || look(file) !== seen) wake()
+    if (follow(false) || look(file).key !== seen) wake()
   }, POLL_MS).unref()
   follow(true)
   return {
@@ -129,7 +147,7 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
       for (const w of watchers.values()) w.watcher.close()
       watchers.clear()
       follow(false)
-      seen = look(file)
+      seen = look(file).key
     },
     close() {
       clearTimeout(timer)
@@ -151,16 +169,16 @@ function inodeOf(path: string): string | undefined {
 }
 
 /**
- * What the file is, to tell a change without reading it: the path the links lead to, its inode,
- * size and modification time; or the error that keeps it from being seen.
+ * What the file is, to tell a change without reading it (`key`): the path the links lead to, its
+ * inode, size and modification time; or the error that keeps it from being seen.
  */
-function look(file: string): string {
+function look(file: string): { readonly key: string; readonly mtimeMs?: number } {
   try {
     const real = realpathSync(file)
     const s = statSync(real)
-    return `${real} ${s.dev}:${s.ino} ${s.size} ${s.mtimeMs}`
+    return { key: `${real} ${s.dev}:${s.ino} ${s.size} ${s.mtimeMs}`, mtimeMs: s.mtimeMs }
   } catch (error) {
-    return `error ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`
+    return { key: `error ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}` }
   }
 }
 
