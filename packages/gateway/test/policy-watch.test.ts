@@ -213,3 +213,51 @@ describe('a file being written', () => {
     })
   })
 })
+
+describe('a file that cannot be read', () => {
+  const failures = async (w: Watched) => {
+    const text = await (await fetch(`http://127.0.0.1:${w.gateway.adminPort}/metrics`)).text()
+    return Number(/edgelimit_config_reloads_total\{result="failure"\} (\d+)/.exec(text)?.[1] ?? 0)
+  }
+  const rejections = (w: Watched) => w.logs.filter((l) => l.msg.startsWith('policy rejected'))
+
+  test('deleted, then a folder in its place: each reported once and counted as a failed reload; the policy stays until the file is back', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'p.yaml')
+    writeFileSync(file, policy('v1'))
+    await watched(file, async (w) => {
+      rmSync(file)
+      expect(await w.until(() => rejections(w).length === 1)).toBe(true)
+      expect(rejections(w)[0]).toMatchObject({
+        reason: 'file changed',
+        issues: [expect.stringContaining('cannot read the file (ENOENT) [ERR_FILE]')],
+      })
+      expect(await failures(w)).toBe(1)
+      mkdirSync(file)
+      expect(await w.until(() => rejections(w).length === 2)).toBe(true)
+      expect(rejections(w)[1]).toMatchObject({ issues: [expect.stringContaining('(EISDIR)')] })
+      // The same error again (another event, the folder touched) is not reported again.
+      writeFileSync(join(file, 'x'), '')
+      expect(await w.until(() => rejections(w).length > 2, 1_500)).toBe(false)
+      expect(w.rules()).toEqual(['v1'])
+      rmSync(file, { recursive: true })
+      writeFileSync(file, policy('v2'))
+      await w.inForce(['v2'])
+      expect(await failures(w)).toBe(2)
+    })
+  })
+
+  test('deleted and written again a moment later (a replace that is not a rename): not reported', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'p.yaml')
+    writeFileSync(file, policy('v1'))
+    await watched(file, async (w) => {
+      rmSync(file)
+      await new Promise((r) => setTimeout(r, 150))
+      writeFileSync(file, policy('v2'))
+      await w.inForce(['v2'])
+      expect(rejections(w)).toEqual([])
+      expect(await failures(w)).toBe(0)
+    })
+  })
+})

@@ -477,7 +477,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   })
   await starting(() => listen(server, options.port ?? 8080, options.host ?? '127.0.0.1'))
 
-  // The digest of the text the last reload read: a watch-triggered reload acts only on a new one.
+  // The digest of the text the last reload read (or why it could not): a watch-triggered reload
+  // acts only on a new one.
   let lastSeen = digest(current.text)
   let reloading: Promise<ReloadResult> = Promise.resolve({
     ok: true,
@@ -505,15 +506,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   async function doReload(reason: string, onlyIfChanged: boolean): Promise<ReloadResult> {
     if (draining) return { ok: false, issues: [] }
     const source = readPolicySource(file, env)
+    // A file that cannot be read is seen as its error: reported (and counted) once, as an invalid
+    // text is; the watcher only reads a file that stayed so for a while (not one mid-replace).
+    const unreadable = source.issues.find((i) => i.code === 'ERR_FILE')
+    const seen = unreadable === undefined ? digest(source.text) : unreadable.message
     if (onlyIfChanged) {
-      if (source.issues.some((i) => i.code === 'ERR_FILE')) return { ok: true, issues: [] } // mid-rename: the next event reloads
       // Only a change of content counts: a text already tried (and rejected) is not tried again
       // on every event in the folder, which a log file there would turn into a loop.
-      const seen = digest(source.text)
       if (seen === lastSeen) return { ok: true, issues: [] }
       lastSeen = seen
       if (seen === digest(current.text)) return { ok: true, issues: [] }
-    } else lastSeen = digest(source.text)
+    } else lastSeen = seen
     const { config, issues } = checkSource(source)
     if (config === undefined) {
       metrics.reload('failure')
