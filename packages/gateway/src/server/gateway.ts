@@ -54,7 +54,10 @@ export interface GatewayOptions {
   drainTimeoutMs?: number
   /** How long to wait for a remote store's connection at start and on reload. @default 10_000 */
   storeTimeoutMs?: number
-  /** Environment for `${VAR}` in the policy. @default process.env */
+  /**
+   * Environment for `${VAR}` in the policy, at start and on every reload (a reload reads the
+   * file again, not a new environment: the process's cannot change from outside). @default process.env
+   */
   env?: Readonly<Record<string, string | undefined>>
   /**
    * Where decisions read the time (programmatic only: no flag or header sets it). Tests and
