@@ -54,6 +54,9 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
 
   // Folders whose watcher was dropped as they were replaced: watched again by the next `follow`.
   const lost = new Set<string>()
+  // Folders that could not be watched: logged once, tried again by every `follow`.
+  const failing = new Set<string>()
+  let closed = false
   const forget = (dir: string, watcher: FSWatcher) => {
     watcher.close()
     if (watchers.get(dir)?.watcher !== watcher) return
@@ -99,9 +102,12 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
           wake()
         })
         watchers.set(dir, { watcher, inode })
+        failing.delete(dir)
         if (lost.delete(dir)) log.info({ dir }, 'watching the policy file again: its folder was replaced')
       } catch (error) {
         if (atStart && dir === last) throw error
+        if (failing.has(dir)) continue
+        failing.add(dir)
         log.warn({ err: (error as Error).message, dir }, 'watching the policy file failed')
       }
     }
@@ -109,6 +115,7 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
   }
   // A burst is read 100 ms after its last event, and never later than 1 s after its first.
   const wake = () => {
+    if (closed) return
     const now = performance.now()
     firstEvent ??= now
     clearTimeout(timer)
@@ -136,20 +143,22 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
     seen = now.key
     options.changed()
   }
+  follow(true)
   // The fallback for what no event tells: a folder replaced under its watcher (renamed away), a
   // platform that drops events.
   const poll = setInterval(() => {
     if (follow(false) || look(file).key !== seen) wake()
   }, POLL_MS).unref()
-  follow(true)
   return {
     rearm() {
+      if (closed) return
       for (const w of watchers.values()) w.watcher.close()
       watchers.clear()
       follow(false)
       seen = look(file).key
     },
     close() {
+      closed = true
       clearTimeout(timer)
       clearInterval(poll)
       for (const w of watchers.values()) w.watcher.close()
