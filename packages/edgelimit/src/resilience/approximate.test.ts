@@ -1,6 +1,13 @@
 import { describe, expect, it, vi } from 'vitest'
-import type { RuleVerdict } from '../stores/types.js'
+import { compile } from '../core/index.js'
+import type { Policy } from '../core/types.js'
+import { memoryStore } from '../stores/memory.js'
+import type { RuleVerdict, StoreRule } from '../stores/types.js'
 import { createApproximate, type StoreAnswer } from './approximate.js'
+
+const storeRule = (policy: Policy): StoreRule => ({ name: 'r', policy, compiled: compile(policy) })
+/** The rule of the simulated stores below, whose verdicts are a fixed window's. */
+const FIXED = storeRule({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000 })
 
 const verdict: RuleVerdict = {
   allowed: true,
@@ -20,7 +27,7 @@ function counter(maxKeys: number, answer: () => Promise<readonly RuleVerdict[]> 
         synced.push(key)
         return answer()
       },
-      rules: 1,
+      rules: [FIXED],
       intervalMs: 60_000,
       timeoutMs: 45,
     },
@@ -131,7 +138,7 @@ function heldStore(limit: number) {
       store.used += cost
       return [allowed ? state(true) : v]
     },
-    rules: 1,
+    rules: [FIXED],
     intervalMs: 60_000,
     timeoutMs: 45,
   })
@@ -284,7 +291,7 @@ function syncStore(limit: number) {
           fail: () => reject(new Error('connection reset')),
         })
       }),
-    rules: 1,
+    rules: [FIXED],
     intervalMs: 100,
     timeoutMs: 45,
   })
@@ -420,7 +427,7 @@ describe('approximate counter: how a sync ends', () => {
         }
         return Promise.resolve(verdicts)
       },
-      rules: 1,
+      rules: [FIXED],
       intervalMs: 100,
       timeoutMs: 45,
     })
@@ -471,7 +478,7 @@ describe('approximate counter: how a sync ends', () => {
       const approximate = createApproximate({
         // A reply lost by a client with no timeout of its own: the sync never settles.
         sync: () => new Promise(() => {}),
-        rules: 1,
+        rules: [FIXED],
         intervalMs: 100,
         timeoutMs: undefined,
       })
@@ -487,5 +494,111 @@ describe('approximate counter: how a sync ends', () => {
     } finally {
       vi.useRealTimers()
     }
+  })
+})
+
+/**
+ * `processes` counters on one memory store (syncing every 100 ms), and a strict limiter on
+ * another, each process sending one request every `everyMs` (staggered) for `seconds`: admissions
+ * per second in each mode, and the counters' syncs.
+ */
+async function againstStrict(policy: Policy, processes: number, everyMs: number, seconds: number) {
+  const rule = storeRule(policy)
+  const shared = memoryStore().bind([rule])
+  const strict = memoryStore().bind([rule])
+  const counters = Array.from({ length: processes }, () =>
+    createApproximate({
+      sync: (key, cost, now) => shared.evaluate(key, cost, now, { force: true }),
+      rules: [rule],
+      intervalMs: 100,
+      timeoutMs: 45,
+    }),
+  )
+  const perSecond = {
+    approximate: new Array<number>(seconds).fill(0),
+    strict: new Array<number>(seconds).fill(0),
+  }
+  const turn = () => new Promise((resolve) => setImmediate(resolve))
+  for (let t = 0; t < seconds * 1000; t += everyMs) {
+    for (const [p, counter] of counters.entries()) {
+      const now = t + p
+      const s = Math.floor(now / 1000)
+      const d = await counter.decide('k', 1, now, 0, async () => ({
+        verdicts: await shared.evaluate('k', 1, now),
+        source: 'store',
+      }))
+      const count = (per: number[], allowed = false) => {
+        if (allowed) per[s] = (per[s] ?? 0) + 1
+      }
+      count(perSecond.approximate, d.verdicts[0]?.allowed)
+      count(perSecond.strict, (await strict.evaluate('k', 1, now))[0]?.allowed)
+    }
+    await turn()
+  }
+  return { perSecond, syncs: counters.map((c) => c.syncs) }
+}
+
+const total = (xs: number[]) => xs.reduce((a, b) => a + b, 0)
+
+describe('approximate counter: a key whose quota is spent', () => {
+  it.each<[string, Policy, number]>([
+    [
+      'token bucket',
+      { algorithm: 'token-bucket', capacity: 100, refillRate: 20, refillIntervalMs: 1000 },
+      20,
+    ],
+    ['GCRA', { algorithm: 'gcra', limit: 20, periodMs: 1000, burst: 100 }, 20],
+    [
+      'leaky bucket',
+      { algorithm: 'leaky-bucket', mode: 'police', capacity: 100, leakRate: 20, leakIntervalMs: 1000 },
+      20,
+    ],
+  ])(
+    '%s: admits again at the refill rate, as strict does, not only once full again',
+    async (_name, policy, rate) => {
+      const { perSecond, syncs } = await againstStrict(policy, 3, 20, 10)
+      // 3 × 50 requests/s against a refill of 20/s: after the first burst, each second admits the
+      // refill (approximate: the first second's over-admission is paid back in the next one).
+      expect(perSecond.strict.slice(1)).toEqual(new Array(9).fill(rate))
+      expect(total(perSecond.approximate)).toBeGreaterThanOrEqual(total(perSecond.strict))
+      expect(total(perSecond.approximate)).toBeLessThanOrEqual(total(perSecond.strict) + 10)
+      for (const n of perSecond.approximate.slice(2)) {
+        expect(n).toBeGreaterThanOrEqual(rate - 2)
+        expect(n).toBeLessThanOrEqual(rate + 2)
+      }
+      // No more than a sync per interval per process, with every request denied here in between.
+      for (const n of syncs) expect(n).toBeLessThanOrEqual(100)
+    },
+  )
+
+  it('a sliding window admits again as the previous window ages out, as strict does', async () => {
+    const policy: Policy = { algorithm: 'sliding-window', limit: 300, windowMs: 2000 }
+    const { perSecond } = await againstStrict(policy, 3, 5, 8)
+    // Strict: 150/s once in steady state; approximate as many, over-admitting within the bound.
+    expect(total(perSecond.approximate)).toBeGreaterThanOrEqual(total(perSecond.strict))
+    for (const n of perSecond.approximate.slice(2)) expect(n).toBeGreaterThan(100)
+  })
+
+  it('one process on a slow bucket: no store call until a token has refilled, then one per token', async () => {
+    const policy: Policy = {
+      algorithm: 'token-bucket',
+      capacity: 1000,
+      refillRate: 1,
+      refillIntervalMs: 1000,
+    }
+    const { perSecond, syncs } = await againstStrict(policy, 1, 1, 10)
+    expect(perSecond.strict.slice(1)).toEqual(new Array(9).fill(1))
+    expect(perSecond.approximate).toEqual(perSecond.strict)
+    // The first second's 10 syncs, then about one per token (a cost-0 sync as it refills, another
+    // to charge it), where a sync every interval would be 100.
+    expect(syncs[0]).toBeLessThanOrEqual(10 + 2 * 9 + 2)
+  })
+
+  it('a fixed window syncs nothing while spent, until it ends', async () => {
+    const policy: Policy = { algorithm: 'fixed-window', limit: 100, windowMs: 1000 }
+    const { perSecond, syncs } = await againstStrict(policy, 1, 1, 5)
+    expect(perSecond.approximate).toEqual(new Array(5).fill(100))
+    // Per window: the syncs while it admits (its 100 requests take 100 ms), then none.
+    expect(syncs[0]).toBeLessThanOrEqual(5 * 3)
   })
 })

@@ -1,6 +1,6 @@
 import { EdgelimitError } from '../errors.js'
 import type { DecisionSource } from '../events.js'
-import type { RuleVerdict } from '../stores/types.js'
+import type { RuleVerdict, StoreRule } from '../stores/types.js'
 import { within } from './deadline.js'
 
 /** A sync sent and not answered yet: its batch, and when it went. */
@@ -13,6 +13,8 @@ interface Flight {
 interface Entry {
   remaining: number[]
   resetAt: number[]
+  /** When the store may admit one more unit, as its last answer tells (see `unitAfter`). */
+  retryAt: number[]
   /** Admitted here, not sent yet. */
   pending: number
   /**
@@ -51,11 +53,33 @@ export interface ApproximateContext {
    * not sent (the breaker is open); rejects when the store failed (whether it counted is unknown).
    */
   readonly sync: (key: string, cost: number, now: number) => Promise<readonly RuleVerdict[] | undefined>
-  /** How many rules the group has. */
-  readonly rules: number
+  /** The group's rules. */
+  readonly rules: readonly StoreRule[]
   readonly intervalMs: number
   /** The store calls' deadline (each settles within it); without one, a reply may never come. */
   readonly timeoutMs: number | undefined
+}
+
+/**
+ * How long after the store's verdict `v` the rule may admit one more unit (`forced`: the cost of a
+ * forced charge, which a denying rule reports as the state before it; 0 for a decision): a fixed
+ * window, once it ends; a bucket or GCRA, once its level is a unit under the limit (it drains one
+ * unit per `period / limit`; a denial reports the drain of the state before the charge); a sliding
+ * window or log frees its counts as they age out, at a pace the verdict does not tell: after the
+ * store's own wait when it denied, else after one unit's share of the window.
+ */
+function unitAfter(rule: StoreRule, v: RuleVerdict, forced: number): number {
+  const { algorithm } = rule.policy
+  const { limit, periodMs } = rule.compiled
+  const unit = periodMs / limit
+  if (algorithm === 'fixed-window') return v.resetAfterMs
+  if (algorithm !== 'sliding-window' && algorithm !== 'sliding-log') {
+    return Math.max(0, v.resetAfterMs + ((v.allowed ? 0 : forced) - limit + 1) * unit)
+  }
+  return Math.min(
+    v.resetAfterMs,
+    v.allowed || v.retryAfterMs === Number.POSITIVE_INFINITY ? unit : v.retryAfterMs,
+  )
 }
 
 /** A first call that rejected: the waiting requests fall back as when it failed. */
@@ -111,7 +135,8 @@ export interface Approximate {
  * rather than charged twice, and only one the breaker kept from the store goes with the next sync.
  */
 export function createApproximate(context: ApproximateContext, maxKeys = 100_000): Approximate {
-  const { sync: send, rules, intervalMs, timeoutMs } = context
+  const { sync: send, intervalMs, timeoutMs } = context
+  const rules = context.rules.length
   const timed = timeoutMs !== undefined
   const entries = new Map<string, Entry>()
   let syncs = 0
@@ -150,6 +175,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
             // Less what was admitted here since: pending, and sent in syncs not answered (nor given up) yet.
             entry.remaining[i] = Math.max(0, after - entry.pending - flying)
             entry.resetAt[i] = now + v.resetAfterMs
+            entry.retryAt[i] = now + unitAfter(context.rules[i] as StoreRule, v, cost)
           })
           return true
         },
@@ -177,11 +203,12 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
   function counted(key: string, cost: number, now: number, shadow: number): RuleVerdict[] | undefined {
     const entry = entries.get(key)
     if (entry === undefined) return undefined
-    // Nothing to send, nothing in flight and nothing left to learn before the quota resets: no sync.
+    // Nothing to send, nothing in flight, and the store admits nothing more before its last answer
+    // says one more unit may pass: no sync.
     const idle =
       entry.syncing === undefined &&
       entry.pending === 0 &&
-      entry.remaining.every((r, i) => r === 0 && now < (entry.resetAt[i] as number))
+      entry.remaining.every((r, i) => r === 0 && now < (entry.retryAt[i] as number))
     if (!busy(entry, now) && now - entry.syncedAt >= intervalMs && !idle) void sync(key, entry, now)
     // A sync in flight for longer than the interval: the next one is still about an interval away.
     const next = entry.syncedAt + intervalMs - now
@@ -199,9 +226,9 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
         remaining: allowed && admits ? left - cost : left,
         resetAfterMs: Math.max(0, (entry.resetAt[i] as number) - now),
         // The exact wait is known only to the store: the next sync is when it can change; with no
-        // sync coming (quota spent, nothing pending), the rule's reset as the store last told it,
-        // no sooner than the store's own wait (a bucket's is until it is full again).
-        retryAfterMs: admits ? 0 : idle ? (entry.resetAt[i] as number) - now : wait,
+        // sync coming (quota spent, nothing pending), when the store's last answer says one more
+        // unit may pass (the window's end; a bucket's next token).
+        retryAfterMs: admits ? 0 : idle ? (entry.retryAt[i] as number) - now : wait,
         delayMs: 0,
         reason: admits ? undefined : 'limit-exceeded',
       }
@@ -242,6 +269,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     entries.set(key, {
       remaining: verdicts.map((v) => v.remaining),
       resetAt: verdicts.map((v) => now + v.resetAfterMs),
+      retryAt: verdicts.map((v, i) => now + unitAfter(context.rules[i] as StoreRule, v, 0)),
       pending: 0,
       flying: [],
       syncedAt: now,

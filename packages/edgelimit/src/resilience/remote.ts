@@ -124,7 +124,7 @@ export const remoteDecider: Decider = (context) => {
           // Syncs: forced charges through the breaker and the deadline, their failures reported
           // like decisions' (see SYNC for what a failed sync settles with).
           sync: (key, cost, now) => attempt(approxGroup, key, cost, now, 0, SYNC, FORCE),
-          rules: approxIndex.length,
+          rules: approxIndex.map((i) => rules[i] as RuleConfig),
           intervalMs: Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
           timeoutMs: config.timeoutMs,
         })

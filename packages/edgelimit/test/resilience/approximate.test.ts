@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createRateLimit } from '../../src/http.js'
-import { approximate, createLimiter, type Duration, fixedWindow } from '../../src/index.js'
+import { approximate, createLimiter, type Duration, fixedWindow, tokenBucket } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
 import { type ApproximateConsistency, createApproximate } from '../../src/resilience/approximate.js'
 import { manualClock } from '../../src/testing/index.js'
@@ -380,5 +380,51 @@ describe('approximate syncs past the deadline, on Redis', () => {
     // Each admission is charged once (it was charged 141 times before: each timed-out sync's
     // batch went again with the next one).
     expect(await stored('al:api:{k}')).toBe(36)
+  })
+})
+
+describe('approximate consistency on Redis, a key whose quota is spent', () => {
+  it('a spent token bucket admits again at its refill rate, not only once full again', async () => {
+    // Two processes on one key, each a request every 20 ms, against 20 tokens refilling 5/s.
+    const clock = manualClock(T0)
+    const limiters = [0, 1].map(() =>
+      createLimiter({
+        rules: [
+          {
+            name: 'api',
+            algorithm: tokenBucket({ capacity: 20, refillRate: 5 }),
+            consistency: approximate,
+            syncInterval: '100ms',
+          },
+        ],
+        store: redisStore({ client: fixture.client, prefix: 'ab', clock: 'client' }),
+        clock,
+        timeout: false,
+        breaker: false,
+      }),
+    )
+    const perSecond: number[] = new Array(6).fill(0)
+    for (let t = 0; t < 6000; t += 20) {
+      for (const limiter of limiters) {
+        const s = Math.floor(t / 1000)
+        if ((await limiter.limit('k')).allowed) perSecond[s] = (perSecond[s] ?? 0) + 1
+      }
+      // The syncs the requests started are answered (Redis replies in order) before time moves on.
+      await new Promise((resolve) => setImmediate(resolve))
+      await fixture.client.ping()
+      await new Promise((resolve) => setImmediate(resolve))
+      clock.advance(20)
+    }
+    await Promise.all(limiters.map((l) => l.flush()))
+    // Strict: 20 at once, then 5/s (before, nothing until the bucket was full again, 4 s later).
+    // Approximate: the first second's over-admission (the other process's batch) is paid back in
+    // the next one, and then each second admits the refill.
+    const [first = 0, second = 0] = perSecond
+    expect(first).toBeGreaterThanOrEqual(20)
+    expect(first + second).toBeLessThanOrEqual(20 + 5 + 10)
+    for (const n of perSecond.slice(2)) {
+      expect(n).toBeGreaterThanOrEqual(4)
+      expect(n).toBeLessThanOrEqual(6)
+    }
   })
 })
