@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import { EdgelimitError } from '../errors.js'
 import type { DecisionSource } from '../events.js'
 import type { RuleVerdict, StoreRule } from '../stores/types.js'
@@ -7,6 +8,8 @@ import { within } from './deadline.js'
 interface Flight {
   readonly cost: number
   readonly at: number
+  /** What of the batch was `Entry.early` (sent: it goes back there when the breaker kept it). */
+  readonly early: number
 }
 
 /** Per key: what the store said at the last sync, less what this process admitted since. */
@@ -17,6 +20,15 @@ interface Entry {
   retryAt: number[]
   /** Admitted here, not sent yet. */
   pending: number
+  /**
+   * Fixed windows only (every rule of the group): the part of `pending` admitted before
+   * `closes`, the earliest the windows of the last answer can end (its call's start plus their
+   * `resetAfterMs`). A sync at or after `closed`, the latest they can end (when the answer came
+   * plus the same), does not send it.
+   */
+  early: number
+  closes: number
+  closed: number
   /**
    * Syncs sent that the store has not answered yet, nor given up (they may have counted there
    * already): answers take their batches off.
@@ -56,6 +68,8 @@ export interface ApproximateContext {
   /** The group's rules. */
   readonly rules: readonly StoreRule[]
   readonly intervalMs: number
+  /** The limiter's clock: when an answer came (the `now` of calls is when they started). */
+  readonly clock: Clock
   /** The store calls' deadline (each settles within it); without one, a reply may never come. */
   readonly timeoutMs: number | undefined
 }
@@ -133,23 +147,39 @@ export interface Approximate {
  * the rest. A key has one sync in flight until the store answers it, past the deadline too (it
  * still counts there); a batch is sent once: when the store fails after it was sent it is dropped
  * rather than charged twice, and only one the breaker kept from the store goes with the next sync.
+ * A batch admitted in fixed windows (every rule one) that have ended by its sync is not sent: the
+ * store would charge it to the next ones.
  */
 export function createApproximate(context: ApproximateContext, maxKeys = 100_000): Approximate {
   const { sync: send, intervalMs, timeoutMs } = context
   const rules = context.rules.length
+  const windows = context.rules.every((r) => r.policy.algorithm === 'fixed-window')
   const timed = timeoutMs !== undefined
   const entries = new Map<string, Entry>()
   let syncs = 0
   let dropped = 0
 
+  /** Records an answer's windows (see `Entry.early`), just come; `sent` is when its call went. */
+  function windowsOf(entry: Entry, verdicts: readonly RuleVerdict[], sent: number): void {
+    if (!windows) return
+    // The store reads its clock between the call's start and its answer.
+    entry.closes = sent + Math.min(...verdicts.map((v) => v.resetAfterMs))
+    entry.closed = context.clock.now() + Math.max(...verdicts.map((v) => v.resetAfterMs))
+  }
+
   function sync(key: string, entry: Entry, now: number): Promise<boolean> {
-    const cost = entry.pending
+    // Admitted in windows that have ended: charged now, the store would count them against the
+    // next windows (it charges a batch to the window it arrives in, and cannot be told an earlier
+    // time), whose quota they would take. Their own windows are over: they are not sent.
+    const early = now >= entry.closed ? 0 : entry.early
+    const cost = entry.pending - entry.early + early
     const id = ++syncs
     entry.pending = 0
+    entry.early = 0
     // Syncs unanswered for GIVE_UP intervals are given up: this one's answer holds their batches
     // when the store counted them, and their own late answers take nothing off again.
     if (entry.flying.length > 0) entry.flying = entry.flying.filter((f) => now - f.at < GIVE_UP * intervalMs)
-    const flight: Flight = { cost, at: now }
+    const flight: Flight = { cost, at: now, early }
     entry.flying.push(flight)
     const land = () => {
       const i = entry.flying.indexOf(flight)
@@ -164,10 +194,12 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
           if (verdicts === undefined) {
             // Not sent (the breaker is open): the batch goes with the next sync.
             entry.pending += cost
+            entry.early += early
             return false
           }
           if (id < entry.answered) return true
           entry.answered = id
+          windowsOf(entry, verdicts, now)
           const flying = entry.flying.reduce((sum, f) => sum + f.cost, 0)
           verdicts.forEach((v, i) => {
             // A forced charge that the rule would have denied reports the state before it.
@@ -217,7 +249,10 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     for (let i = 0; i < rules; i++) {
       if (cost > (entry.remaining[i] as number) && (shadow & (1 << i)) === 0) allowed = false
     }
-    if (allowed && cost > 0) entry.pending += cost
+    if (allowed && cost > 0) {
+      entry.pending += cost
+      if (now < entry.closes) entry.early += cost
+    }
     return entry.remaining.map((left, i) => {
       const admits = cost <= left
       if (allowed && admits && cost > 0) entry.remaining[i] = left - cost
@@ -266,16 +301,21 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
   /** Records the strict verdicts of a first call, which also charged the store. */
   function seed(key: string, verdicts: readonly RuleVerdict[], now: number): void {
     evict(now)
-    entries.set(key, {
+    const entry: Entry = {
       remaining: verdicts.map((v) => v.remaining),
       resetAt: verdicts.map((v) => now + v.resetAfterMs),
       retryAt: verdicts.map((v, i) => now + unitAfter(context.rules[i] as StoreRule, v, 0)),
       pending: 0,
+      early: 0,
+      closes: Number.NEGATIVE_INFINITY,
+      closed: Number.POSITIVE_INFINITY,
       flying: [],
       syncedAt: now,
       syncing: undefined,
       answered: 0,
-    })
+    }
+    windowsOf(entry, verdicts, now)
+    entries.set(key, entry)
   }
 
   // Per key, its first call while in flight: the only one whose verdicts seed the key, unless

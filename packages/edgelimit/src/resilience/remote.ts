@@ -126,6 +126,7 @@ export const remoteDecider: Decider = (context) => {
           sync: (key, cost, now) => attempt(approxGroup, key, cost, now, 0, SYNC, FORCE),
           rules: approxIndex.map((i) => rules[i] as RuleConfig),
           intervalMs: Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
+          clock,
           timeoutMs: config.timeoutMs,
         })
 

@@ -427,4 +427,40 @@ describe('approximate consistency on Redis, a key whose quota is spent', () => {
       expect(n).toBeLessThanOrEqual(6)
     }
   })
+
+  it('a fixed window: a batch admitted in one window and synced after it ends is not charged to the next', async () => {
+    // Three processes on one key, each a request every 10 ms, against 300 per second: admissions
+    // go on to each window's end, and the last batches reach Redis after it.
+    const clock = manualClock(T0)
+    const limiters = [0, 1, 2].map(() =>
+      createLimiter({
+        rules: [
+          {
+            name: 'api',
+            algorithm: fixedWindow({ limit: 300, window: '1s' }),
+            consistency: approximate,
+            syncInterval: '100ms',
+          },
+        ],
+        store: redisStore({ client: fixture.client, prefix: 'aw', clock: 'client' }),
+        clock,
+        timeout: false,
+        breaker: false,
+      }),
+    )
+    const perWindow: number[] = new Array(4).fill(0)
+    for (let t = 0; t < 4000; t += 10) {
+      const w = Math.floor((T0 + t) / 1000) - Math.floor(T0 / 1000)
+      for (const limiter of limiters) {
+        if ((await limiter.limit('k')).allowed) perWindow[w] = (perWindow[w] ?? 0) + 1
+      }
+      await new Promise((resolve) => setImmediate(resolve))
+      await fixture.client.ping()
+      await new Promise((resolve) => setImmediate(resolve))
+      clock.advance(10)
+    }
+    await Promise.all(limiters.map((l) => l.flush()))
+    // Each window admits its 300 (before, the previous window's last batches took some of them).
+    expect(perWindow).toEqual([300, 300, 300, 300])
+  })
 })
