@@ -209,7 +209,7 @@ export function toPolicy(
     issues.add(
       `${path}.algorithm`,
       'ERR_UNKNOWN_ALGORITHM',
-      `expected a spec from slidingWindow() or another factory (or algorithmSpec() for a plain object), got ${describe(spec.algorithm)}`,
+      `expected a spec from an algorithm factory such as slidingWindow(), or algorithmSpec(), got ${describe(spec.algorithm)}`,
     )
     return undefined
   }

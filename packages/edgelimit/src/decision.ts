@@ -95,19 +95,32 @@ export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
     }
   }
 
+  /**
+   * The decision bound by `bind` (`delay`: the longest shaping delay of the enforced rules). For
+   * one rule, its part's own fields: an admitting part waits 0 and has no reason.
+   */
+  function decision(
+    allowed: boolean,
+    bind: RuleDecision,
+    delay: number | undefined,
+    rules: RuleDecision[],
+  ): Decision {
+    return {
+      allowed,
+      limit: bind.limit,
+      remaining: allowed && !bind.allowed ? 0 : bind.remaining,
+      resetAfterMs: bind.resetAfterMs,
+      retryAfterMs: allowed ? 0 : bind.retryAfterMs,
+      delayMs: allowed && anyShaping ? delay : undefined,
+      reason: allowed ? undefined : bind.reason,
+      rules,
+    }
+  }
+
   /** One rule: the decision is its part's fields, and the part. */
   function one(verdicts: readonly RuleVerdict[]): Decision {
     const p = part(0, verdicts[0] as RuleVerdict, false)
-    return {
-      allowed: p.allowed,
-      limit: p.limit,
-      remaining: p.remaining,
-      resetAfterMs: p.resetAfterMs,
-      retryAfterMs: p.retryAfterMs,
-      delayMs: p.delayMs,
-      reason: p.reason,
-      rules: [p],
-    }
+    return decision(p.allowed, p, p.delayMs, [p])
   }
 
   function build(verdicts: readonly RuleVerdict[], shadow: number): Decision {
@@ -120,20 +133,10 @@ export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
       if (!v.allowed && !inShadow) allowed = false
       parts.push(part(i, v, inShadow))
     }
-    const bind = parts[bindingRule(parts, allowed)] as RuleDecision
     let delay = 0
     // (`undefined > delay` is false.)
     for (const p of parts) if (!p.shadow && (p.delayMs as number) > delay) delay = p.delayMs as number
-    return {
-      allowed,
-      limit: bind.limit,
-      remaining: allowed && !bind.allowed ? 0 : bind.remaining,
-      resetAfterMs: bind.resetAfterMs,
-      retryAfterMs: allowed ? 0 : bind.retryAfterMs,
-      delayMs: allowed && anyShaping ? delay : undefined,
-      reason: allowed ? undefined : bind.reason,
-      rules: parts,
-    }
+    return decision(allowed, parts[bindingRule(parts, allowed)] as RuleDecision, delay, parts)
   }
   return Object.assign(build, { one: count === 1 ? one : undefined })
 }

@@ -126,7 +126,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     if (decider === undefined) {
       throw new EdgelimitError(
         'ERR_EDGELIMIT_STORE',
-        `The ${store.name} store has neither evaluateSync nor a decider (remote stores set \`decider: remoteDecider\`)`,
+        `The ${store.name} store needs evaluateSync or \`decider: remoteDecider\``,
       )
     }
     const path = decider({ rules, config, store, bound, clock: { now }, build, shadowOf, emit, report })

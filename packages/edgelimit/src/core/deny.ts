@@ -1,18 +1,32 @@
 import type { Verdict } from './types.js'
 
+/** Fills `out` (one writer for the three kinds of verdict below). */
+function fill(
+  out: Verdict,
+  allowed: boolean,
+  reason: Verdict['reason'],
+  retryAfterMs: number,
+  remaining: number,
+  resetAfterMs: number,
+  ttlMs: number,
+  delayMs: number,
+): void {
+  out.allowed = allowed
+  out.reason = reason
+  out.retryAfterMs = retryAfterMs
+  out.remaining = remaining
+  out.resetAfterMs = resetAfterMs
+  out.delayMs = delayMs
+  out.ttlMs = ttlMs
+}
+
 /**
  * Fills `out` for a request whose cost exceeds what the policy can ever admit. Like every verdict,
  * `out.next` and `ttlMs` still describe the state if the cost were charged anyway (a forced
  * charge, used to sync counts that were admitted elsewhere).
  */
 export function denyForever(out: Verdict, remaining: number, resetAfterMs: number, ttlMs: number): void {
-  out.allowed = false
-  out.reason = 'cost-exceeds-limit'
-  out.retryAfterMs = Number.POSITIVE_INFINITY
-  out.remaining = remaining
-  out.resetAfterMs = resetAfterMs
-  out.delayMs = 0
-  out.ttlMs = ttlMs
+  fill(out, false, 'cost-exceeds-limit', Number.POSITIVE_INFINITY, remaining, resetAfterMs, ttlMs, 0)
 }
 
 /** Fills `out` for a denial that passes after `retryAfterMs`. */
@@ -23,13 +37,7 @@ export function deny(
   resetAfterMs: number,
   ttlMs: number,
 ): void {
-  out.allowed = false
-  out.reason = 'limit-exceeded'
-  out.retryAfterMs = retryAfterMs
-  out.remaining = remaining
-  out.resetAfterMs = resetAfterMs
-  out.delayMs = 0
-  out.ttlMs = ttlMs
+  fill(out, false, 'limit-exceeded', retryAfterMs, remaining, resetAfterMs, ttlMs, 0)
 }
 
 /** Fills `out` for an admission. */
@@ -40,11 +48,5 @@ export function admit(
   ttlMs: number,
   delayMs = 0,
 ): void {
-  out.allowed = true
-  out.reason = undefined
-  out.retryAfterMs = 0
-  out.remaining = remaining
-  out.resetAfterMs = resetAfterMs
-  out.delayMs = delayMs
-  out.ttlMs = ttlMs
+  fill(out, true, undefined, 0, remaining, resetAfterMs, ttlMs, delayMs)
 }

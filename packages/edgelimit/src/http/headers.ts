@@ -103,7 +103,6 @@ export function headerRenderer(
   const quotas = policies.map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}`)
   // draft-7 and draft-6: the binding rule's policy only.
   const singles = policies.map((p) => `${p.quota};w=${p.windowSeconds}`)
-  const only = standards.length === 1 ? standards[0] : undefined
 
   // A rule that only observes this request (shadow, or outside its `enforce` share) is left out of
   // both fields, as the other standards leave it out when they pick the binding rule: it never
@@ -127,8 +126,7 @@ export function headerRenderer(
 
   return (decision, nowMs, pk) => {
     const out: [string, string][] = []
-    // draft-10 alone (the default) needs no binding rule.
-    const bind = only === 'draft-10' ? 0 : bindingRule(decision.rules, decision.allowed)
+    const bind = bindingRule(decision.rules, decision.allowed)
     const top = decision.rules[bind] as RuleDecision
     for (const standard of standards) {
       if (standard === 'draft-10') draft10(out, decision, pk)

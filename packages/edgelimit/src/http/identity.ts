@@ -103,6 +103,9 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i
 const compiledOptions = new WeakMap<object, CompiledIdentity>()
 const NO_OPTIONS: ClientKeyOptions = /* @__PURE__ */ Object.freeze({})
 
+/** What a trusted proxy or an allowList entry must be: `expected …` in the option's issue. */
+export const CIDR_OR_ADDRESS = 'a CIDR like "10.0.0.0/8" or "2001:db8::/32", or an address'
+
 /**
  * Lists every problem in client identity options, with its path; empty when they are valid.
  *
@@ -122,7 +125,7 @@ export function validateClientKeyOptions(options: unknown, path?: string): Confi
         cidr,
         parseCidr(cidr) !== undefined,
         'ERR_CIDR',
-        'a CIDR like "10.0.0.0/8" or "2001:db8::/32", or an address',
+        CIDR_OR_ADDRESS,
       )
     })
   } else if (trustedProxies !== undefined) issues.integer(at('trustedProxies'), trustedProxies, 0, 64)

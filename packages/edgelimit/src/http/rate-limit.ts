@@ -6,6 +6,7 @@ import { createIssues, type Issues } from '../validate.js'
 import { type HeaderRenderer, type HeaderStandard, headerRenderer, quotaPolicy, sfBinary } from './headers.js'
 import {
   base64url,
+  CIDR_OR_ADDRESS,
   type ClientKeyOptions,
   compileIdentity,
   digest,
@@ -254,15 +255,7 @@ function compileAllowList(issues: Issues, list: unknown): AllowList {
       return
     }
     const cidr = parseCidr(text)
-    if (
-      issues.expect(
-        at,
-        entry,
-        cidr !== undefined,
-        'ERR_CIDR',
-        'an address or CIDR like "203.0.113.9", "10.0.0.0/8" or "2001:db8::/32"',
-      )
-    ) {
+    if (issues.expect(at, entry, cidr !== undefined, 'ERR_CIDR', CIDR_OR_ADDRESS)) {
       const c = cidr as Cidr
       if (c.prefix === c.bytes.length * 8) allow.hosts.add(formatIp(c))
       else allow.networks.push(c)
@@ -307,7 +300,7 @@ function validateOptions(options: RateLimitOptions): { standards: HeaderStandard
       options.clock,
       typeof options.clock?.now === 'function',
       'ERR_CLOCK',
-      'a clock with a now() method',
+      'an object with a now() method',
     )
   const allow = compileAllowList(issues, options.allowList)
   if (issues.list.length > 0) throw new ConfigError(issues.list)
