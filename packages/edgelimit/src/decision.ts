@@ -12,11 +12,16 @@ export interface RuleDecision {
   readonly allowed: boolean
   /**
    * True when the rule only observes this request (shadow mode, or outside its `enforce` share), or
-   * takes no part in it because its state is not known here: a rule not asked in a limiter mixing
-   * consistency modes, or one failing open (docs/resilience.md), whose numbers are then
-   * placeholders (admits, 0 left).
+   * takes no part in it because its state is not known here (`unknown`).
    */
   readonly shadow: boolean
+  /**
+   * Set on an enforced rule whose state is not known here: a rule not asked in a limiter mixing
+   * consistency modes, or one failing open (docs/resilience.md). Its numbers are placeholders
+   * (admits, 0 left); it is `shadow` too, except as the one rule of a limiter. Its policy is still
+   * advertised, without a `RateLimit` member.
+   */
+  readonly unknown?: true
   readonly limit: number
   /** Further cost-1 requests this rule would admit right now. */
   readonly remaining: number
@@ -31,7 +36,7 @@ export interface RuleDecision {
 }
 
 /** The answer for one request. A denial is a decision, never an error. */
-export interface Decision extends Omit<RuleDecision, 'name' | 'shadow'> {
+export interface Decision extends Omit<RuleDecision, 'name' | 'shadow' | 'unknown'> {
   /** Every rule's part, in rule order. */
   readonly rules: readonly RuleDecision[]
 }
@@ -81,11 +86,13 @@ export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
   const shaping = rules.map((r) => r.policy.algorithm === 'leaky-bucket' && r.policy.mode === 'shape')
   const anyShaping = shaping.includes(true)
 
-  function part(i: number, v: RuleVerdict, shadow: boolean): RuleDecision {
+  /** `observes`: the rule only observes this request (its `unknown` is then no concern). */
+  function part(i: number, v: RuleVerdict, observes?: number): RuleDecision {
     return {
       name: names[i] as string,
       allowed: v.allowed,
-      shadow,
+      shadow: !!(observes || (v.unknown && count > 1)),
+      unknown: observes ? undefined : v.unknown,
       limit: limits[i] as number,
       remaining: v.remaining,
       resetAfterMs: v.resetAfterMs,
@@ -119,7 +126,7 @@ export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
 
   /** One rule: the decision is its part's fields, and the part. */
   function one(verdicts: readonly RuleVerdict[]): Decision {
-    const p = part(0, verdicts[0] as RuleVerdict, false)
+    const p = part(0, verdicts[0] as RuleVerdict)
     return decision(p.allowed, p, p.delayMs, [p])
   }
 
@@ -128,10 +135,9 @@ export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
     let allowed = true
     const parts: RuleDecision[] = []
     for (let i = 0; i < verdicts.length; i++) {
-      const v = verdicts[i] as RuleVerdict
-      const inShadow = !!(v.unknown || shadow & (1 << i))
-      if (!v.allowed && !inShadow) allowed = false
-      parts.push(part(i, v, inShadow))
+      const p = part(i, verdicts[i] as RuleVerdict, shadow & (1 << i))
+      if (!p.allowed && !p.shadow) allowed = false
+      parts.push(p)
     }
     let delay = 0
     // (`undefined > delay` is false.)

@@ -65,7 +65,8 @@ export interface MeterLike {
 
 /**
  * Turns events into OpenTelemetry instruments: `edgelimit.decisions` (by rule and outcome:
- * allowed, denied, shadow_denied; peeks, `cost: 0`, charge nothing and are not counted),
+ * allowed, denied, shadow_denied, and unknown for a rule whose state is not known here, see
+ * `RuleDecision.unknown`; peeks, `cost: 0`, charge nothing and are not counted),
  * `edgelimit.store.errors` (by kind), `edgelimit.fallbacks` (by mode), `edgelimit.breaker.open`
  * (1 while open), `edgelimit.store.latency` (ms histogram).
  *
@@ -97,7 +98,14 @@ export function meterSink(meter: MeterLike): EventSink {
         // A peek is a question, not a request: an exhausted key looked at would count as allowed.
         if (event.cost === 0) break
         for (const r of event.decision.rules) {
-          const outcome = r.allowed ? 'allowed' : r.shadow ? 'shadow_denied' : 'denied'
+          // A rule whose state is not known here (not asked, or failing open) did not admit it.
+          const outcome = r.unknown
+            ? 'unknown'
+            : r.allowed
+              ? 'allowed'
+              : r.shadow
+                ? 'shadow_denied'
+                : 'denied'
           decisions.add(1, { rule: r.name, outcome, source: event.source })
         }
         break

@@ -458,6 +458,55 @@ rules:
   })
 })
 
+describe('a rule failing open next to one that knows its count', () => {
+  test.each(['draft-6', 'draft-10'])(
+    '%s: the rule that knows binds; the open one keeps its policy only',
+    async (headers) => {
+      const port = await new Promise<number>((resolve) => {
+        const s = createServer()
+        s.listen(0, '127.0.0.1', () => {
+          const p = (s.address() as { port: number }).port
+          s.close(() => resolve(p))
+        })
+      })
+      const down = await startInProcess(
+        `
+store: redis://127.0.0.1:${port}
+headers: ${headers}
+rules:
+  - { name: o, algorithm: fixed-window, limit: 100, window: 60s, onStoreError: open, timeout: 50ms }
+  - { name: loc, algorithm: fixed-window, limit: 10, window: 60s, onStoreError: local, timeout: 50ms }
+`,
+        { upstream: origin.url, storeTimeoutMs: 100 },
+      )
+      try {
+        const response = await fetch(`${down.url}/x`)
+        await response.arrayBuffer()
+        expect(response.status).toBe(200)
+        const fields: Record<string, string> = {}
+        response.headers.forEach((value, name) => {
+          if (name.startsWith('ratelimit')) fields[name] = value
+        })
+        expect(fields).toEqual(
+          headers === 'draft-6'
+            ? {
+                'ratelimit-limit': '10',
+                'ratelimit-remaining': '9',
+                'ratelimit-reset': expect.stringMatching(/^\d+$/),
+                'ratelimit-policy': '10;w=60',
+              }
+            : {
+                'ratelimit-policy': '"o";q=100;w=60, "loc";q=10;w=60',
+                ratelimit: expect.stringMatching(/^"loc";r=9;t=\d+$/),
+              },
+        )
+      } finally {
+        await down.close()
+      }
+    },
+  )
+})
+
 describe('gradual rollout on the memory store', () => {
   test('changing mode or enforce on reload keeps the counters: only the answer changes', async () => {
     const policy = (extra: string) =>

@@ -35,7 +35,8 @@ function referenceHeaders(
         out.push([
           'ratelimit-policy',
           policies
-            .filter((_, i) => !(enforced && decision.rules[i]?.shadow))
+            // A rule whose state is not known keeps its policy.
+            .filter((_, i) => !(enforced && decision.rules[i]?.shadow && !decision.rules[i]?.unknown))
             .map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`)
             .join(', '),
         ])
@@ -392,6 +393,40 @@ describe('problem+json', () => {
       'ratelimit-policy': '"observe";q=1;w=3600',
       ratelimit: '"observe";r=0;t=3600',
     })
+  })
+
+  it('a rule whose state is not known (not asked, failing open) keeps its policy, without a RateLimit member', () => {
+    const part = (name: string, remaining: number, extra: Partial<RuleDecision> = {}): RuleDecision => ({
+      name,
+      allowed: true,
+      shadow: false,
+      limit: 10,
+      remaining,
+      resetAfterMs: 5000,
+      retryAfterMs: 0,
+      delayMs: undefined,
+      reason: undefined,
+      ...extra,
+    })
+    const rules = [
+      part('watch', 3, { shadow: true }),
+      part('open', 0, { shadow: true, unknown: true, resetAfterMs: 0 }),
+      part('local', 4),
+    ]
+    const d: Decision = { ...part('local', 4), rules }
+    const policies = rules.map((r) => ({ name: r.name, quota: 10, windowSeconds: 60 }))
+    const standards: HeaderStandard[] = ['draft-10', 'legacy']
+    const options = { standards, nowMs: 1000, partitionKey: new Uint8Array([0]) }
+    expect(rateLimitHeaders(d, policies, options)).toEqual([
+      ['ratelimit-policy', '"open";q=10;w=60;pk=:AA==:, "local";q=10;w=60;pk=:AA==:'],
+      ['ratelimit', '"local";r=4;t=5;pk=:AA==:'],
+      ['x-ratelimit-limit', '10'],
+      ['x-ratelimit-remaining', '4'],
+      ['x-ratelimit-reset', '6'],
+    ])
+    expect(headerRenderer(policies, standards)(d, 1000, ';pk=:AA==:')).toEqual(
+      referenceHeaders(d, policies, options),
+    )
   })
 
   it('a rule enforced for some keys (enforce < 100) is in both fields for those keys only', async () => {

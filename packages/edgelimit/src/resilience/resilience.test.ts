@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { faultyStore } from '../../test/support/faulty-store.js'
 import { fixedWindow, gcra, tokenBucket } from '../algorithms.js'
 import type { Decision } from '../decision.js'
-import type { LimiterEvent } from '../events.js'
+import { type LimiterEvent, meterSink } from '../events.js'
 import { quotaPolicy, rateLimitHeaders } from '../http/headers.js'
 import { createLimiter, type Limiter } from '../limiter.js'
 import type { Rule } from '../options.js'
@@ -266,16 +266,85 @@ describe('store errors', () => {
     faults.fail = new Error('connection reset')
     const d = await limiter.limit('k')
     expect([d.allowed, d.limit, d.remaining]).toEqual([true, 2, 1])
-    expect(d.rules.map((r) => [r.name, r.allowed, r.shadow])).toEqual([
-      ['o', true, true],
-      ['loc', true, false],
+    expect(d.rules.map((r) => [r.name, r.allowed, r.shadow, r.unknown])).toEqual([
+      ['o', true, true, true],
+      ['loc', true, false, undefined],
     ])
-    expect(rateLimitHeaders(d, limiter.rules.map(quotaPolicy), { nowMs: 0 })).toContainEqual([
-      'ratelimit',
-      '"loc";r=1;t=3600',
+    // Its policy is still advertised (the field stays the same over the client's answers, draft-10
+    // §3), without a RateLimit member: its state is not known.
+    expect(rateLimitHeaders(d, limiter.rules.map(quotaPolicy), { nowMs: 0 })).toEqual([
+      ['ratelimit-policy', '"o";q=5;w=3600, "loc";q=2;w=3600'],
+      ['ratelimit', '"loc";r=1;t=3600'],
     ])
     await limiter.limit('k')
     expect((await limiter.limit('k')).reason).toBe('limit-exceeded')
+  })
+
+  it('a limiter of one rule failing open reports its part unchanged, marked unknown', async () => {
+    const { limiter, faults, clock } = remote([rule('open')], { breaker: false })
+    clock.set(0)
+    faults.fail = new Error('connection reset')
+    const d = await limiter.limit('k')
+    expect([d.allowed, d.remaining]).toEqual([true, 0])
+    expect(d.rules.map((r) => [r.name, r.shadow, r.unknown])).toEqual([['open', false, true]])
+    expect(rateLimitHeaders(d, limiter.rules.map(quotaPolicy), { nowMs: 0 })).toEqual([
+      ['ratelimit-policy', '"open";q=2;w=3600'],
+      ['ratelimit', '"open";r=0;t=0'],
+    ])
+  })
+
+  it('a rule in shadow failing open is a shadow rule, not an unknown one: out of both fields', async () => {
+    const { limiter, faults, clock } = remote(
+      [
+        {
+          name: 'watch',
+          algorithm: fixedWindow({ limit: 5, window: '1h' }),
+          onStoreError: 'open',
+          mode: 'shadow',
+        },
+        { name: 'loc', algorithm: fixedWindow({ limit: 2, window: '1h' }), onStoreError: 'local' },
+      ],
+      { breaker: false },
+    )
+    clock.set(0)
+    faults.fail = new Error('connection reset')
+    const d = await limiter.limit('k')
+    expect(d.rules.map((r) => [r.name, r.shadow, r.unknown])).toEqual([
+      ['watch', true, undefined],
+      ['loc', false, undefined],
+    ])
+    expect(rateLimitHeaders(d, limiter.rules.map(quotaPolicy), { nowMs: 0 })).toEqual([
+      ['ratelimit-policy', '"loc";q=2;w=3600'],
+      ['ratelimit', '"loc";r=1;t=3600'],
+    ])
+  })
+
+  it('meterSink counts a rule whose state is not known as unknown, not allowed', async () => {
+    const added: string[] = []
+    const instrument = {
+      add: (value: number, attributes?: Record<string, string>) =>
+        added.push(`${attributes?.rule}:${attributes?.outcome}:${value}`),
+      record: () => {},
+    }
+    const meter = {
+      createCounter: () => instrument,
+      createUpDownCounter: () => instrument,
+      createHistogram: () => instrument,
+    }
+    const { limiter, faults, clock } = remote(
+      [
+        { name: 'o', algorithm: fixedWindow({ limit: 5, window: '1h' }), onStoreError: 'open' },
+        { name: 'loc', algorithm: fixedWindow({ limit: 2, window: '1h' }), onStoreError: 'local' },
+      ],
+      { breaker: false, onEvent: meterSink(meter) },
+    )
+    clock.set(0)
+    faults.fail = new Error('connection reset')
+    await limiter.limit('k')
+    expect(added.filter((a) => a.includes(':allowed') || a.includes(':unknown'))).toEqual([
+      'o:unknown:1',
+      'loc:allowed:1',
+    ])
   })
 
   it('a store that does not answer is abandoned at the deadline', async () => {
@@ -514,6 +583,7 @@ describe('consistency modes', () => {
       expect(faults.calls).toBe(1)
       expect([d.allowed, d.limit, d.retryAfterMs]).toEqual([false, 1, 9000])
       expect(parts(d)[1]).toEqual(['hourly', true, 0, 0, true])
+      expect(d.rules.map((r) => r.unknown)).toEqual([undefined, true])
       expect(headers(d, limiter)).toEqual([
         ['ratelimit-policy', '"burst";q=1;w=10, "hourly";q=1;w=3600'],
         ['ratelimit', '"burst";r=0;t=9'],

@@ -254,7 +254,8 @@ function observer(observes: Plan['observes'], limiter: Limiter): Plan['observe']
       retryAfterMs: 0,
       delayMs: shaping ? 0 : undefined,
       reason: undefined,
-      rules: [{ ...part, shadow: true }],
+      // Observing: its `unknown` (failing open) is no concern, as for the library's shadow rules.
+      rules: [{ ...part, shadow: true, unknown: undefined }],
     }
   }
 }

@@ -176,9 +176,17 @@ function answer(
   }
 }
 
-/** The decisions of several limiters as one: allowed when every enforced rule admits. */
+/**
+ * The decisions of several limiters as one: allowed when every enforced rule admits. A rule whose
+ * state is not known (failing open: the one rule of its limiter, so not `shadow`) is made one
+ * that observes while another rule knows its state, as the library does for a limiter's rules:
+ * it does not bind, and keeps its policy without a `RateLimit` member.
+ */
 function combine(parts: readonly Part[]): Decision {
-  const rules: RuleDecision[] = parts.flatMap((p) => p.decision.rules)
+  let rules: RuleDecision[] = parts.flatMap((p) => p.decision.rules)
+  if (rules.some((r) => r.unknown) && rules.some((r) => !r.shadow && !r.unknown)) {
+    rules = rules.map((r) => (r.unknown ? { ...r, shadow: true } : r))
+  }
   const allowed = parts.every((p) => p.decision.allowed)
   const bind = rules[bindingRule(rules, allowed)] as RuleDecision
   let delay = 0
