@@ -6,7 +6,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { sleep, urlPath } from './shared.js'
+import { addFields, sleep, urlPath } from './shared.js'
 
 /**
  * A Web-standard handler: Cloudflare Workers, Deno, Bun, Vercel Edge, Hono's `app.fetch`… `R` is
@@ -49,23 +49,9 @@ export function bunPeer(
 }
 
 /**
- * Adds each field to `target` (an indexed loop: no iterator or destructuring per field). With
- * `merge` (the handler's response), a field the response already has is not replaced, which
- * could tell the client of a more permissive policy than its own (draft-10 §7.2): a draft-10
- * list (`"name";…`) is appended to it, any other form is left as the response has it.
- */
-function setAll(target: Headers, headers: readonly (readonly [string, string])[], merge?: boolean): void {
-  for (let i = 0; i < headers.length; i++) {
-    const h = headers[i] as readonly [string, string]
-    if (!merge || !target.has(h[0])) target.set(h[0], h[1])
-    else if (h[1][0] === '"') target.append(h[0], h[1])
-  }
-}
-
-/**
- * A response with `headers` set (`merge`: added to the handler's own, see `setAll`); a copy when
- * its headers are immutable (e.g. from `fetch()`). The handler's, which may be a promise, goes
- * through `after(response, respond, headers, true)`: no closure per request.
+ * A response with `headers` set (`merge`: added to the handler's own, see `addFields`); a copy
+ * when its headers are immutable (e.g. from `fetch()`). The handler's, which may be a promise,
+ * goes through `after(response, respond, headers, true)`: no closure per request.
  */
 function respond<R extends Response | undefined>(
   r: R,
@@ -75,11 +61,11 @@ function respond<R extends Response | undefined>(
   // No response (a Bun WebSocket upgrade): nothing to set.
   if (!r) return r
   try {
-    setAll(r.headers, headers, merge)
+    addFields(r.headers, headers, !merge)
     return r
   } catch {
     const copy = new Response(r.body, r)
-    setAll(copy.headers, headers, merge)
+    addFields(copy.headers, headers, !merge)
     return copy as R
   }
 }

@@ -6,7 +6,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { sleep, urlPath } from './shared.js'
+import { addFields, sleep, urlPath } from './shared.js'
 
 /** Options of `honoRateLimit`. */
 export interface HonoRateLimitOptions extends RateLimitOptions {
@@ -21,24 +21,6 @@ export interface HonoRateLimitOptions extends RateLimitOptions {
 interface NodeServerBindings {
   incoming?: { socket?: { remoteAddress?: string } }
   outgoing?: { setHeader?: (name: string, value: string) => unknown; headersSent?: boolean }
-}
-
-/**
- * Adds the fields to a response's own `headers` through `write`. A field the response already has
- * is never replaced, which could tell the client of a more permissive policy than its own
- * (draft-10 §7.2): a draft-10 list (`"name";…`) is appended to it, unless it is ours already; any
- * other form (draft-7, draft-6, legacy) is left as the response has it.
- */
-function addTo(
-  headers: Headers,
-  fields: HttpVerdict['headers'],
-  write: (name: string, value: string, append: boolean) => void,
-): void {
-  for (const [name, value] of fields) {
-    const had = headers.get(name)
-    if (had === null) write(name, value, false)
-    else if (value[0] === '"' && had !== value) write(name, value, true)
-  }
 }
 
 /** `@hono/node-server` passes the Node request as `c.env.incoming`. */
@@ -71,10 +53,13 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
     if (headers.every(([name, value]) => c.res.headers.get(name) === value)) return undefined
     const own = c.res.headers
     try {
-      addTo(own, headers, (name, value, append) => (append ? own.append(name, value) : own.set(name, value)))
+      addFields(own, headers)
     } catch {
       // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy.
-      addTo(own, headers, (name, value, append) => c.header(name, value, { append }))
+      addFields(own, headers, false, {
+        set: (name, value) => c.header(name, value),
+        append: (name, value) => c.header(name, value, { append: true }),
+      })
     }
     return undefined
   }

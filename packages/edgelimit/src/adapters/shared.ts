@@ -6,6 +6,27 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
+/**
+ * Adds rate-limit fields to a response that may carry its own (the handler's quota, a proxied
+ * upstream's), through `write`; `replace`: a response of ours, whose fields are set. None of the
+ * response's is replaced, which could tell the client of a more permissive policy than its own
+ * (draft-10 §7.2): a draft-10 list (`"name";…`) is appended to the response's draft-10 list; a
+ * field the response has in any other form (draft-7, draft-6, legacy), or has as ours already,
+ * stays as it is.
+ */
+export function addFields(
+  headers: Headers,
+  fields: readonly (readonly [string, string])[],
+  replace?: boolean,
+  write: Pick<Headers, 'append' | 'set'> = headers,
+): void {
+  for (const [name, value] of fields) {
+    const had = replace ? null : headers.get(name)
+    if (had === null) write.set(name, value)
+    else if (had !== value && value[0] === '"' && had[0] === '"') write.append(name, value)
+  }
+}
+
 const lowerNames = new Map<string, string>()
 
 /**

@@ -66,6 +66,16 @@ describe('fetch adapter', () => {
     ])
   })
 
+  it("leaves a handler's draft-7 fields as they are: ours are not appended to another form", async () => {
+    const draft7 = { RateLimit: 'limit=10, remaining=0, reset=9', 'RateLimit-Policy': '10;w=60' }
+    const handler = withRateLimit(() => new Response('ok', { headers: draft7 }), { limiter: onePerHour() })
+    const res = await handler(req())
+    expect([res.headers.get('ratelimit'), res.headers.get('ratelimit-policy')]).toEqual([
+      'limit=10, remaining=0, reset=9',
+      '10;w=60',
+    ])
+  })
+
   it('adds to the draft-10 fields of a response from fetch() (immutable headers, so a copy)', async () => {
     const upstream = createServer((_req, res) => {
       res.setHeader('RateLimit', '"origin";r=0;t=1800')
@@ -521,5 +531,30 @@ describe('hono adapter', () => {
       '"app";r=0;t=60, "hourly";r=0;t=3600',
       '"hourly";q=1;w=3600',
     ])
+  })
+
+  it("leaves a response's draft-7 fields as they are: ours are not appended to another form", async () => {
+    const draft7 = { RateLimit: 'limit=10, remaining=0, reset=9', 'RateLimit-Policy': '10;w=60' }
+    const app = new Hono()
+      // A client each: one request per hour.
+      .use(
+        honoRateLimit({
+          limiter: onePerHour(),
+          peer: (c) => (c.req.path === '/' ? '192.0.2.1' : '192.0.2.2'),
+        }),
+      )
+      .get('/', () => new Response('upstream', { headers: draft7 }))
+      .get('/own', (c) => {
+        c.header('RateLimit', draft7.RateLimit)
+        c.header('RateLimit-Policy', draft7['RateLimit-Policy'])
+        return c.text('own')
+      })
+    for (const path of ['/', '/own']) {
+      const res = await app.request(path)
+      expect([res.headers.get('ratelimit'), res.headers.get('ratelimit-policy')]).toEqual([
+        'limit=10, remaining=0, reset=9',
+        '10;w=60',
+      ])
+    }
   })
 })
