@@ -10,9 +10,11 @@ export function sleep(ms: number): Promise<void> {
  * Adds rate-limit fields to a response that may carry its own (the handler's quota, a proxied
  * upstream's), through `write`; `replace`: a response of ours, whose fields are set. None of the
  * response's is replaced, which could tell the client of a more permissive policy than its own
- * (draft-10 §7.2): a draft-10 list (`"name";…`) is appended to the response's draft-10 list; a
- * field the response has in any other form (draft-7, draft-6, legacy), or has as ours already,
- * stays as it is.
+ * (draft-10 §7.2). A draft-10 list (`"name";…`) is appended to the response's draft-10 list. Any
+ * other group of fields (draft-7's two, draft-6's four, legacy's three) describes one policy:
+ * when the response has a field of the group (or a draft-10 field in another form), the whole
+ * group stays as the response has it, without ours, rather than a limit from one policy beside a
+ * remaining from another. A field the response has as ours already is left as it is.
  */
 export function addFields(
   headers: Headers,
@@ -20,10 +22,16 @@ export function addFields(
   replace?: boolean,
   write: Pick<Headers, 'append' | 'set'> = headers,
 ): void {
+  // Groups by bit: 1 the standard's fields, 2 legacy's (`x-ratelimit-…`); set: the response's.
+  let kept = 0
   for (const [name, value] of fields) {
     const had = replace ? null : headers.get(name)
-    if (had === null) write.set(name, value)
-    else if (had !== value && value[0] === '"' && had[0] === '"') write.append(name, value)
+    if (had !== null && (value[0] !== '"' || had[0] !== '"')) kept |= name[0] === 'x' ? 2 : 1
+  }
+  for (const [name, value] of fields) {
+    const had = replace ? null : headers.get(name)
+    if (had !== value && !(kept & (name[0] === 'x' ? 2 : 1)))
+      write[had === null ? 'set' : 'append'](name, value)
   }
 }
 
