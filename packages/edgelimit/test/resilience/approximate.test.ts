@@ -7,7 +7,14 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createRateLimit } from '../../src/http.js'
-import { approximate, createLimiter, type Duration, fixedWindow, tokenBucket } from '../../src/index.js'
+import {
+  approximate,
+  type Clock,
+  createLimiter,
+  type Duration,
+  fixedWindow,
+  tokenBucket,
+} from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
 import { type ApproximateConsistency, createApproximate } from '../../src/resilience/approximate.js'
 import { manualClock } from '../../src/testing/index.js'
@@ -384,35 +391,37 @@ describe('approximate syncs past the deadline, on Redis', () => {
 })
 
 describe('approximate consistency on Redis, a key whose quota is spent', () => {
-  it('a spent token bucket admits again at its refill rate, not only once full again', async () => {
-    // Two processes on one key, each a request every 20 ms, against 20 tokens refilling 5/s.
-    const clock = manualClock(T0)
-    const limiters = [0, 1].map(() =>
+  /** `n` processes on one key space: approximate limiters of one rule, syncing every 100 ms. */
+  function processes(n: number, algorithm: ReturnType<typeof tokenBucket>, prefix: string, clock: Clock) {
+    return Array.from({ length: n }, () =>
       createLimiter({
-        rules: [
-          {
-            name: 'api',
-            algorithm: tokenBucket({ capacity: 20, refillRate: 5 }),
-            consistency: approximate,
-            syncInterval: '100ms',
-          },
-        ],
-        store: redisStore({ client: fixture.client, prefix: 'ab', clock: 'client' }),
+        rules: [{ name: 'api', algorithm, consistency: approximate, syncInterval: '100ms' }],
+        store: redisStore({ client: fixture.client, prefix, clock: 'client' }),
         clock,
         timeout: false,
         breaker: false,
       }),
     )
+  }
+
+  /** The syncs the requests started are answered (Redis replies in order) before time moves on. */
+  async function answered(): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve))
+    await fixture.client.ping()
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+
+  it('a spent token bucket admits again at its refill rate, not only once full again', async () => {
+    // Two processes on one key, each a request every 20 ms, against 20 tokens refilling 5/s.
+    const clock = manualClock(T0)
+    const limiters = processes(2, tokenBucket({ capacity: 20, refillRate: 5 }), 'ab', clock)
     const perSecond: number[] = new Array(6).fill(0)
     for (let t = 0; t < 6000; t += 20) {
       for (const limiter of limiters) {
         const s = Math.floor(t / 1000)
         if ((await limiter.limit('k')).allowed) perSecond[s] = (perSecond[s] ?? 0) + 1
       }
-      // The syncs the requests started are answered (Redis replies in order) before time moves on.
-      await new Promise((resolve) => setImmediate(resolve))
-      await fixture.client.ping()
-      await new Promise((resolve) => setImmediate(resolve))
+      await answered()
       clock.advance(20)
     }
     await Promise.all(limiters.map((l) => l.flush()))
@@ -432,31 +441,14 @@ describe('approximate consistency on Redis, a key whose quota is spent', () => {
     // Three processes on one key, each a request every 10 ms, against 300 per second: admissions
     // go on to each window's end, and the last batches reach Redis after it.
     const clock = manualClock(T0)
-    const limiters = [0, 1, 2].map(() =>
-      createLimiter({
-        rules: [
-          {
-            name: 'api',
-            algorithm: fixedWindow({ limit: 300, window: '1s' }),
-            consistency: approximate,
-            syncInterval: '100ms',
-          },
-        ],
-        store: redisStore({ client: fixture.client, prefix: 'aw', clock: 'client' }),
-        clock,
-        timeout: false,
-        breaker: false,
-      }),
-    )
+    const limiters = processes(3, fixedWindow({ limit: 300, window: '1s' }), 'aw', clock)
     const perWindow: number[] = new Array(4).fill(0)
     for (let t = 0; t < 4000; t += 10) {
       const w = Math.floor((T0 + t) / 1000) - Math.floor(T0 / 1000)
       for (const limiter of limiters) {
         if ((await limiter.limit('k')).allowed) perWindow[w] = (perWindow[w] ?? 0) + 1
       }
-      await new Promise((resolve) => setImmediate(resolve))
-      await fixture.client.ping()
-      await new Promise((resolve) => setImmediate(resolve))
+      await answered()
       clock.advance(10)
     }
     await Promise.all(limiters.map((l) => l.flush()))
