@@ -179,6 +179,19 @@ async function script(block: Block, name: string): Promise<void> {
   if (expected.length > 0) expect(stdout.trim().split('\n')).toEqual(expected)
 }
 
+/**
+ * One request as a client sends it: a 503 "store unavailable" problem (the example's store missed
+ * its 45 ms deadline on a loaded machine: the default fails closed) is asked again after a pause, as
+ * its Retry-After invites; anything else is the answer.
+ */
+async function ask(url: string): Promise<Answer> {
+  for (let tries = 1; ; tries++) {
+    const a = await fetch(url).then(answer)
+    if (a.status !== 503 || !a.body.includes('temporary-reduced-capacity') || tries === 5) return a
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
 async function server(block: Block, name: string): Promise<void> {
   const [port] = await freePorts(1)
   const { path, runtime } = await file(
@@ -197,9 +210,9 @@ async function server(block: Block, name: string): Promise<void> {
     let first: Answer | undefined
     for (let tries = 0; first === undefined; tries++) {
       if (child.exitCode !== null || tries > 200) throw new Error(`${name} did not listen: ${stderr}`)
-      first = await fetch(url).then(answer, () => new Promise<undefined>((r) => setTimeout(r, 50)))
+      first = await ask(url).then(undefined, () => new Promise<undefined>((r) => setTimeout(r, 50)))
     }
-    const burst = await Promise.all(Array.from({ length: 40 }, () => fetch(url).then(answer)))
+    const burst = await Promise.all(Array.from({ length: 40 }, () => ask(url)))
     expectLimited(first, burst)
   } finally {
     child.kill('SIGTERM')
