@@ -6,6 +6,8 @@ import { type AddressInfo, createServer } from 'node:net'
 import { manualClock } from 'edgelimit/testing'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { fromIncoming } from '../src/policy/request.js'
+import type { DashboardMessage } from '../src/server/dashboard.js'
+import { openStream, sum, totals } from './dashboard/sse.js'
 import { burst, type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
@@ -452,6 +454,74 @@ rules:
       expect(metrics).toContain('edgelimit_store_fallbacks_total{rule="strict",mode="closed"} 1')
       expect(metrics).toContain('edgelimit_store_fallbacks_total{rule="lenient",mode="open"} 1')
       expect(metrics).toContain('edgelimit_breaker_state{rule="strict",tier=""} 0')
+    } finally {
+      await down.close()
+    }
+  })
+})
+
+describe('a rule failing open is counted unknown, not allowed', () => {
+  test('edgelimit_decisions_total and the dashboard (series, points, top keys) say unknown', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer()
+      s.listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port
+        s.close(() => resolve(p))
+      })
+    })
+    const down = await startInProcess(
+      `
+store: redis://127.0.0.1:${port}
+identity: { secret: test }
+rules:
+  - { name: strict, match: { path: /closed }, algorithm: gcra, limit: 10, period: 1s, onStoreError: closed, timeout: 50ms }
+  - { name: lenient, match: { path: /open }, algorithm: gcra, limit: 10, period: 1s, onStoreError: open, timeout: 50ms }
+`,
+      { upstream: origin.url, storeTimeoutMs: 100 },
+    )
+    try {
+      // The store is down: lenient admits without knowing its count, strict refuses.
+      for (let i = 0; i < 3; i++) expect((await rawRequest(`${down.url}/open`)).status).toBe(200)
+      expect((await rawRequest(`${down.url}/closed`)).status).toBe(503)
+      const metrics = await (await fetch(`${down.admin}/metrics`)).text()
+      expect(metrics.split('\n').filter((l) => l.startsWith('edgelimit_decisions_total{'))).toEqual([
+        'edgelimit_decisions_total{rule="lenient",tier="",outcome="unknown"} 3',
+        'edgelimit_decisions_total{rule="strict",tier="",outcome="denied"} 1',
+      ])
+      expect(metrics).toContain(
+        '# HELP edgelimit_decisions_total Rate-limit decisions by rule, tier and outcome (allowed, denied, shadow_denied, unknown: failing open without its store)',
+      )
+
+      const stream = await openStream(`${down.admin}/dashboard/events`)
+      try {
+        const snapshot = JSON.parse(
+          (await stream.next((e) => e.event === 'snapshot')).data,
+        ) as DashboardMessage
+        expect(totals(snapshot)).toEqual({
+          'strict/allowed': 0,
+          'strict/denied': 1,
+          'lenient/allowed': 0,
+          'lenient/denied': 0,
+          'lenient/unknown': 3,
+        })
+        expect(sum(snapshot.points, 'lenient/unknown')).toBe(3)
+        expect(sum(snapshot.points, 'lenient/allowed')).toBe(0)
+        expect(
+          snapshot.topKeys.map(({ rule, requests, allowed, denied, shadowDenied, unknown }) => ({
+            rule,
+            requests,
+            allowed,
+            denied,
+            shadowDenied,
+            unknown,
+          })),
+        ).toEqual([
+          { rule: 'lenient', requests: 3, allowed: 0, denied: 0, shadowDenied: 0, unknown: 3 },
+          { rule: 'strict', requests: 1, allowed: 0, denied: 1, shadowDenied: 0, unknown: 0 },
+        ])
+      } finally {
+        stream.close()
+      }
     } finally {
       await down.close()
     }

@@ -1,9 +1,13 @@
 import type { BreakerState } from 'edgelimit'
 
-/** What one rule decided for one request (as in `edgelimit_decisions_total`). */
-export type Outcome = 'allowed' | 'denied' | 'shadow_denied'
+/**
+ * What one rule decided for one request (as in `edgelimit_decisions_total`); `unknown`: the rule's
+ * state is not known for it (`RuleDecision.unknown`: failing open while the store is unavailable,
+ * or not asked), so it neither admitted nor denied it.
+ */
+export type Outcome = 'allowed' | 'denied' | 'shadow_denied' | 'unknown'
 
-export const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'shadow_denied']
+export const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'shadow_denied', 'unknown']
 
 /** Options of `createDashboardData`. */
 export interface DashboardDataOptions {
@@ -50,6 +54,8 @@ export interface KeyRow {
   readonly allowed: number
   readonly denied: number
   readonly shadowDenied: number
+  /** Requests for which the rule's state was not known (failing open, or not asked). */
+  readonly unknown: number
   /** How many requests the counts may miss (the key was dropped once and came back); 0 = exact. */
   readonly maxUndercount: number
 }
@@ -141,6 +147,7 @@ interface KeyEntry {
   allowed: number
   denied: number
   shadowDenied: number
+  unknown: number
   maxUndercount: number
 }
 
@@ -308,7 +315,17 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
           keys.set(rule, m)
         }
       }
-      e = { rule, tier, key, requests: 0, allowed: 0, denied: 0, shadowDenied: 0, maxUndercount: floor }
+      e = {
+        rule,
+        tier,
+        key,
+        requests: 0,
+        allowed: 0,
+        denied: 0,
+        shadowDenied: 0,
+        unknown: 0,
+        maxUndercount: floor,
+      }
       m.set(key, e)
       keyCount++
     }
@@ -316,7 +333,8 @@ export function createDashboardData(options: DashboardDataOptions = {}): Dashboa
     e.requests++
     if (outcome === 'allowed') e.allowed++
     else if (outcome === 'denied') e.denied++
-    else e.shadowDenied++
+    else if (outcome === 'shadow_denied') e.shadowDenied++
+    else e.unknown++
   }
 
   return {

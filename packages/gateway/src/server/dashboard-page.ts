@@ -32,7 +32,7 @@ th{background:#f6f6f6}td.num,th.num{text-align:right;font-variant-numeric:tabula
 <p class="sub" id="context"></p>
 <section><h2>Decisions per second, per rule and outcome</h2>
 <div class="chart" id="decisions"></div>
-<table id="totals"><thead><tr><th>rule</th><th>mode</th><th class="num">allowed</th><th class="num">denied</th><th class="num">shadow-denied</th><th class="num">allowed (since start)</th><th class="num">denied (since start)</th><th class="num">shadow-denied (since start)</th></tr></thead><tbody></tbody></table>
+<table id="totals"><thead><tr><th>rule</th><th>mode</th><th class="num">allowed</th><th class="num">denied</th><th class="num">shadow-denied</th><th class="num">unknown</th><th class="num">allowed (since start)</th><th class="num">denied (since start)</th><th class="num">shadow-denied (since start)</th><th class="num">unknown (since start)</th></tr></thead><tbody></tbody></table>
 <p class="note" id="window-note"></p></section>
 <section><h2>Store</h2>
 <p class="note" id="store-note"></p>
@@ -41,15 +41,17 @@ th{background:#f6f6f6}td.num,th.num{text-align:right;font-variant-numeric:tabula
 <p class="note" id="errors"></p></section>
 <section><h2>Top keys (since start)</h2>
 <p class="note">Keys as the store sees them: hashed (HMAC under <code>identity.secret</code>), never the raw address or API key. Find one with <code>POST /admin/peek</code>.</p>
-<table id="top-keys"><thead><tr><th>rule</th><th>tier</th><th>key</th><th class="num">requests</th><th class="num">allowed</th><th class="num">denied</th><th class="num">shadow-denied</th></tr></thead><tbody></tbody></table>
+<table id="top-keys"><thead><tr><th>rule</th><th>tier</th><th>key</th><th class="num">requests</th><th class="num">allowed</th><th class="num">denied</th><th class="num">shadow-denied</th><th class="num">unknown</th></tr></thead><tbody></tbody></table>
 <p class="note" id="keys-note"></p></section>
 <script type="application/json" id="edgelimit-palette">${scriptJson(PALETTE)}</script>
 <script>${js}</script>
 <script>
 (function () {
   var PALETTE = JSON.parse(document.getElementById('edgelimit-palette').textContent);
-  var OUTCOME = { allowed: 'allowed', denied: 'denied', shadow_denied: 'shadow-denied' };
-  var DASH = { allowed: undefined, denied: [6, 4], shadow_denied: [2, 3] };
+  // unknown: the rule's state was not known (failing open while the store is down, or not asked).
+  var OUTCOME = { allowed: 'allowed', denied: 'denied', shadow_denied: 'shadow-denied', unknown: 'unknown' };
+  var OUTCOMES = ['allowed', 'denied', 'shadow_denied', 'unknown'];
+  var DASH = { allowed: undefined, denied: [6, 4], shadow_denied: [2, 3], unknown: [1, 4] };
   var D = { ready: false, connected: false, updates: 0, seconds: 300, series: [], points: [], charts: {},
     topKeys: [], breakers: [], storeErrors: {}, context: null, keys: null };
   window.__dashboard = D;
@@ -89,7 +91,7 @@ th{background:#f6f6f6}td.num,th.num{text-align:right;font-variant-numeric:tabula
     var xs = D.points.map(function (p) { return p.t; });
     var stepped = uPlot.paths.stepped({ align: 1 });
     var series = [{ label: 'time' }].concat(D.series.map(function (s, i) {
-      return { label: s.rule + ' ' + OUTCOME[s.outcome], stroke: PALETTE[i % PALETTE.length],
+      return { label: s.rule + ' ' + (OUTCOME[s.outcome] || s.outcome), stroke: PALETTE[i % PALETTE.length],
         width: s.outcome === 'allowed' ? 1.5 : 2, dash: DASH[s.outcome], paths: stepped, points: { show: false } };
     }));
     var data = [xs].concat(D.series.map(function (s) {
@@ -137,10 +139,10 @@ th{background:#f6f6f6}td.num,th.num{text-align:right;font-variant-numeric:tabula
       row.dataset.rule = rule;
       cell(row, rule);
       cell(row, modes[rule] || 'removed');
-      ['allowed', 'denied', 'shadow_denied'].forEach(function (o) { cell(row, fmt(sums[rule + '/' + o] || 0), 'num'); });
-      ['allowed', 'denied', 'shadow_denied'].forEach(function (o) { cell(row, fmt(totals[rule + '/' + o] || 0), 'num'); });
+      OUTCOMES.forEach(function (o) { cell(row, fmt(sums[rule + '/' + o] || 0), 'num'); });
+      OUTCOMES.forEach(function (o) { cell(row, fmt(totals[rule + '/' + o] || 0), 'num'); });
     });
-    text(document.getElementById('window-note'), 'The chart and the first three columns cover the last ' +
+    text(document.getElementById('window-note'), 'The chart and the first four columns cover the last ' +
       D.points.length + ' s (at most ' + D.seconds + ' s are kept); the last point is the current second, still counting.');
 
     var remote = ctx.store.type !== 'memory';
@@ -162,7 +164,7 @@ th{background:#f6f6f6}td.num,th.num{text-align:right;font-variant-numeric:tabula
     D.topKeys.forEach(function (k) {
       var row = kb.insertRow();
       cell(row, k.rule); cell(row, k.tier || '—'); cell(row, k.key, 'key');
-      cell(row, fmt(k.requests), 'num'); cell(row, fmt(k.allowed), 'num'); cell(row, fmt(k.denied), 'num'); cell(row, fmt(k.shadowDenied), 'num');
+      cell(row, fmt(k.requests), 'num'); cell(row, fmt(k.allowed), 'num'); cell(row, fmt(k.denied), 'num'); cell(row, fmt(k.shadowDenied), 'num'); cell(row, fmt(k.unknown || 0), 'num');
     });
     text(document.getElementById('keys-note'), D.keys.exact
       ? D.keys.held + ' (rule, key) pairs; counts are exact.'

@@ -69,10 +69,17 @@ interface Client {
   blocked: boolean
 }
 
-/** The outcomes a rule can produce, by its mode: its series are shown even before traffic. */
+const SHADOW: readonly Outcome[] = ['allowed', 'shadow_denied']
+const ENFORCE: readonly Outcome[] = ['allowed', 'denied']
+const PARTIAL: readonly Outcome[] = ['allowed', 'denied', 'shadow_denied']
+
+/**
+ * The outcomes a rule produces, by its mode: its series are shown even before traffic. `unknown`
+ * (its state not known: failing open, or not asked) is shown once it has been counted.
+ */
 function expected(rule: DashboardContext['rules'][number]): readonly Outcome[] {
-  if (rule.mode === 'shadow') return ['allowed', 'shadow_denied']
-  return rule.enforce >= 100 ? ['allowed', 'denied'] : OUTCOMES
+  if (rule.mode === 'shadow') return SHADOW
+  return rule.enforce >= 100 ? ENFORCE : PARTIAL
 }
 
 /**

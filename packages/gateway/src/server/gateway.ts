@@ -228,7 +228,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   function observe(verdict: Verdict, request: RequestInfo): void {
     for (const part of verdict.parts) {
       for (const r of part.decision.rules) {
-        const outcome = r.allowed ? 'allowed' : r.shadow ? 'shadow_denied' : 'denied'
+        // A rule whose state is not known (failing open, or not asked) did not admit the request.
+        const outcome = r.unknown ? 'unknown' : r.allowed ? 'allowed' : r.shadow ? 'shadow_denied' : 'denied'
         metrics.decision(part.rule.name, part.plan.tier, outcome, part.key)
         if (outcome === 'shadow_denied') {
           log.warn(

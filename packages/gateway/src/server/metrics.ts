@@ -1,15 +1,21 @@
 import type { LimiterEvent } from 'edgelimit'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, type Metric, Registry } from 'prom-client'
-import { createDashboardData, type DashboardData, type DashboardDataOptions } from './dashboard-data.js'
+import {
+  createDashboardData,
+  type DashboardData,
+  type DashboardDataOptions,
+  type Outcome,
+} from './dashboard-data.js'
 
 /** The gateway's Prometheus instruments, on a registry of their own. */
 export interface Metrics {
   readonly registry: Registry
   /**
-   * One decision of one rule (outcome: allowed, denied, shadow_denied); `key`, the hashed store
-   * key, feeds the dashboard's top keys (never a label: it would make unbounded series).
+   * One decision of one rule (outcome: allowed, denied, shadow_denied, or unknown when the rule's
+   * state is not known for the request: failing open, or not asked); `key`, the hashed store key,
+   * feeds the dashboard's top keys (never a label: it would make unbounded series).
    */
-  decision(rule: string, tier: string, outcome: 'allowed' | 'denied' | 'shadow_denied', key?: string): void
+  decision(rule: string, tier: string, outcome: Outcome, key?: string): void
   /**
    * Events of a limiter on a remote store: latency, errors, fallbacks, breaker. The breaker gauge
    * of (rule, tier) follows the newest limiter made for it (a reload that changes a rule makes a
@@ -140,7 +146,7 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
   const decisions = tallies(
     new Counter({
       name: 'edgelimit_decisions_total',
-      help: 'Rate-limit decisions by rule, tier and outcome (allowed, denied, shadow_denied)',
+      help: 'Rate-limit decisions by rule, tier and outcome (allowed, denied, shadow_denied, unknown: failing open without its store)',
       labelNames: ['rule', 'tier', 'outcome'],
       registers,
       collect: () => decisions.publish(),

@@ -2,6 +2,7 @@
 // to a real origin: the charts must hold one series per rule and outcome, with the counts the
 // traffic produced, second by second as the server reported them.
 import { writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
 import path from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -152,8 +153,8 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('the live dashboard in Chromium', () => {
     // The totals table and top keys: the gateway's own hashed keys, never the raw API key or address.
     // biome-ignore lint/performance/useDomNodeTextContent: Playwright's innerText keeps the cell separators
     const totalsText = await page.locator('#totals tbody').innerText()
-    expect(totalsText).toMatch(/probe\s+shadow\s+3\s+0\s+8\s+3\s+0\s+8/)
-    expect(totalsText).toMatch(/api\s+enforce\s+8\s+3\s+0\s+8\s+3\s+0/)
+    expect(totalsText).toMatch(/probe\s+shadow\s+3\s+0\s+8\s+0\s+3\s+0\s+8\s+0/)
+    expect(totalsText).toMatch(/api\s+enforce\s+8\s+3\s+0\s+0\s+8\s+3\s+0\s+0/)
     const [keyA, keyB, ipKey] = await Promise.all([
       keyOf({ rule: 'api', headers: { 'x-api-key': 'key-A' } }),
       keyOf({ rule: 'api', headers: { 'x-api-key': 'key-B' } }),
@@ -165,9 +166,9 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('the live dashboard in Chromium', () => {
         trs.map((tr) => Array.from((tr as HTMLTableRowElement).cells).map((c) => c.textContent)),
       )
     expect(rows).toEqual([
-      ['probe', '—', ipKey, '11', '3', '0', '8'],
-      ['api', '—', keyA, '8', '5', '3', '0'],
-      ['api', '—', keyB, '3', '3', '0', '0'],
+      ['probe', '—', ipKey, '11', '3', '0', '8', '0'],
+      ['api', '—', keyA, '8', '5', '3', '0', '0'],
+      ['api', '—', keyB, '3', '3', '0', '0', '0'],
     ])
     const html = await page.content()
     for (const raw of ['key-A', 'key-B', '127.0.0.1']) expect(html).not.toContain(raw)
@@ -279,5 +280,104 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('rules named like Object.prototype members'
       kept: 'enforce',
     })
     await page.close()
+  })
+})
+
+// A store that is down: a rule failing open admits without knowing its state, and the page says
+// unknown for it (its own series, columns), never allowed.
+describe.skipIf(!CHROMIUM_AVAILABLE)('a rule failing open while the store is down', () => {
+  let browser: Browser
+  let origin: Origin
+  let gw: InProcess
+  beforeAll(async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer()
+      s.listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port
+        s.close(() => resolve(p))
+      })
+    })
+    ;[browser, origin] = await Promise.all([launchChromium(), startOrigin()])
+    gw = await startInProcess(
+      `
+store: redis://127.0.0.1:${port}
+identity: { secret: s }
+rules:
+  - { name: strict, match: { path: /closed }, algorithm: gcra, limit: 10, period: 1s, onStoreError: closed, timeout: 50ms }
+  - { name: lenient, match: { path: /open }, algorithm: gcra, limit: 10, period: 1s, onStoreError: open, timeout: 50ms }
+`,
+      { upstream: origin.url, storeTimeoutMs: 100 },
+    )
+  })
+  afterAll(async () => {
+    await browser?.close()
+    await gw?.close()
+    await origin?.close()
+  })
+
+  test('its decisions are drawn and tabled as unknown, not allowed', async () => {
+    for (let i = 0; i < 3; i++) expect((await rawRequest(`${gw.url}/open`)).status).toBe(200)
+    expect((await rawRequest(`${gw.url}/closed`)).status).toBe(503)
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } })
+    const problems: string[] = []
+    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`))
+    page.on('console', (m) => {
+      if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`)
+    })
+    await page.goto(`${gw.admin}/dashboard`)
+    await page.waitForFunction(() => document.body.dataset.ready === 'true', undefined, { timeout: 20_000 })
+    const chart = await page.evaluate(() => {
+      const u = (
+        window as unknown as {
+          __dashboard: { charts: { decisions: { series: { label: string }[]; data: (number | null)[][] } } }
+        }
+      ).__dashboard.charts.decisions
+      return {
+        labels: u.series.map((s) => String(s.label)),
+        sums: u.data.slice(1).map((a) => Array.from(a).reduce((n: number, v) => n + (v ?? 0), 0)),
+      }
+    })
+    expect(chart).toEqual({
+      labels: [
+        'time',
+        'strict allowed',
+        'strict denied',
+        'lenient allowed',
+        'lenient denied',
+        'lenient unknown',
+      ],
+      sums: [0, 1, 0, 0, 3],
+    })
+    const cells = (selector: string) =>
+      page
+        .locator(selector)
+        .evaluateAll((trs) =>
+          trs.map((tr) => Array.from((tr as HTMLTableRowElement).cells).map((c) => c.textContent)),
+        )
+    expect(await cells('#totals thead tr')).toEqual([
+      [
+        'rule',
+        'mode',
+        'allowed',
+        'denied',
+        'shadow-denied',
+        'unknown',
+        'allowed (since start)',
+        'denied (since start)',
+        'shadow-denied (since start)',
+        'unknown (since start)',
+      ],
+    ])
+    expect(await cells('#totals tbody tr')).toEqual([
+      ['strict', 'enforce', '0', '1', '0', '0', '0', '1', '0', '0'],
+      ['lenient', 'enforce', '0', '0', '0', '3', '0', '0', '0', '3'],
+    ])
+    expect((await cells('#top-keys tbody tr')).map((row) => [row[0], ...row.slice(3)])).toEqual([
+      ['lenient', '3', '0', '0', '0', '3'],
+      ['strict', '1', '0', '1', '0', '0'],
+    ])
+    await page.screenshot({ path: path.join(RESULTS, 'dashboard-store-down.png'), fullPage: true })
+    await page.close()
+    expect(problems).toEqual([])
   })
 })

@@ -109,7 +109,7 @@ describe('dashboard data: one-second points', () => {
     const others = (outcomes: readonly Outcome[]) => {
       for (let r = 1; r < 30; r++) for (const o of outcomes) data.decision(`r${r}`, '', o)
     }
-    // 30 rules × 3 outcomes = 90 series, more than are kept once idle.
+    // 30 rules × 4 outcomes = 120 series, more than are kept once idle.
     for (const o of OUTCOMES) data.decision('r0', '', o)
     others(OUTCOMES)
     for (let i = 0; i < 100; i++) data.decision('r0', '', 'allowed')
@@ -180,8 +180,10 @@ describe('dashboard data: top keys and breakers', () => {
     const data = createDashboardData({ now: c.now })
     for (let i = 0; i < 5; i++) data.decision('login', '', i < 3 ? 'allowed' : 'denied', 'K-a')
     for (let i = 0; i < 2; i++) data.decision('login', '', 'allowed', 'K-b')
+    // Its state not known (failing open): neither allowed nor denied.
+    data.decision('login', '', 'unknown', 'K-b')
     for (let i = 0; i < 4; i++) data.decision('search', 'free', i < 1 ? 'allowed' : 'shadow_denied', 'K-a')
-    expect(data.topKeys(2)).toEqual([
+    expect(data.topKeys(3)).toEqual([
       {
         rule: 'login',
         tier: '',
@@ -190,6 +192,7 @@ describe('dashboard data: top keys and breakers', () => {
         allowed: 3,
         denied: 2,
         shadowDenied: 0,
+        unknown: 0,
         maxUndercount: 0,
       },
       {
@@ -200,6 +203,18 @@ describe('dashboard data: top keys and breakers', () => {
         allowed: 1,
         denied: 0,
         shadowDenied: 3,
+        unknown: 0,
+        maxUndercount: 0,
+      },
+      {
+        rule: 'login',
+        tier: '',
+        key: 'K-b',
+        requests: 3,
+        allowed: 2,
+        denied: 0,
+        shadowDenied: 0,
+        unknown: 1,
         maxUndercount: 0,
       },
     ])
@@ -281,6 +296,29 @@ describe('dashboard series', () => {
       'canary/denied=0',
       'canary/shadow_denied=0',
       'old/denied=1',
+    ])
+  })
+
+  test('unknown (failing open, or not asked) is listed once counted, beside its rule', () => {
+    const data = createDashboardData({ now: () => 0 })
+    const context = {
+      rules: [
+        { name: 'login', mode: 'enforce' as const, enforce: 100 },
+        { name: 'probe', mode: 'shadow' as const, enforce: 100 },
+      ],
+      store: { type: 'redis', status: 'unavailable' },
+      generation: 1,
+      draining: false,
+    }
+    expect(seriesFor(data, context).map((s) => s.key)).not.toContain('login/unknown')
+    data.decision('login', '', 'unknown')
+    data.decision('login', '', 'unknown')
+    expect(seriesFor(data, context).map((s) => `${s.key}=${s.total}`)).toEqual([
+      'login/allowed=0',
+      'login/denied=0',
+      'login/unknown=2',
+      'probe/allowed=0',
+      'probe/shadow_denied=0',
     ])
   })
 })
