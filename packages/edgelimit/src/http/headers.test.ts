@@ -3,6 +3,8 @@ import { parseDictionary, parseItem, parseList } from 'structured-headers'
 import { describe, expect, it } from 'vitest'
 import { fixedWindow, gcra, leakyBucket, slidingWindow, tokenBucket } from '../algorithms.js'
 import { bindingRule, createLimiter, type Decision, type Rule, type RuleDecision } from '../limiter.js'
+import { remoteDecider } from '../resilience/remote.js'
+import type { Store } from '../stores/types.js'
 import { manualClock } from '../testing/index.js'
 import {
   type HeaderOptions,
@@ -31,16 +33,24 @@ function referenceHeaders(
     switch (standard) {
       case 'draft-10': {
         const pk = options.partitionKey ? `;pk=${sfBinary(options.partitionKey)}` : ''
-        const enforced = decision.rules.some((r) => !r.shadow)
+        // Known and enforced; only observing (shadow, state known); the rest: state not known.
+        const known = decision.rules.some((r) => !r.shadow)
+        const observes = (r: RuleDecision | undefined) => r?.shadow === true && r.unknown !== true
+        const enforced = decision.rules.some((r) => !observes(r))
         out.push([
           'ratelimit-policy',
           policies
             // A rule whose state is not known keeps its policy.
-            .filter((_, i) => !(enforced && decision.rules[i]?.shadow && !decision.rules[i]?.unknown))
+            .filter((_, i) => !(enforced && observes(decision.rules[i])))
             .map((p) => `${sfString(p.name)};q=${p.quota};w=${p.windowSeconds}${pk}`)
             .join(', '),
         ])
-        const shown = enforced ? decision.rules.filter((r) => !r.shadow) : decision.rules
+        // Members: the known rules; else the unknown ones; else (all observe) every rule.
+        const shown = known
+          ? decision.rules.filter((r) => !r.shadow)
+          : enforced
+            ? decision.rules.filter((r) => !observes(r))
+            : decision.rules
         out.push([
           'ratelimit',
           shown.map((r) => `${sfString(r.name)};r=${r.remaining};t=${until(r)}${pk}`).join(', '),
@@ -427,6 +437,46 @@ describe('problem+json', () => {
     expect(headerRenderer(policies, standards)(d, 1000, ';pk=:AA==:')).toEqual(
       referenceHeaders(d, policies, options),
     )
+  })
+
+  it('when no rule knows its state, a shadow rule stays out of both fields and the unknown rules have their members', async () => {
+    // The store is down: "open" fails open, "watch" observes (its fallback decides it locally).
+    const down: Store = {
+      name: 'down',
+      decider: remoteDecider,
+      bind: () => ({
+        evaluate: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:1')),
+        reset: () => Promise.resolve(),
+      }),
+    }
+    const rules: Rule[] = [
+      { name: 'open', algorithm: fixedWindow({ limit: 100, window: '60s' }), onStoreError: 'open' },
+      {
+        name: 'watch',
+        algorithm: fixedWindow({ limit: 10, window: '60s' }),
+        mode: 'shadow',
+        onStoreError: 'local',
+      },
+    ]
+    const clock = manualClock(0)
+    const limiter = createLimiter({ rules, store: down, breaker: false, clock })
+    const policies = limiter.rules.map(quotaPolicy)
+    const d = await limiter.limit('k')
+    expect(d.rules.map((r) => [r.name, r.shadow, r.unknown === true])).toEqual([
+      ['open', true, true],
+      ['watch', true, false],
+    ])
+    // The same policy field as while the store is up (below): only the enforced rule's.
+    expect(rateLimitHeaders(d, policies, { nowMs: 0 })).toEqual([
+      ['ratelimit-policy', '"open";q=100;w=60'],
+      ['ratelimit', '"open";r=0;t=0'],
+    ])
+    expect(headerRenderer(policies)(d, 0, '')).toEqual(referenceHeaders(d, policies, { nowMs: 0 }))
+    const up = createLimiter({ rules: rules.map(({ onStoreError, ...r }) => r), clock })
+    expect(rateLimitHeaders(await up.limit('k'), policies, { nowMs: 0 })).toEqual([
+      ['ratelimit-policy', '"open";q=100;w=60'],
+      ['ratelimit', '"open";r=99;t=60'],
+    ])
   })
 
   it('a rule enforced for some keys (enforce < 100) is in both fields for those keys only', async () => {

@@ -107,13 +107,16 @@ export function headerRenderer(
   // A rule that only observes this request (shadow, or outside its `enforce` share) is left out of
   // both fields, as the other standards leave it out when they pick the binding rule: it never
   // blocks, and a client pacing itself by it would skew what it observes. A rule whose state is not
-  // known here (`unknown`: not asked, or failing open) keeps its policy, so that the field stays the
-  // same over a client's answers (§3), without a member. Unless every rule only observes, when all
-  // are shown, as the decision's own fields show them.
+  // known here (`unknown`: not asked, or failing open; `shadow` too in a decision of several rules)
+  // keeps its policy, so that the field stays the same over a client's answers (§3), and loses its
+  // member while another rule is known (when none is, the unknown ones have theirs, as the gateway
+  // shows them). Unless every rule only observes, when all are shown, as the decision's own fields
+  // show them.
   function draft10(out: [string, string][], decision: Decision, pk: string): void {
     const rules = decision.rules
     // One rule is shown whatever its mode: no search on the common path.
-    const enforced = rules.length > 1 && rules.some((r) => !r.shadow)
+    const known = rules.length > 1 && rules.some((r) => !r.shadow)
+    const enforced = known || (rules.length > 1 && rules.some((r) => r.unknown))
     let policy = ''
     let current = ''
     for (let i = 0; i < rules.length; i++) {
@@ -121,7 +124,7 @@ export function headerRenderer(
       const hide = r.shadow && enforced
       if (hide && !r.unknown) continue
       policy += `${policy && ', '}${quotas[i]}${pk}`
-      if (hide) continue
+      if (hide && known) continue
       const member = r.name === names[i] ? (members[i] as string) : `${sfString(r.name)};r=`
       current += `${current && ', '}${member}${r.remaining};t=${ceilSeconds(msUntil(r))}${pk}`
     }
