@@ -17,7 +17,14 @@ import {
   quotaPolicy,
   rateLimitHeaders,
 } from '../library.js'
-import { compileKey, createClientResolver, createHasher, type KeyContext, type RuleKey } from './key.js'
+import {
+  compileKey,
+  createClientResolver,
+  createHasher,
+  type KeyContext,
+  type RuleKey,
+  trustsSomePeer,
+} from './key.js'
 import { compileMatch, type Matcher } from './match.js'
 import type { RequestInfo } from './request.js'
 import type { StoreHandle } from './store.js'
@@ -186,7 +193,11 @@ export function compilePolicy(
   // The closures made here (planFor, inspect, trustsPeer) share this scope: holding the previous
   // policy's limiters in it would keep those a reload retires, and their counts, alive.
   reuse = undefined
-  return { config, rules, store, identity, limiters, trustsPeer: (peer) => isTrustedPeer(peer, identity) }
+  // Trusting nobody (the default), no peer address is parsed per request.
+  const trustsPeer = trustsSomePeer(identity)
+    ? (peer: string | undefined) => isTrustedPeer(peer, identity)
+    : () => false
+  return { config, rules, store, identity, limiters, trustsPeer }
 }
 
 /**

@@ -51,6 +51,20 @@ function sentHeader(request: RequestInfo, name: string): string | undefined {
 export type ClientResolver = (request: RequestInfo, context: KeyContext) => string
 
 /**
+ * Whether `identity` trusts any peer (trusted proxies, a hop count, or the platform): without,
+ * the client is the peer and no forwarding header counts.
+ *
+ * @example trustsSomePeer({ trustedProxies: ['10.0.0.0/8'] }) // true
+ */
+export function trustsSomePeer(identity: ClientKeyOptions): boolean {
+  const { trustedProxies, trustPlatform } = identity
+  return (
+    trustPlatform === true ||
+    (typeof trustedProxies === 'number' ? trustedProxies > 0 : (trustedProxies?.length ?? 0) > 0)
+  )
+}
+
+/**
  * `cache` is keyed by the peer and the forwarding header; a long header (a client's padded
  * X-Forwarded-For) is resolved on every request and never held (see `memo`).
  *
@@ -60,13 +74,8 @@ export function createClientResolver(
   identity: ClientKeyOptions,
   cache: Memo<string> = memo(),
 ): ClientResolver {
-  const { trustedProxies, trustPlatform } = identity
   // Without trusted proxies the address depends on the peer alone; with them, on the header too.
-  const header =
-    trustPlatform === true ||
-    (typeof trustedProxies === 'number' ? trustedProxies > 0 : (trustedProxies?.length ?? 0) > 0)
-      ? (identity.header ?? 'x-forwarded-for').toLowerCase()
-      : undefined
+  const header = trustsSomePeer(identity) ? (identity.header ?? 'x-forwarded-for').toLowerCase() : undefined
   return (request, context) => {
     if (context.client !== undefined) return context.client
     // Identity reads the forwarding header as the peer sent it (`sent`), not as the gateway passes
