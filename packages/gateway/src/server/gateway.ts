@@ -391,35 +391,42 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
   }
 
-  /** An HTTP server that hands its requests to `Handling`. */
-  function httpServer(): Server {
+  /**
+   * An HTTP server that hands its requests to `Handling`; `track`, when given, sees each request
+   * first. One listener per event: Node copies the listener array of an event with several.
+   */
+  function httpServer(track?: (req: IncomingMessage, res: ServerResponse) => void): Server {
     // Pipelined requests are served one at a time: one waits until the answer before it is
     // complete (Node then gives its response the socket), and none is served after an answer
     // that closed the connection (a 413, a 429 to `Expect`: RFC 9112 §9.6), so none is charged.
-    const serve = (req: IncomingMessage, res: ServerResponse, continues = false): void => {
+    const serve = (req: IncomingMessage, res: ServerResponse, continues: boolean): void => {
       if (res.socket === null) res.once('socket', () => serve(req, res, continues))
       else if (req.socket.writable) new Handling(req, res, continues).run()
+    }
+    const accept = (req: IncomingMessage, res: ServerResponse, continues: boolean): void => {
+      track?.(req, res)
+      // An answer that closes the connection with the request's body unread reads it first
+      // (nginx's lingering close).
+      lingerOnClose(req)
+      serve(req, res, continues)
     }
     // Host is checked in `run`, so that a request without one gets a problem like other 400s.
     const s = createServer(
       { requireHostHeader: false, connectionsCheckingInterval: CONNECTIONS_CHECK_MS },
-      (req, res) => serve(req, res),
+      (req, res) => accept(req, res, false),
     )
     applyClientTimeouts(s, current.policy.config.clients)
     // Every header line in `req.headers`, which the rules read, as in `rawHeaders`, which the
     // upstream gets (Node's default keeps 1,000 there, more in `rawHeaders`); `maxHeaderSize`
     // (16 KiB) still bounds them.
     s.maxHeadersCount = 0
-    // An answer that closes the connection with the request's body unread reads it first (nginx's lingering close).
-    const linger = (req: IncomingMessage) => lingerOnClose(req)
-    s.prependListener('request', linger).prependListener('checkContinue', linger)
     // What the parser refuses never becomes a request: counted here (no start time: 0 s, as CONNECT).
     s.on('clientError', (error: Error, socket: Duplex) => {
       const status = answerClientError(error, socket)
       if (status !== undefined) metrics.response(status, 'none', 0)
     })
     // Without this listener Node answers `100 Continue` itself, before any rule has decided.
-    s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => serve(req, res, true))
+    s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => accept(req, res, true))
     // A reverse proxy opens no CONNECT tunnels: answered (Node would close without a word) and counted.
     s.on('connect', (_req: IncomingMessage, socket: Duplex) => {
       socket.on('error', () => socket.destroy()) // Node's own listener is gone once it hands the socket over
@@ -432,7 +439,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     })
     return s
   }
-  const server = httpServer()
+  // Node hands an upgrade over once read, answers to earlier requests on its connection maybe
+  // still going out: it waits for them (`plain` cannot answer on the socket before they are
+  // done either). A failure costs that connection, not the process.
+  const owed = pendingResponses()
+  const server = httpServer(owed.track)
   // With an 'upgrade' listener Node hands over every request with `Connection: upgrade`: the
   // other upgrades (h2c, …) are read again by `plain`, which has none, as the ordinary requests
   // they were without it. It listens nowhere: 'listening' starts Node's checks of its connections
@@ -444,11 +455,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const upgrades = new Set<Duplex>()
   // The client sockets of open WebSocket tunnels: a reload gives them its websocketIdleTimeout.
   const tunnels = new Set<Duplex>()
-  // Node hands an upgrade over once read, answers to earlier requests on its connection maybe
-  // still going out: it waits for them (`plain` cannot answer on the socket before they are
-  // done either). A failure costs that connection, not the process.
-  const owed = pendingResponses()
-  server.prependListener('request', owed.track).prependListener('checkContinue', owed.track)
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     upgrades.add(socket)
     socket.once('close', () => upgrades.delete(socket))

@@ -24,19 +24,18 @@ export interface PendingResponses {
  * server.on('upgrade', (req, socket, head) => owed.after(socket, () => handle(req, socket, head)))
  */
 export function pendingResponses(): PendingResponses {
-  const owed = new WeakMap<Duplex, { count: number; next?: (() => void) | undefined }>()
+  const owed = new WeakMap<Duplex, Owed>()
   return {
     track(req, res) {
-      const entry = owed.get(req.socket) ?? { count: 0 }
-      owed.set(req.socket, entry)
+      let entry = owed.get(req.socket)
+      if (entry === undefined) {
+        entry = { count: 0 }
+        owed.set(req.socket, entry)
+      }
       entry.count++
-      res.once('close', () => {
-        entry.count--
-        const next = entry.next
-        if (entry.count > 0 || next === undefined) return
-        entry.next = undefined
-        next()
-      })
+      ;(res as Tracked)[OWED] = entry
+      // One listener shared by every response: no closure per request.
+      res.on('close', settled)
     },
     after(socket, next) {
       const entry = owed.get(socket)
@@ -59,4 +58,23 @@ export function pendingResponses(): PendingResponses {
       }
     },
   }
+}
+
+interface Owed {
+  count: number
+  next?: (() => void) | undefined
+}
+const OWED = Symbol('edgelimit.owed')
+type Tracked = ServerResponse & { [OWED]?: Owed | undefined }
+
+/** A tracked response has closed: its connection owes one fewer (counted once). */
+function settled(this: Tracked): void {
+  const entry = this[OWED]
+  if (entry === undefined) return
+  this[OWED] = undefined
+  entry.count--
+  const next = entry.next
+  if (entry.count > 0 || next === undefined) return
+  entry.next = undefined
+  next()
 }
