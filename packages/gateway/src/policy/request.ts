@@ -49,11 +49,13 @@ const trustsNobody: TrustsPeer = () => false
 class NodeRequestInfo implements RequestInfo {
   readonly method: string
   readonly path: string
-  readonly routePath: string
   readonly query: string
-  readonly host: string
   readonly peer: string | undefined
   private readonly raw: readonly string[]
+  // `routePath` and `host`, formed at their first read (`undefined` until then): most policies
+  // read neither.
+  private route: string | undefined
+  private hostName: string | undefined
   // The names `Connection` lists, read at the first `header()` (`null` until then).
   private listed: Set<string> | undefined | null = null
   // Whether the peer is trusted, asked at the first forwarding header it sent (`undefined` until then).
@@ -68,11 +70,17 @@ class NodeRequestInfo implements RequestInfo {
     const q = url.indexOf('?')
     this.method = req.method ?? 'GET'
     this.path = q === -1 ? url : url.slice(0, q)
-    this.routePath = routeForm(this.path)
     this.query = q === -1 ? '' : url.slice(q + 1)
-    this.host = hostForm(headers.host)
     this.peer = req.socket.remoteAddress
     this.raw = req.rawHeaders
+  }
+  get routePath(): string {
+    this.route ??= routeForm(this.path)
+    return this.route
+  }
+  get host(): string {
+    this.hostName ??= hostForm(this.headers.host)
+    return this.hostName
   }
   header(name: string): string | undefined {
     // What the gateway strips before forwarding (`requestHeaders`) is absent here too, so that
