@@ -90,7 +90,7 @@ describe('draft-10: the upstream’s list members come first, then the gateway�
   })
 })
 
-describe('draft-7: the RateLimit with less remaining goes out; the policy lists are combined', () => {
+describe('draft-7: the RateLimit with less remaining goes out, with its own policy alone', () => {
   let gw: InProcess
   beforeAll(async () => {
     gw = await gateway('draft-7')
@@ -103,7 +103,25 @@ describe('draft-7: the RateLimit with less remaining goes out; the policy lists 
       429,
     )
     expect(answer.headers.ratelimit).toBe('limit=10, remaining=0, reset=1800')
-    expect(answer.headers['ratelimit-policy']).toBe('10;w=3600, 100;w=60')
+    // The policy of the RateLimit sent, not the gateway's listed beside it (draft-7 §3.5).
+    expect(answer.headers['ratelimit-policy']).toBe('10;w=3600')
+  })
+
+  test('the gateway’s pair replaces the upstream’s when it has less left, policy too', async () => {
+    const answer = await through(gw, [
+      'RateLimit',
+      'limit=1000, remaining=999, reset=1',
+      'RateLimit-Policy',
+      '1000;w=1',
+    ])
+    expect(answer.headers.ratelimit).toMatch(/^limit=100, remaining=\d\d, reset=60$/)
+    expect(answer.headers['ratelimit-policy']).toBe('100;w=60')
+  })
+
+  test('an upstream policy without its RateLimit tells no remaining: the upstream’s pair stands', async () => {
+    const answer = await through(gw, ['RateLimit-Policy', '1000;w=1'])
+    expect(answer.headers.ratelimit).toBeUndefined()
+    expect(answer.headers['ratelimit-policy']).toBe('1000;w=1')
   })
 
   test('the gateway’s stands when it has less left than the upstream', async () => {
@@ -150,14 +168,38 @@ describe('draft-6 and legacy: each group of fields is the upstream’s or the ga
       '4999',
       'X-RateLimit-Reset',
       '1',
+      'X-RateLimit-Used',
+      '1',
+      'X-RateLimit-Resource',
+      'core',
       'RateLimit-Remaining',
       'many',
     ])
     expect(answer.headers['x-ratelimit-limit']).toBe('100')
     expect(answer.headers['x-ratelimit-remaining']).toMatch(/^\d\d$/)
     expect(answer.headers['x-ratelimit-reset']).toBe(String(NOW / 1000 + 60))
+    // The rest of the upstream's group goes with it: its resource and use are not the gateway's.
+    expect(answer.headers['x-ratelimit-used']).toBeUndefined()
+    expect(answer.headers['x-ratelimit-resource']).toBeUndefined()
     // An unreadable remaining tells nothing: kept as sent, with the rest of its group.
     expect(answer.headers['ratelimit-remaining']).toBe('many')
     expect(answer.headers['ratelimit-limit']).toBeUndefined()
+  })
+
+  test('the gateway’s draft-6 group replaces all four of the upstream’s, policy too', async () => {
+    const answer = await through(gw, [
+      'RateLimit-Limit',
+      '1000',
+      'RateLimit-Remaining',
+      '999',
+      'RateLimit-Reset',
+      '1',
+      'RateLimit-Policy',
+      '1000;w=1',
+    ])
+    expect(answer.headers['ratelimit-limit']).toBe('100')
+    expect(answer.headers['ratelimit-remaining']).toMatch(/^\d\d$/)
+    expect(answer.headers['ratelimit-reset']).toBe('60')
+    expect(answer.headers['ratelimit-policy']).toBe('100;w=60')
   })
 })

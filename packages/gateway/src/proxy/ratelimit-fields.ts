@@ -30,25 +30,23 @@ function fewer(mine: number | undefined, theirs: number | undefined): boolean {
 }
 
 /**
- * Whether two list fields are in one draft's form, so that their members can be listed together:
- * draft-10's members are names (`"api";…`), draft-7's and draft-6's policies quotas (`100;w=60`).
+ * Whether two list fields are both draft-10 lists (`"api";…`), so that their members can be
+ * listed together; a list in another draft's form is left as the upstream sent it.
  */
 function sameForm(theirs: string, mine: string): boolean {
-  const first = theirs.trimStart().charCodeAt(0)
-  const quoted = mine.charCodeAt(0) === 34
-  return quoted ? first === 34 : first >= 48 && first <= 57
+  return mine.charCodeAt(0) === 34 && theirs.trimStart().charCodeAt(0) === 34
 }
 
 /**
  * Puts the gateway's rate-limit fields (`extra`, lower-case names as `rateLimitHeaders` gives
  * them) on an answer whose forwarded upstream fields (`out`) hold at least one of the same names:
- * - list fields (draft-10 `RateLimit` and `RateLimit-Policy`, draft-7 `RateLimit-Policy`):
- *   the upstream's members, then the gateway's, when both are in one draft's form;
- * - draft-7 `RateLimit` (one policy): the gateway's only when its `remaining` is lower;
- * - the draft-6 and the legacy fields: each group whole, the gateway's only when its
- *   `-Remaining` is lower (a limit from one beside a remaining from the other would mean nothing);
- * - anything the gateway cannot compare (a field in another draft's form, a remaining that is no
- *   number) stays as the upstream sent it.
+ * - draft-10's lists (`RateLimit`, `RateLimit-Policy`): the upstream's members, then the gateway's;
+ * - a group that describes one policy — draft-7's `RateLimit` and `RateLimit-Policy`, draft-6's
+ *   four, legacy's `X-RateLimit-*` — is the upstream's or the gateway's, whole, never mixed (a
+ *   policy from one beside a remaining from the other would mean nothing): the gateway's, in place
+ *   of all the upstream's, only when its remaining is lower than the upstream's;
+ * - anything the gateway cannot compare (a field in another draft's form, a group without a
+ *   remaining that is a number) stays as the upstream sent it.
  *
  * @example mergeRateLimitFields({ ratelimit: '"app";r=0;t=9' }, [['ratelimit', '"edge";r=5;t=60']])
  * // ratelimit: '"app";r=0;t=9, "edge";r=5;t=60'
@@ -56,28 +54,45 @@ function sameForm(theirs: string, mine: string): boolean {
 export function mergeRateLimitFields(out: OutgoingHttpHeaders, extra: Fields): void {
   const mine = new Map(extra)
   const draft6 = mine.has('ratelimit-limit')
-  const ours = (group: readonly string[], remaining: string) =>
-    group.every((name) => out[name] === undefined) ||
-    fewer(count(mine.get(remaining)), count(text(out[remaining])))
-  const legacyOurs = ours(
-    [...mine.keys()].filter((name) => name.startsWith(LEGACY)),
-    `${LEGACY}remaining`,
-  )
-  const draft6Ours = draft6 && ours(DRAFT6, 'ratelimit-remaining')
-  for (const [name, value] of mine) {
-    const theirs = text(out[name])
-    if (name.startsWith(LEGACY)) {
-      if (legacyOurs) out[name] = value
-    } else if (draft6 && DRAFT6.includes(name)) {
-      if (draft6Ours) out[name] = value
-    } else if (theirs === undefined || theirs.trim() === '') {
-      out[name] = value
-    } else if (name === 'ratelimit' && value.startsWith('limit=')) {
-      if (fewer(count(REMAINING.exec(value)?.[1]), count(REMAINING.exec(theirs)?.[1]))) out[name] = value
-    } else if (name === 'ratelimit' || name === 'ratelimit-policy') {
-      if (sameForm(theirs, value)) out[name] = `${theirs}, ${value}`
-    } else {
-      out[name] = value
+  const draft7 = mine.get('ratelimit')?.startsWith('limit=') === true
+  const legacy = mine.has(`${LEGACY}remaining`)
+  // Each single-policy group: its field names in `out`, and each one's remaining.
+  const groups: [names: string[], ours: number | undefined, theirs: number | undefined][] = []
+  if (legacy) {
+    const names = Object.keys(out).filter((name) => name.startsWith(LEGACY))
+    for (const name of mine.keys()) if (name.startsWith(LEGACY) && !names.includes(name)) names.push(name)
+    groups.push([names, count(mine.get(`${LEGACY}remaining`)), count(text(out[`${LEGACY}remaining`]))])
+  }
+  if (draft6) {
+    groups.push([DRAFT6, count(mine.get('ratelimit-remaining')), count(text(out['ratelimit-remaining']))])
+  }
+  if (draft7) {
+    // With draft-6 beside it, `RateLimit-Policy` is draft-6's (the binding rule's, as here).
+    const remaining = (value: string | undefined) => count(value && REMAINING.exec(value)?.[1])
+    groups.push([
+      draft6 ? ['ratelimit'] : ['ratelimit', 'ratelimit-policy'],
+      remaining(mine.get('ratelimit')),
+      remaining(text(out.ratelimit)),
+    ])
+  }
+  const done = new Set<string>()
+  for (const [names, ours, theirs] of groups) {
+    const upstream = names.some((name) => out[name] !== undefined)
+    const replace = !upstream || fewer(ours, theirs)
+    for (const name of names) {
+      done.add(name)
+      if (!replace) continue
+      const value = mine.get(name)
+      if (value === undefined) delete out[name]
+      else out[name] = value
     }
+  }
+  for (const [name, value] of mine) {
+    if (done.has(name)) continue
+    const theirs = text(out[name])
+    if (theirs === undefined || theirs.trim() === '') out[name] = value
+    else if (name === 'ratelimit' || name === 'ratelimit-policy') {
+      if (sameForm(theirs, value)) out[name] = `${theirs}, ${value}`
+    } else out[name] = value
   }
 }
