@@ -423,24 +423,33 @@ test('a 429 lists the policies of the rules after the denying one, as the 200s d
   expect(behind.headers.get('ratelimit')).toMatch(/^"back\.pro";r=47;t=\d+$/)
 })
 
-describe('store failures follow onStoreError', () => {
-  test('closed answers 503 temporary-reduced-capacity; open admits', async () => {
-    const port = await new Promise<number>((resolve) => {
-      const s = createServer()
-      s.listen(0, '127.0.0.1', () => {
-        const p = (s.address() as { port: number }).port
-        s.close(() => resolve(p))
-      })
+/**
+ * A gateway whose Redis store is down (a port nothing listens on): rule `strict` on /closed fails
+ * closed, `lenient` on /open fails open.
+ */
+async function startStoreDown(extra: string): Promise<InProcess> {
+  const port = await new Promise<number>((resolve) => {
+    const s = createServer()
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port
+      s.close(() => resolve(p))
     })
-    const down = await startInProcess(
-      `
+  })
+  return startInProcess(
+    `
 store: redis://127.0.0.1:${port}
+${extra}
 rules:
   - { name: strict, match: { path: /closed }, algorithm: gcra, limit: 10, period: 1s, onStoreError: closed, timeout: 50ms }
   - { name: lenient, match: { path: /open }, algorithm: gcra, limit: 10, period: 1s, onStoreError: open, timeout: 50ms }
 `,
-      { upstream: origin.url, storeTimeoutMs: 100 },
-    )
+    { upstream: origin.url, storeTimeoutMs: 100 },
+  )
+}
+
+describe('store failures follow onStoreError', () => {
+  test('closed answers 503 temporary-reduced-capacity; open admits', async () => {
+    const down = await startStoreDown('')
     try {
       const closed = await fetch(`${down.url}/closed`)
       expect(closed.status).toBe(503)
@@ -462,23 +471,7 @@ rules:
 
 describe('a rule failing open is counted unknown, not allowed', () => {
   test('edgelimit_decisions_total and the dashboard (series, points, top keys) say unknown', async () => {
-    const port = await new Promise<number>((resolve) => {
-      const s = createServer()
-      s.listen(0, '127.0.0.1', () => {
-        const p = (s.address() as { port: number }).port
-        s.close(() => resolve(p))
-      })
-    })
-    const down = await startInProcess(
-      `
-store: redis://127.0.0.1:${port}
-identity: { secret: test }
-rules:
-  - { name: strict, match: { path: /closed }, algorithm: gcra, limit: 10, period: 1s, onStoreError: closed, timeout: 50ms }
-  - { name: lenient, match: { path: /open }, algorithm: gcra, limit: 10, period: 1s, onStoreError: open, timeout: 50ms }
-`,
-      { upstream: origin.url, storeTimeoutMs: 100 },
-    )
+    const down = await startStoreDown('identity: { secret: test }')
     try {
       // The store is down: lenient admits without knowing its count, strict refuses.
       for (let i = 0; i < 3; i++) expect((await rawRequest(`${down.url}/open`)).status).toBe(200)
