@@ -3,7 +3,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Ajv } from 'ajv'
-import { createLimiter, fixedWindow } from 'edgelimit'
+import { algorithmSpec, createLimiter, fixedWindow } from 'edgelimit'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { parse, parseDocument } from 'yaml'
@@ -307,6 +307,109 @@ rules:
       mode: 'enforce',
       key: [{ kind: 'ip' }],
     })
+  })
+})
+
+describe('a cost no request can ever pay', () => {
+  const issuesOf = (text: string) =>
+    checkSource(parsePolicyText(text, 'cost.yaml', {})).issues.map(
+      (i) => `${i.line} ${i.path.join('.')} ${i.code} ${i.message}`,
+    )
+  // One row per algorithm family: its parameters, the most one request may cost, how the refusal
+  // names what bounds it, and which parameter to raise.
+  test.each([
+    ['fixed-window', 'limit: 3, window: 1h', 3, 'fixed-window limit 3', 'limit'],
+    ['sliding-log', 'limit: 3, window: 1h', 3, 'sliding-log limit 3', 'limit'],
+    ['sliding-window', 'limit: 3, window: 1h', 3, 'sliding-window limit 3', 'limit'],
+    ['token-bucket', 'capacity: 3, refillRate: 1', 3, 'token-bucket capacity 3', 'capacity'],
+    ['leaky-bucket', 'capacity: 3, leakRate: 1', 3, 'leaky-bucket capacity 3', 'capacity'],
+    // A shaping queue of 3 admits a fresh request of 4: its last unit starts within the queue.
+    [
+      'leaky-bucket',
+      'capacity: 3, leakRate: 1, shape: true',
+      4,
+      'shaping leaky-bucket capacity 3',
+      'capacity',
+    ],
+    ['gcra', 'limit: 10, period: 1s, burst: 3', 3, 'gcra burst 3', 'burst'],
+    ['gcra', 'limit: 3, period: 1s', 3, 'gcra burst 3', 'burst'],
+  ])(
+    '%s { %s }: cost %i passes, one more is refused at rules[1].cost',
+    (algorithm, params, most, bound, raise) => {
+      const policy = (cost: number) => `rules:
+  - { name: big, algorithm: fixed-window, limit: 100, window: 5m }
+  - { name: small, algorithm: ${algorithm}, ${params}, cost: ${cost} }
+`
+      expect(issuesOf(policy(most))).toEqual([])
+      expect(issuesOf(policy(most + 1))).toEqual([
+        `3 rules.1.cost ERR_COST_NEVER_ADMITTED ${most + 1} can never pass rule "small" (${bound} admits at most ${most} per request); lower the cost or raise the ${raise}`,
+      ])
+      // The library itself refuses that cost for ever, and takes the one below.
+      const spec = algorithmSpec({
+        algorithm,
+        options: parse(`{ ${params.replace('shape: true', 'mode: shape')} }`),
+      })
+      const limiter = createLimiter({ rules: [{ name: 'small', algorithm: spec }] })
+      expect(limiter.limitSync('a', { cost: most }).allowed).toBe(true)
+      expect(limiter.limitSync('b', { cost: most + 1 }).reason).toBe('cost-exceeds-limit')
+    },
+  )
+
+  test('a cost set in defaults is refused there, naming each rule it can never pass; a rule of its own cost is not', () => {
+    const text = `defaults: { cost: 5 }
+rules:
+  - { name: wide, algorithm: fixed-window, limit: 10, window: 1m }
+  - { name: narrow, algorithm: token-bucket, capacity: 4, refillRate: 1 }
+  - { name: own, algorithm: gcra, limit: 2, period: 1s, cost: 1 }
+  - { name: also, algorithm: sliding-log, limit: 2, window: 1m }
+`
+    expect(issuesOf(text)).toEqual([
+      '1 defaults.cost ERR_COST_NEVER_ADMITTED 5 can never pass rule "narrow" (token-bucket capacity 4 admits at most 4 per request); lower the cost or raise the capacity',
+      '1 defaults.cost ERR_COST_NEVER_ADMITTED 5 can never pass rule "also" (sliding-log limit 2 admits at most 2 per request); lower the cost or raise the limit',
+    ])
+    // A rule's own invalid cost is reported as such, not as the default's it falls back to.
+    const typo = checkSource(
+      parsePolicyText(
+        'defaults: { cost: 5 }\nrules: [{ name: t, algorithm: gcra, limit: 2, period: 1s, cost: -1 }]\n',
+        'typo.yaml',
+        {},
+      ),
+    ).issues
+    expect(typo.map((i) => `${i.path.join('.')} ${i.code}`)).toEqual(['rules.0.cost ERR_INTEGER'])
+  })
+
+  test('each plan of a tiered rule is checked, named by its tier; cost 0 (only look) always passes', () => {
+    const tiered = (cost: number) => `rules:
+  - name: api
+    algorithm: token-bucket
+    refillRate: 1
+    cost: ${cost}
+    tiers:
+      header: x-plan
+      default: free
+      plans: { free: { capacity: 2 }, pro: { capacity: 50 } }
+`
+    expect(issuesOf(tiered(3))).toEqual([
+      '5 rules.0.cost ERR_COST_NEVER_ADMITTED 3 can never pass rule "api" tier "free" (token-bucket capacity 2 admits at most 2 per request); lower the cost or raise the capacity',
+    ])
+    expect(issuesOf(tiered(2))).toEqual([])
+    expect(issuesOf(tiered(0))).toEqual([])
+  })
+
+  test('`edgelimit check` reports it with file, line and path (the case of a request that can never pass)', () => {
+    const file = writePolicy(
+      tempDir(),
+      `rules:
+  - { name: big, algorithm: fixed-window, limit: 10, window: 5m }
+  - { name: small, algorithm: fixed-window, limit: 3, window: 5m, cost: 5 }
+`,
+      'cost.yaml',
+    )
+    const report = checkFiles([file], {})
+    expect(report.ok).toBe(false)
+    expect(report.lines[0]).toMatch(
+      /cost\.yaml:3:73 {2}rules\[1\]\.cost: 5 can never pass rule "small" \(fixed-window limit 3 admits at most 3 per request\); lower the cost or raise the limit \[ERR_COST_NEVER_ADMITTED\]$/,
+    )
   })
 })
 
@@ -662,6 +765,12 @@ describe('the JSON Schema and `check` agree', () => {
       'a WebSocket idle timeout past Node’s timer limit',
       top('clients: { websocketIdleTimeout: 25d }'),
       'ERR_RANGE',
+    ],
+    // Nor what a rule's parameters admit against its cost.
+    [
+      'a cost above what the rule can ever admit',
+      rule('algorithm: fixed-window\nlimit: 3\nwindow: 1m\ncost: 4'),
+      'ERR_COST_NEVER_ADMITTED',
     ],
     // Nor a size's bound, which depends on its unit.
     ['a body size past 2^53 - 1 bytes', top('clients: { maxBodySize: 8388608gb }'), 'ERR_RANGE'],

@@ -11,11 +11,14 @@ let gw: InProcess
 
 beforeAll(async () => {
   origin = await startOrigin()
-  // A cost above the limit: every request to /deny is denied.
+  // One request a day to /deny, spent here: every later request there is denied.
   gw = await startInProcess(
-    'rules: [{ name: deny, match: { path: /deny/** }, algorithm: fixed-window, limit: 1, window: 1m, cost: 2 }]\n',
+    'rules: [{ name: deny, match: { path: /deny/** }, algorithm: token-bucket, capacity: 1, refillRate: 1, refillInterval: 1d }]\n',
     { upstream: origin.url },
   )
+  const spent = await fetch(`${gw.url}/deny/spend`)
+  await spent.arrayBuffer()
+  if (spent.status !== 200) throw new Error(`expected the one request of /deny to pass, got ${spent.status}`)
 })
 afterAll(async () => {
   await gw?.close()

@@ -603,3 +603,30 @@ describe('gradual rollout on the memory store', () => {
     }
   })
 })
+
+describe('a cost no request can ever pay', () => {
+  test('a reload to such a rule is rejected with the issue; the old policy stays in force', async () => {
+    const policy = (cost: number) =>
+      `rules:\n  - { name: small, algorithm: fixed-window, limit: 3, window: 1h, cost: ${cost} }\n`
+    const own = await startInProcess(policy(3), { upstream: origin.url })
+    try {
+      writeFileSync(own.file, policy(5))
+      const rejected = await own.gateway.reload()
+      expect(rejected.ok).toBe(false)
+      expect(rejected.issues.map((i) => `${i.path.join('.')} ${i.code} ${i.message}`)).toEqual([
+        'rules.0.cost ERR_COST_NEVER_ADMITTED 5 can never pass rule "small" (fixed-window limit 3 admits at most 3 per request); lower the cost or raise the limit',
+      ])
+      expect(own.logs.some((l) => l.msg.startsWith('policy rejected (1 problem)'))).toBe(true)
+      // Still the cost-3 rule: one request passes and spends the window.
+      const statuses = []
+      for (let i = 0; i < 2; i++) {
+        const response = await fetch(`${own.url}/`)
+        await response.arrayBuffer()
+        statuses.push(response.status)
+      }
+      expect(statuses).toEqual([200, 429])
+    } finally {
+      await own.close()
+    }
+  })
+})

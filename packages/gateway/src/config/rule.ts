@@ -4,6 +4,8 @@ import {
   ConfigError,
   type ConsistencyMode,
   createLimiter,
+  type Limiter,
+  type Policy,
   type StoreErrorMode,
 } from 'edgelimit'
 import { describe } from '../library.js'
@@ -122,13 +124,17 @@ export function readDefaults(c: Checker, path: Path, o: Record<string, unknown>,
   }
 }
 
-/** Validates one entry of `rules`; `undefined` when it has problems (all of them reported). */
+/**
+ * Validates one entry of `rules`; `undefined` when it has problems (all of them reported).
+ * `defaultCostAt` is where `defaults` sets the cost, if it does (a cost no plan admits is reported there).
+ */
 export function readRule(
   c: Checker,
   index: number,
   rule: unknown,
   defaults: Defaults,
   names: Set<string>,
+  defaultCostAt?: Path,
 ): RuleConfig | undefined {
   const path: Path = ['rules', index]
   if (!c.object(path, rule)) return undefined
@@ -162,8 +168,13 @@ export function readRule(
       tiers = read.tiers
       plans = read.plans
     }
-    if (name !== undefined && RULE_NAME.test(name))
-      for (const plan of plans) checkPlan(c, path, name, plan, own)
+    if (name !== undefined && RULE_NAME.test(name)) {
+      const costAt = rule.cost !== undefined ? [...path, 'cost'] : (defaultCostAt ?? path)
+      for (const plan of plans) {
+        const limiter = checkPlan(c, path, name, plan, own)
+        if (limiter !== undefined) checkCost(c, costAt, name, plan, limiter, settings.cost)
+      }
+    }
   }
   if (c.issues.length > before || name === undefined || algorithm === undefined || match === undefined)
     return undefined
@@ -285,17 +296,21 @@ function readTiers(
   return { tiers: fallback === undefined ? undefined : { header, keys, default: fallback }, plans }
 }
 
-/** The library validates the algorithm's parameters: one source of truth for their bounds. */
+/**
+ * The library validates the algorithm's parameters: one source of truth for their bounds. Returns
+ * the plan's limiter (memory store, a clock fixed at 0) when they are valid.
+ */
 function checkPlan(
   c: Checker,
   path: Path,
   name: string,
   plan: PlanConfig,
   own: Record<string, unknown>,
-): void {
+): Limiter | undefined {
   try {
-    createLimiter({
+    return createLimiter({
       rules: [{ name: plan.tier === '' ? name : `${name}.${plan.tier}`, algorithm: plan.algorithm }],
+      clock: { now: () => 0 },
     })
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error
@@ -324,6 +339,55 @@ function checkPlan(
       }
       if (!c.issues.some((i) => i.code === code && samePath(i.path, at))) c.add(at, code, message)
     }
+    return undefined
+  }
+}
+
+const NEVER = 'ERR_COST_NEVER_ADMITTED'
+
+/**
+ * Refuses a cost the plan can never admit: every request the rule matches would be denied for ever
+ * (and, behind another rule, told to retry after that rule's wait). The library's own answer
+ * decides it: a fresh key asked for the cost once denies with `cost-exceeds-limit`.
+ */
+function checkCost(
+  c: Checker,
+  at: Path,
+  name: string,
+  plan: PlanConfig,
+  limiter: Limiter,
+  cost: number,
+): void {
+  // An invalid cost was reported where it was written (and replaced by the default).
+  if (cost === 0 || c.issues.some((i) => samePath(i.path, at) && i.code !== NEVER)) return
+  const decision = limiter.limitSync('cost-check', { cost })
+  if (decision.reason !== 'cost-exceeds-limit') return
+  const policy = limiter.rules[0]?.policy as Policy
+  const { bound, raise } = boundOf(policy)
+  const rule = plan.tier === '' ? `"${name}"` : `"${name}" tier "${plan.tier}"`
+  c.add(
+    at,
+    NEVER,
+    `${cost} can never pass rule ${rule} (${bound} admits at most ${decision.limit} per request); lower the cost or raise the ${raise}`,
+  )
+}
+
+/** The parameter that bounds what one request of a policy may cost, as the policy file names it. */
+function boundOf(policy: Policy): { bound: string; raise: string } {
+  switch (policy.algorithm) {
+    case 'fixed-window':
+    case 'sliding-log':
+    case 'sliding-window':
+      return { bound: `${policy.algorithm} limit ${policy.limit}`, raise: 'limit' }
+    case 'token-bucket':
+      return { bound: `token-bucket capacity ${policy.capacity}`, raise: 'capacity' }
+    case 'leaky-bucket':
+      return {
+        bound: `${policy.mode === 'shape' ? 'shaping ' : ''}leaky-bucket capacity ${policy.capacity}`,
+        raise: 'capacity',
+      }
+    case 'gcra':
+      return { bound: `gcra burst ${policy.burst}`, raise: 'burst' }
   }
 }
 

@@ -43,6 +43,7 @@ export const ISSUE_CODES = [
   'ERR_PATH',
   'ERR_METHOD',
   'ERR_TIER',
+  'ERR_COST_NEVER_ADMITTED',
 ] as const
 
 const TOP_FIELDS = [
@@ -117,9 +118,11 @@ export function validatePolicy(value: unknown): { config?: GatewayConfig; issues
   const identity = value.identity === undefined ? {} : readIdentity(c, value.identity)
   const headers = readHeaders(c, value.headers)
   let defaults = BUILT_IN_DEFAULTS
+  let defaultCostAt: Path | undefined
   if (value.defaults !== undefined && c.object(['defaults'], value.defaults)) {
     c.fields(['defaults'], value.defaults, DEFAULT_FIELDS)
     defaults = readDefaults(c, ['defaults'], value.defaults, BUILT_IN_DEFAULTS)
+    if (value.defaults.cost !== undefined) defaultCostAt = ['defaults', 'cost']
   }
   const rules: RuleConfig[] = []
   if (value.rules === undefined)
@@ -129,7 +132,7 @@ export function validatePolicy(value: unknown): { config?: GatewayConfig; issues
   else {
     const names = new Set<string>()
     value.rules.forEach((rule, i) => {
-      const read = readRule(c, i, rule, defaults, names)
+      const read = readRule(c, i, rule, defaults, names, defaultCostAt)
       if (read !== undefined) rules.push(read)
     })
   }
