@@ -47,18 +47,21 @@ export function limitOf(rule: Pick<RuleConfig, 'compiled'>): number {
 }
 
 /**
- * The index of the rule that binds a decision, among enforced rules when there are any: when
+ * The index of the rule that binds a decision, among enforced rules when there are any (else the
+ * first failing open, else the first): when
  * admitted, the one closest to exhaustion; when denied, the one that keeps the request out longest
  * (it passes once every rule admits it, and each rule's admission only grows with time).
  */
 export function bindingRule(parts: readonly RuleDecision[], allowed: boolean): number {
-  let bind = -1
+  // Until an enforced rule that knows its state: a rule failing open (enforced, its state unknown,
+  // `shadow` in a decision of several) before one in shadow.
+  let bind = parts.findIndex((p) => p.unknown)
   for (let i = 0; i < parts.length; i++) {
     const p = parts[i] as RuleDecision
     if (p.shadow) continue
     const b = parts[bind] as RuleDecision | undefined
     if (
-      b === undefined ||
+      b?.shadow !== false ||
       (allowed ? p.remaining < b.remaining : !p.allowed && (b.allowed || p.retryAfterMs > b.retryAfterMs))
     ) {
       bind = i

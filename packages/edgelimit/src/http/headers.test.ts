@@ -439,45 +439,76 @@ describe('problem+json', () => {
     )
   })
 
-  it('when no rule knows its state, a shadow rule stays out of both fields and the unknown rules have their members', async () => {
-    // The store is down: "open" fails open, "watch" observes (its fallback decides it locally).
-    const down: Store = {
-      name: 'down',
-      decider: remoteDecider,
-      bind: () => ({
-        evaluate: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:1')),
-        reset: () => Promise.resolve(),
-      }),
-    }
-    const rules: Rule[] = [
-      { name: 'open', algorithm: fixedWindow({ limit: 100, window: '60s' }), onStoreError: 'open' },
-      {
+  it.each([
+    ['after', false],
+    ['before', true],
+  ])(
+    'when no rule knows its state, a shadow rule (%s the open one) is in no field: the unknown rules have their members and bind',
+    async (_, shadowFirst) => {
+      // The store is down: "open" fails open, "watch" observes (its fallback decides it locally).
+      const down: Store = {
+        name: 'down',
+        decider: remoteDecider,
+        bind: () => ({
+          evaluate: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:1')),
+          reset: () => Promise.resolve(),
+        }),
+      }
+      const open: Rule = {
+        name: 'open',
+        algorithm: fixedWindow({ limit: 100, window: '60s' }),
+        onStoreError: 'open',
+      }
+      const watch: Rule = {
         name: 'watch',
         algorithm: fixedWindow({ limit: 10, window: '60s' }),
         mode: 'shadow',
         onStoreError: 'local',
-      },
-    ]
-    const clock = manualClock(0)
-    const limiter = createLimiter({ rules, store: down, breaker: false, clock })
-    const policies = limiter.rules.map(quotaPolicy)
-    const d = await limiter.limit('k')
-    expect(d.rules.map((r) => [r.name, r.shadow, r.unknown === true])).toEqual([
-      ['open', true, true],
-      ['watch', true, false],
-    ])
-    // The same policy field as while the store is up (below): only the enforced rule's.
-    expect(rateLimitHeaders(d, policies, { nowMs: 0 })).toEqual([
-      ['ratelimit-policy', '"open";q=100;w=60'],
-      ['ratelimit', '"open";r=0;t=0'],
-    ])
-    expect(headerRenderer(policies)(d, 0, '')).toEqual(referenceHeaders(d, policies, { nowMs: 0 }))
-    const up = createLimiter({ rules: rules.map(({ onStoreError, ...r }) => r), clock })
-    expect(rateLimitHeaders(await up.limit('k'), policies, { nowMs: 0 })).toEqual([
-      ['ratelimit-policy', '"open";q=100;w=60'],
-      ['ratelimit', '"open";r=99;t=60'],
-    ])
-  })
+      }
+      const rules = shadowFirst ? [watch, open] : [open, watch]
+      const clock = manualClock(0)
+      const limiter = createLimiter({ rules, store: down, breaker: false, clock })
+      const policies = limiter.rules.map(quotaPolicy)
+      const d = await limiter.limit('k')
+      expect(d.rules.map((r) => [r.name, r.shadow, r.unknown === true, r.remaining])).toEqual(
+        shadowFirst
+          ? [
+              ['watch', true, false, 9],
+              ['open', true, true, 0],
+            ]
+          : [
+              ['open', true, true, 0],
+              ['watch', true, false, 9],
+            ],
+      )
+      // The decision and the single-policy fields speak for the enforced rule, not the shadow one.
+      expect([d.allowed, d.limit, d.remaining]).toEqual([true, 100, 0])
+      // The same policy fields as while the store is up (below): only the enforced rule's.
+      const standards: HeaderStandard[] = ['draft-10', 'draft-7', 'legacy']
+      expect(rateLimitHeaders(d, policies, { standards, nowMs: 0 })).toEqual([
+        ['ratelimit-policy', '"open";q=100;w=60'],
+        ['ratelimit', '"open";r=0;t=0'],
+        ['ratelimit', 'limit=100, remaining=0, reset=0'],
+        ['ratelimit-policy', '100;w=60'],
+        ['x-ratelimit-limit', '100'],
+        ['x-ratelimit-remaining', '0'],
+        ['x-ratelimit-reset', '0'],
+      ])
+      expect(headerRenderer(policies, standards)(d, 0, '')).toEqual(
+        referenceHeaders(d, policies, { standards, nowMs: 0 }),
+      )
+      const up = createLimiter({ rules: rules.map(({ onStoreError, ...r }) => r), clock })
+      expect(rateLimitHeaders(await up.limit('k'), policies, { standards, nowMs: 0 })).toEqual([
+        ['ratelimit-policy', '"open";q=100;w=60'],
+        ['ratelimit', '"open";r=99;t=60'],
+        ['ratelimit', 'limit=100, remaining=99, reset=60'],
+        ['ratelimit-policy', '100;w=60'],
+        ['x-ratelimit-limit', '100'],
+        ['x-ratelimit-remaining', '99'],
+        ['x-ratelimit-reset', '60'],
+      ])
+    },
+  )
 
   it('a rule enforced for some keys (enforce < 100) is in both fields for those keys only', async () => {
     const { limiter } = setup([

@@ -320,7 +320,7 @@ function checkedCost(cost: unknown, request: HttpRequest, where: string): number
   if (Number.isSafeInteger(cost) && (cost as number) >= 0) return cost as number
   throw new EdgelimitError(
     'ERR_EDGELIMIT_COST',
-    `The ${where} function returned ${describe(cost)} for ${request.method} ${request.path}; expected a non-negative integer (0 charges nothing)`,
+    `The ${where} function returned ${describe(cost)} for ${request.method} ${request.path}; expected a non-negative integer`,
   )
 }
 
