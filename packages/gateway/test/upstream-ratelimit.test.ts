@@ -129,6 +129,16 @@ describe('draft-7: the RateLimit with less remaining goes out, with its own poli
     expect(answer.headers.ratelimit).toMatch(/^limit=100, remaining=\d\d, reset=60$/)
     expect(answer.headers['ratelimit-policy']).toBe('100;w=60')
   })
+  test('blank upstream fields say nothing: the gateway’s pair goes out', async () => {
+    for (const lines of [
+      ['RateLimit', ''],
+      ['RateLimit', ' ', 'RateLimit-Policy', ''],
+    ]) {
+      const answer = await through(gw, lines)
+      expect(answer.headers.ratelimit).toMatch(/^limit=100, remaining=\d\d, reset=60$/)
+      expect(answer.headers['ratelimit-policy']).toBe('100;w=60')
+    }
+  })
 })
 
 describe('draft-6 and legacy: each group of fields is the upstream’s or the gateway’s, never mixed', () => {

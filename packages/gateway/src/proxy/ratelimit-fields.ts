@@ -77,7 +77,8 @@ export function mergeRateLimitFields(out: OutgoingHttpHeaders, extra: Fields): v
   }
   const done = new Set<string>()
   for (const [names, ours, theirs] of groups) {
-    const upstream = names.some((name) => out[name] !== undefined)
+    // A blank field says nothing: as if the upstream had not sent it (as for draft-10 below).
+    const upstream = names.some((name) => text(out[name])?.trim())
     const replace = !upstream || fewer(ours, theirs)
     for (const name of names) {
       done.add(name)
