@@ -94,8 +94,11 @@ export function seriesFor(data: DashboardData, context: DashboardContext): WireS
     for (const outcome of OUTCOMES) {
       const key = `${rule.name}/${outcome}`
       const s = known.get(key)
-      if (s === undefined && !expected(rule).includes(outcome)) continue
-      out.push(s ?? { key, rule: rule.name, outcome, total: data.total(rule.name, outcome) })
+      // A series not listed (never counted, or forgotten while idle) is shown with its total since
+      // the start when its rule's mode expects it or that total is not 0.
+      const total = s === undefined ? data.total(rule.name, outcome) : s.total
+      if (s === undefined && total === 0 && !expected(rule).includes(outcome)) continue
+      out.push(s ?? { key, rule: rule.name, outcome, total })
       seen.add(key)
     }
   }
