@@ -115,6 +115,12 @@ export function createChecker(): Checker {
   }
 }
 
+/** Reports the required `field` missing from the object at `path`. */
+export function missing(c: Checker, path: Path, field: string): undefined {
+  c.add([...path, field], 'ERR_REQUIRED', `the field "${field}" is required`)
+  return undefined
+}
+
 /** Levenshtein distance, for "did you mean". */
 function distance(a: string, b: string): number {
   const row = Array.from({ length: b.length + 1 }, (_, j) => j)
