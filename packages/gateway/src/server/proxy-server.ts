@@ -1,0 +1,318 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { Clock } from 'edgelimit'
+import type { Logger } from 'pino'
+import { decide, decideSync, type Verdict } from '../policy/decide.js'
+import { canonicalTarget } from '../policy/path.js'
+import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
+import { refusedForSize } from '../proxy/body-limit.js'
+import { answerClientError, endWithProblem, goneStatus, sendProblem } from '../proxy/problem.js'
+import { isWebSocket, replayAsRequest, type TunnelSink, upgradeResponse } from '../proxy/tunnel.js'
+import { applyClientTimeouts, CONNECTIONS_CHECK_MS, quietFor } from './client-timeouts.js'
+import type { Generation } from './generation.js'
+import { lingerOnClose } from './lingering-close.js'
+import type { Metrics } from './metrics.js'
+import { observe } from './observe.js'
+import { pendingResponses } from './pending-responses.js'
+
+/** The gateway's proxy: its servers, the generation new requests take, and the requests in flight. */
+export interface ProxyServer {
+  /** The server on the gateway's port (not listening yet). */
+  readonly server: Server
+  /** Reads upgrades other than WebSocket again as ordinary requests; listens nowhere. */
+  readonly plain: Server
+  /** Every upgrade's socket, from its upgrade to its close. */
+  readonly upgrades: ReadonlySet<Duplex>
+  /** The client sockets of open WebSocket tunnels. */
+  readonly tunnels: ReadonlySet<Duplex>
+  /** The generation new requests take; a reload replaces it. */
+  current: Generation
+  readonly inFlight: number
+  readonly draining: boolean
+  /** From now on answers close their connection and WebSocket handshakes are refused. */
+  drain(): void
+  /** Resolves when the last request in flight is done (ask only while some are). */
+  drained(): Promise<void>
+}
+
+/** What the request path needs of the gateway. */
+export interface ProxyServerOptions {
+  /** The generation in force at start. */
+  readonly first: Generation
+  readonly metrics: Metrics
+  readonly log: Logger
+  readonly clock: Clock
+  /** Puts a retired generation away once its last request is done. */
+  readonly release: (gen: Generation, current: Generation) => void
+}
+
+/**
+ * Creates the proxy's servers (`listen` is the caller's): each request is decided, then answered
+ * or forwarded (a WebSocket upgrade: tunnelled), and counted once answered.
+ *
+ * @example const proxy = createProxyServer({ first, metrics, log, clock: systemClock, release })
+ */
+export function createProxyServer({ first, metrics, log, clock, release }: ProxyServerOptions): ProxyServer {
+  let current = first
+  let inFlight = 0
+  let draining = false
+  let drained: (() => void) | undefined
+
+  /**
+   * One request through the gateway: decided, then answered or forwarded (a WebSocket upgrade:
+   * tunnelled); counted once answered.
+   */
+  class Handling implements TunnelSink {
+    private settled = false
+    private readonly gen = current
+    private readonly started = performance.now()
+    /**
+     * `continues`: the client sent `Expect: 100-continue` and waits for the rules' word to send its
+     * body. `upgrade`: a WebSocket handshake, its socket and the bytes read past its head.
+     */
+    constructor(
+      private readonly req: IncomingMessage,
+      private readonly res: ServerResponse,
+      private readonly continues = false,
+      private readonly upgrade?: { readonly socket: Duplex; readonly head: Buffer },
+    ) {
+      this.gen.inFlight++
+      inFlight++
+      metrics.inFlight++
+      if (draining) res.setHeader('connection', 'close')
+    }
+
+    run(): void {
+      try {
+        // Rules see, and the upstream gets, one canonical path (ADR 0009).
+        const hosts = hostLines(this.req.rawHeaders)
+        const canonical =
+          hosts > 1
+            ? { error: 'The request has more than one Host header.' }
+            : hosts === 0 && this.req.httpVersion === '1.1'
+              ? { error: 'The request has no Host header (HTTP/1.1 requires one).' }
+              : canonicalTarget(this.req.url ?? '/', this.req.headers.host)
+        if ('error' in canonical) {
+          sendProblem(this.res, 400, this.req.url ?? '/', canonical.error)
+          this.done(400, 'none')
+          return
+        }
+        this.req.url = canonical.target
+        if (
+          refusedForSize(this.req, this.res, canonical.target, this.gen.policy.config.clients.maxBodySize)
+        ) {
+          this.done(413, 'none')
+          return
+        }
+        const policy = this.gen.policy
+        const request = fromIncoming(this.req, this.upgrade !== undefined, policy.trustsPeer)
+        if (policy.store.inProcess) this.proceed(request, decideSync(policy, request, clock.now()))
+        else {
+          this.watchAbort()
+          decide(policy, request, clock.now()).then(
+            (verdict) => this.proceed(request, verdict),
+            (error: unknown) => this.fail(error),
+          )
+        }
+      } catch (error) {
+        this.fail(error)
+      }
+    }
+
+    done(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none'): void {
+      if (this.settled) return
+      this.settled = true
+      if (status === 499) status = goneStatus(this.req.socket) // a 408 or 400 Node's parser answered
+      const gen = this.gen
+      gen.inFlight--
+      inFlight--
+      metrics.inFlight--
+      metrics.response(status, upstream, (performance.now() - this.started) / 1000)
+      if (gen.retired && gen.inFlight === 0) release(gen, current)
+      if (draining && inFlight === 0) drained?.()
+    }
+
+    opened(socket: Duplex): void {
+      metrics.tunnels++
+      tunnels.add(socket)
+      socket.once('close', () => {
+        metrics.tunnels--
+        tunnels.delete(socket)
+      })
+      // Closing the client's socket closes the upstream's (the pipe).
+      socket.once('timeout', () => socket.destroy())
+      quietFor(socket, current.policy.config.clients)
+    }
+
+    // While a request waits (a remote store, a shaping delay), its client may leave.
+    private watchAbort(): void {
+      this.res.once('close', () => this.done(499, 'aborted'))
+    }
+
+    private fail(error: unknown): void {
+      const { req, res } = this
+      log.error(
+        { err: error instanceof Error ? error.message : String(error), path: req.url },
+        'request failed',
+      )
+      if (!res.headersSent && !res.destroyed) {
+        sendProblem(res, 500, req.url ?? '/', 'The gateway could not decide on this request.')
+      }
+      this.done(500, 'none')
+    }
+
+    private forward(verdict: Verdict): void {
+      const { req, res, gen } = this
+      // Only an admitted request is invited to send its body; any other answer (a 429) goes out
+      // with `Connection: close` (Node's rule for an expectation not met), its body never read.
+      if (this.continues) res.writeContinue()
+      const trusted = gen.policy.trustsPeer(req.socket.remoteAddress)
+      const upgrade = this.upgrade
+      const max = gen.policy.config.clients.maxBodySize
+      if (upgrade === undefined) gen.upstream.forward(req, res, verdict.headers, this, trusted, max)
+      else gen.upstream.tunnel(req, res, upgrade.socket, upgrade.head, verdict.headers, this, trusted)
+    }
+
+    private proceed(request: RequestInfo, verdict: Verdict): void {
+      const { res } = this
+      if (verdict.parts.length > 0) observe(metrics, log, verdict, request)
+      if (verdict.denial !== undefined) {
+        const headers: Record<string, string> = {}
+        for (const [name, value] of verdict.headers) headers[name.toLowerCase()] = value
+        headers['content-type'] = 'application/problem+json'
+        headers['cache-control'] = 'no-store'
+        headers['content-length'] = String(Buffer.byteLength(verdict.denial.body))
+        res.writeHead(verdict.denial.status, headers)
+        res.end(verdict.denial.body)
+        this.done(verdict.denial.status, 'none')
+      } else if (verdict.delayMs > 0) {
+        for (const part of verdict.parts) {
+          const d = part.decision.delayMs ?? 0
+          if (d > 0) metrics.delayed(part.rule.name, d)
+        }
+        if (!this.settled) this.watchAbort()
+        setTimeout(() => {
+          if (!res.destroyed) this.forward(verdict)
+        }, verdict.delayMs)
+      } else if (res.destroyed) this.done(499, 'aborted')
+      else this.forward(verdict)
+    }
+  }
+
+  /**
+   * An HTTP server that hands its requests to `Handling`; `track`, when given, sees each request
+   * first. One listener per event: Node copies the listener array of an event with several.
+   */
+  function httpServer(track?: (req: IncomingMessage, res: ServerResponse) => void): Server {
+    // Pipelined requests are served one at a time: one waits until the answer before it is
+    // complete (Node then gives its response the socket), and none is served after an answer
+    // that closed the connection (a 413, a 429 to `Expect`: RFC 9112 §9.6), so none is charged.
+    const serve = (req: IncomingMessage, res: ServerResponse, continues: boolean): void => {
+      if (res.socket === null) res.once('socket', () => serve(req, res, continues))
+      else if (req.socket.writable) new Handling(req, res, continues).run()
+    }
+    const accept = (req: IncomingMessage, res: ServerResponse, continues: boolean): void => {
+      track?.(req, res)
+      // An answer that closes the connection with the request's body unread reads it first
+      // (nginx's lingering close).
+      lingerOnClose(req)
+      serve(req, res, continues)
+    }
+    // Host is checked in `run`, so that a request without one gets a problem like other 400s.
+    const s = createServer(
+      { requireHostHeader: false, connectionsCheckingInterval: CONNECTIONS_CHECK_MS },
+      (req, res) => accept(req, res, false),
+    )
+    applyClientTimeouts(s, current.policy.config.clients)
+    // Every header line in `req.headers`, which the rules read, as in `rawHeaders`, which the
+    // upstream gets (Node's default keeps 1,000 there, more in `rawHeaders`); `maxHeaderSize`
+    // (16 KiB) still bounds them.
+    s.maxHeadersCount = 0
+    // What the parser refuses never becomes a request: counted here (no start time: 0 s, as CONNECT).
+    s.on('clientError', (error: Error, socket: Duplex) => {
+      const status = answerClientError(error, socket)
+      if (status !== undefined) metrics.response(status, 'none', 0)
+    })
+    // Without this listener Node answers `100 Continue` itself, before any rule has decided.
+    s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => accept(req, res, true))
+    // A reverse proxy opens no CONNECT tunnels: answered (Node would close without a word) and counted.
+    s.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+      socket.on('error', () => socket.destroy()) // Node's own listener is gone once it hands the socket over
+      metrics.response(405, 'none', 0)
+      endWithProblem(
+        socket,
+        405,
+        'The gateway does not open tunnels (CONNECT); it forwards requests to its upstream.',
+      )
+    })
+    return s
+  }
+  // Node hands an upgrade over once read, answers to earlier requests on its connection maybe
+  // still going out: it waits for them (`plain` cannot answer on the socket before they are
+  // done either). A failure costs that connection, not the process.
+  const owed = pendingResponses()
+  const server = httpServer(owed.track)
+  // With an 'upgrade' listener Node hands over every request with `Connection: upgrade`: the
+  // other upgrades (h2c, …) are read again by `plain`, which has none, as the ordinary requests
+  // they were without it. It listens nowhere: 'listening' starts Node's checks of its connections
+  // (headers and request timeouts, closeIdleConnections).
+  const plain = httpServer()
+  plain.emit('listening')
+  // Every upgrade's socket, from its upgrade to its close (tunnels included, and one still waiting
+  // for the answers before it): Node's closeAllConnections no longer knows them.
+  const upgrades = new Set<Duplex>()
+  // The client sockets of open WebSocket tunnels: a reload gives them its websocketIdleTimeout.
+  const tunnels = new Set<Duplex>()
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    upgrades.add(socket)
+    socket.once('close', () => upgrades.delete(socket))
+    owed.after(socket, () => {
+      try {
+        if (isWebSocket(req)) websocket(req, socket, head)
+        else replayAsRequest(plain, req, socket, head)
+      } catch (error) {
+        log.error(
+          { err: error instanceof Error ? error.message : String(error), path: req.url },
+          'upgrade failed',
+        )
+        socket.destroy()
+      }
+    })
+  })
+  function websocket(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => socket.destroy()) // as for CONNECT
+    const res = upgradeResponse(req, socket)
+    if (!draining) new Handling(req, res, false, { socket, head }).run()
+    else {
+      // A tunnel opened now would be closed in a moment: the client is told to go elsewhere.
+      sendProblem(res, 503, req.url ?? '/', 'The gateway is shutting down; connect again.')
+      metrics.response(503, 'none', 0)
+    }
+  }
+
+  return {
+    server,
+    plain,
+    upgrades,
+    tunnels,
+    get current() {
+      return current
+    },
+    set current(next: Generation) {
+      current = next
+    },
+    get inFlight() {
+      return inFlight
+    },
+    get draining() {
+      return draining
+    },
+    drain() {
+      draining = true
+    },
+    drained: () =>
+      new Promise<void>((r) => {
+        drained = r
+      }),
+  }
+}
