@@ -374,11 +374,7 @@ ${rules}`
       onRedis([fragile, tiered('free: { limit: 10 }, pro: { limit: 20 }'), changed(10)].join('\n')),
       { upstream: origin.url, clock: manualClock(1_750_000_000_000) },
     )
-    const breakers = async () =>
-      (await (await fetch(`${gw.admin}/metrics`)).text())
-        .split('\n')
-        .filter((l) => l.startsWith('edgelimit_breaker_state{'))
-        .sort()
+    const breakers = () => breakerLines(gw)
     const dashboard = () =>
       gw.gateway.metrics.dashboard
         .breakers()
@@ -440,11 +436,7 @@ rules:
 `,
       { upstream: origin.url, clock },
     )
-    const breakers = async () =>
-      (await (await fetch(`${gw.admin}/metrics`)).text())
-        .split('\n')
-        .filter((l) => l.startsWith('edgelimit_breaker_state{'))
-        .sort()
+    const breakers = () => breakerLines(gw)
     const dashboard = () =>
       gw.gateway.metrics.dashboard
         .breakers()
@@ -489,3 +481,11 @@ rules:
     }
   })
 })
+
+/** The `edgelimit_breaker_state` lines of a gateway's /metrics, sorted. */
+async function breakerLines(gw: InProcess): Promise<string[]> {
+  return (await (await fetch(`${gw.admin}/metrics`)).text())
+    .split('\n')
+    .filter((l) => l.startsWith('edgelimit_breaker_state{'))
+    .sort()
+}

@@ -1,9 +1,8 @@
-import type { ConsistencyMode, StoreErrorMode } from 'edgelimit'
 import { describe } from '../library.js'
 import type { Checker } from './checker.js'
 import type { Path } from './issues.js'
 import { readKey } from './key.js'
-import type { KeyPart } from './types.js'
+import type { RuleConfig } from './types.js'
 
 /** Settings a rule takes from `defaults` when it does not set them. */
 export const DEFAULT_FIELDS = [
@@ -17,17 +16,11 @@ export const DEFAULT_FIELDS = [
   'syncInterval',
 ] as const
 
-/** The settings of `defaults`, validated. */
-export interface Defaults {
-  readonly key: readonly KeyPart[]
-  readonly cost: number
-  readonly onStoreError: StoreErrorMode
-  readonly timeout: number | false
-  readonly mode: 'enforce' | 'shadow'
-  readonly enforce: number
-  readonly consistency: ConsistencyMode
-  readonly syncIntervalMs: number
-}
+/** The settings of `defaults`, validated: those a rule takes from them when it sets none. */
+export type Defaults = Pick<
+  RuleConfig,
+  'key' | 'cost' | 'onStoreError' | 'timeout' | 'mode' | 'enforce' | 'consistency' | 'syncIntervalMs'
+>
 
 export const BUILT_IN_DEFAULTS: Defaults = {
   key: [{ kind: 'ip' }],
