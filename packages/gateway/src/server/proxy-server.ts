@@ -23,10 +23,13 @@ export interface ProxyServer {
   readonly plain: Server
   /** Every upgrade's socket, from its upgrade to its close. */
   readonly upgrades: ReadonlySet<Duplex>
-  /** The client sockets of open WebSocket tunnels. */
-  readonly tunnels: ReadonlySet<Duplex>
-  /** The generation new requests take; a reload replaces it. */
-  current: Generation
+  /** The generation new requests take. */
+  readonly current: Generation
+  /**
+   * Puts `next` in force (a reload): new requests take it, the servers and open tunnels get its
+   * client timeouts, and the one it replaces is retired (released once its last request is done).
+   */
+  putInForce(next: Generation): void
   readonly inFlight: number
   readonly draining: boolean
   /** From now on answers close their connection and WebSocket handshakes are refused. */
@@ -294,12 +297,16 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     server,
     plain,
     upgrades,
-    tunnels,
     get current() {
       return current
     },
-    set current(next: Generation) {
+    putInForce(next) {
+      const old = current
       current = next
+      for (const s of [server, plain]) applyClientTimeouts(s, next.policy.config.clients)
+      for (const socket of tunnels) quietFor(socket, next.policy.config.clients)
+      old.retired = true
+      if (old.inFlight === 0) release(old, next)
     },
     get inFlight() {
       return inFlight

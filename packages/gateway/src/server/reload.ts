@@ -8,7 +8,6 @@ import { checkSource } from '../config/validate.js'
 import { type CompiledPolicy, compilePolicy, type EventSink } from '../policy/compile.js'
 import { openStore } from '../policy/store.js'
 import { openUpstream } from '../proxy/forward.js'
-import { applyClientTimeouts, quietFor } from './client-timeouts.js'
 import type { ReloadResult } from './gateway.js'
 import type { Generation, Generations } from './generation.js'
 import type { Metrics } from './metrics.js'
@@ -52,8 +51,7 @@ export interface Reloader {
  */
 export function createReloader(options: ReloaderOptions): Reloader {
   const { file, env, storeTimeoutMs, log, metrics, clock, sink, upstreamFor, proxy, generations } = options
-  const { server, plain, tunnels } = proxy
-  const { users, opening, release } = generations
+  const { users, opening } = generations
   // The digest of the text the last reload read (or why it could not): a watch-triggered reload
   // acts only on a new one.
   let lastSeen = digest(proxy.current.text)
@@ -143,11 +141,7 @@ export function createReloader(options: ReloaderOptions): Reloader {
       retired: false,
     }
     for (const resource of [store, upstream]) users.set(resource, (users.get(resource) ?? 0) + 1)
-    proxy.current = next
-    for (const s of [server, plain]) applyClientTimeouts(s, config.clients)
-    for (const socket of tunnels) quietFor(socket, config.clients)
-    old.retired = true
-    if (old.inFlight === 0) release(old, next)
+    proxy.putInForce(next)
     const kept = [...policy.limiters.values()].filter((l) =>
       [...old.policy.limiters.values()].includes(l),
     ).length
