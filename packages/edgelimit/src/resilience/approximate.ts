@@ -8,8 +8,6 @@ import { within } from './deadline.js'
 interface Flight {
   readonly cost: number
   readonly at: number
-  /** What of the batch was `Entry.early` (sent: it goes back there when the breaker kept it). */
-  readonly early: number
 }
 
 /** Per key: what the store said at the last sync, less what this process admitted since. */
@@ -179,7 +177,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     // Syncs unanswered for GIVE_UP intervals are given up: this one's answer holds their batches
     // when the store counted them, and their own late answers take nothing off again.
     if (entry.flying.length > 0) entry.flying = entry.flying.filter((f) => now - f.at < GIVE_UP * intervalMs)
-    const flight: Flight = { cost, at: now, early }
+    const flight: Flight = { cost, at: now }
     entry.flying.push(flight)
     const land = () => {
       const i = entry.flying.indexOf(flight)
