@@ -49,23 +49,23 @@ export function bunPeer(
 }
 
 /**
- * A response with `headers` set (`merge`: added to the handler's own, see `addFields`); a copy
- * when its headers are immutable (e.g. from `fetch()`). The handler's, which may be a promise,
- * goes through `after(response, respond, headers, true)`: no closure per request.
+ * A response with `headers` added to its own (see `addFields`; `replace`: set, for our own
+ * answer); a copy when its headers are immutable (e.g. from `fetch()`). The handler's, which may
+ * be a promise, goes through `after(response, respond, headers)`: no closure per request.
  */
 function respond<R extends Response | undefined>(
   r: R,
   headers: readonly (readonly [string, string])[],
-  merge?: boolean,
+  replace?: boolean,
 ): R {
   // No response (a Bun WebSocket upgrade): nothing to set.
   if (!r) return r
   try {
-    addFields(r.headers, headers, !merge)
+    addFields(r.headers, headers, replace)
     return r
   } catch {
     const copy = new Response(r.body, r)
-    addFields(copy.headers, headers, !merge)
+    addFields(copy.headers, headers, replace)
     return copy as R
   }
 }
@@ -93,11 +93,11 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
     const answer = verdict.response
     // Only a `respond` verdict carries one.
     if (answer !== undefined)
-      return respond(new Response(answer.body, { status: answer.status }), answer.headers)
+      return respond(new Response(answer.body, { status: answer.status }), answer.headers, true)
     const headers = verdict.headers
     if (verdict.delayMs > 0)
-      return sleep(verdict.delayMs).then(() => after(handler(request, ...rest), respond<R>, headers, true))
-    return after(handler(request, ...rest), respond<R>, headers, true)
+      return sleep(verdict.delayMs).then(() => after(handler(request, ...rest), respond<R>, headers))
+    return after(handler(request, ...rest), respond<R>, headers)
   }
 
   return (request, ...rest) => {
