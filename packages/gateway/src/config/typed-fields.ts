@@ -1,18 +1,7 @@
+import { ALL_PARAMS } from './algorithm.js'
 import type { Path } from './issues.js'
 
 const SETTINGS = ['cost', 'timeout', 'enforce', 'syncInterval']
-const PARAMS = [
-  'limit',
-  'window',
-  'capacity',
-  'refillRate',
-  'refillInterval',
-  'leakRate',
-  'leakInterval',
-  'shape',
-  'period',
-  'burst',
-]
 
 /**
  * Fields that take a number or true/false (a count, a duration or size in whole units, a switch),
@@ -37,8 +26,8 @@ const TYPED_FIELDS = new Set([
   'identity.ipv4Prefix',
   'headers',
   ...SETTINGS.map((s) => `defaults.${s}`),
-  ...[...SETTINGS, ...PARAMS].map((s) => `rules.#.${s}`),
-  ...PARAMS.map((p) => `rules.#.tiers.plans.*.${p}`),
+  ...[...SETTINGS, ...ALL_PARAMS].map((s) => `rules.#.${s}`),
+  ...ALL_PARAMS.map((p) => `rules.#.tiers.plans.*.${p}`),
 ])
 
 /**
