@@ -6,6 +6,7 @@ import {
   forwardedPeer,
   isClaim,
   isClaimSpelling,
+  sameName,
 } from '../proxy/headers.js'
 import { hostForm, routeForm } from './path.js'
 
@@ -151,8 +152,7 @@ export function fromIncoming(
 export function hostLines(raw: readonly string[]): number {
   let n = 0
   for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i] as string
-    if (name.length === 4 && name.toLowerCase() === 'host') n++
+    if (sameName(raw[i] as string, 'host')) n++
   }
   return n
 }
