@@ -67,10 +67,10 @@ export function mergeRateLimitFields(out: OutgoingHttpHeaders, extra: Fields): v
     groups.push([DRAFT6, count(mine.get('ratelimit-remaining')), count(text(out['ratelimit-remaining']))])
   }
   if (draft7) {
-    // With draft-6 beside it, `RateLimit-Policy` is draft-6's (the binding rule's, as here).
+    // Never beside draft-6: a policy names one draft (ERR_HEADER_CONFLICT), so the policy is ours.
     const remaining = (value: string | undefined) => count(value && REMAINING.exec(value)?.[1])
     groups.push([
-      draft6 ? ['ratelimit'] : ['ratelimit', 'ratelimit-policy'],
+      ['ratelimit', 'ratelimit-policy'],
       remaining(mine.get('ratelimit')),
       remaining(text(out.ratelimit)),
     ])
