@@ -15,6 +15,7 @@ import {
   tokenBucket,
 } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
+import { startRedis } from '../support/redis.js'
 import { redisFixture } from '../support/redis-client.js'
 
 // Coalescing: decisions issued in the same tick travel as one EVALSHA. These tests check that a
@@ -316,6 +317,94 @@ describe('failures stay per decision', () => {
     const bound = redisStore({ client: c, clock: 'client', prefix: 'unparsed-log' }).bind(rules)
     const [good, k] = await Promise.all([bound.evaluate('good', 1, now), bound.evaluate('k', 1, now)])
     expect([good?.[0]?.remaining, k?.[0]?.remaining]).toEqual([2, 1])
+    await c.quit()
+  })
+
+  // Full memory (maxmemory, noeviction): Redis refuses a script's first write that needs memory.
+  it.each([
+    { name: 'fixed window', algorithm: fixedWindow({ limit: 1, window: '1h' }) },
+    { name: 'sliding log', algorithm: slidingLog({ limit: 1, window: '1h' }) },
+  ])(
+    'full memory ($name): in one batch a spent client is denied and a new one fails alone',
+    async ({ algorithm }) => {
+      const server = await startRedis()
+      const c = new Redis({ port: server.port, host: server.host })
+      try {
+        const rules = createLimiter({ rules: [{ name: 'r', algorithm }] }).rules
+        const bound = redisStore({ client: c, clock: 'client', prefix: 'oom' }).bind(rules)
+        expect((await bound.evaluate('spent', 1, now))[0]?.allowed).toBe(true)
+        const keys = await c.keys('*')
+        await c.config('SET', 'maxmemory-policy', 'noeviction')
+        await c.config('SET', 'maxmemory', '1')
+        const before = await commandCalls(c, 'evalsha')
+        // The peek leaves alone (nothing in flight on ioredis); the next three travel together.
+        const results = await Promise.allSettled([
+          bound.evaluate('warm', 0, now),
+          bound.evaluate('spent', 1, now),
+          bound.evaluate('fresh', 1, now),
+          bound.evaluate('spent', 1, now),
+        ])
+        expect((await commandCalls(c, 'evalsha')) - before).toBe(2)
+        expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled'])
+        for (const i of [1, 3]) {
+          const verdict = (results[i] as PromiseFulfilledResult<readonly RuleVerdict[]>).value[0]
+          expect([verdict?.allowed, verdict?.reason]).toEqual([false, 'limit-exceeded'])
+        }
+        const failed = (results[2] as PromiseRejectedResult).reason
+        expect(failed).toMatchObject({ code: 'ERR_EDGELIMIT_STORE' })
+        expect(String(failed.message)).toMatch(/OOM/)
+        // Nothing was written for the new client.
+        expect((await c.keys('*')).sort()).toEqual(keys.sort())
+      } finally {
+        await c.config('SET', 'maxmemory', '0')
+        await c.quit()
+        await server.stop()
+      }
+    },
+  )
+
+  // A state Redis can hold but whose TTL it would refuse (a token bucket's last refill far in the
+  // future: TTL above 1e17 ms, which Lua sends to PX in exponent form): that decision fails and
+  // writes nothing, its other rule included; the decisions before and after it are decided.
+  it('a decision whose write Redis would refuse fails alone, writes nothing; its batch-mates are decided', async () => {
+    const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+    const prefix = 'refused'
+    const limiter = createLimiter({
+      rules: [
+        { name: 'w', algorithm: fixedWindow({ limit: 10, window: '1h' }) },
+        { name: 'b', algorithm: tokenBucket({ capacity: 10, refillRate: 1, refillInterval: '1h' }) },
+      ],
+    })
+    const bound = redisStore({ client: c, clock: 'client', prefix }).bind(limiter.rules)
+    await bound.evaluate('bad', 1, now)
+    // The bucket's key, whatever the key format: its state is "levelSteps:lastMs", lastMs = now.
+    const keys = await c.keys(`${prefix}:*`)
+    const values = await Promise.all(keys.map((k) => c.get(k)))
+    const bucket = keys.find((_, i) => values[i]?.endsWith(`:${now}`))
+    expect(bucket).toBeDefined()
+    await c.set(bucket as string, '1:900000000000000000')
+    const stored = Object.fromEntries(await Promise.all(keys.map(async (k) => [k, await c.get(k)])))
+    const results = await Promise.allSettled([
+      bound.evaluate('warm', 0, now),
+      bound.evaluate('good', 1, now),
+      bound.evaluate('bad', 1, now),
+      bound.evaluate('good', 1, now),
+    ])
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled'])
+    const failed = (results[2] as PromiseRejectedResult).reason
+    expect(failed).toMatchObject({ code: 'ERR_EDGELIMIT_STORE' })
+    expect(String(failed.message)).toMatch(/TTL/)
+    const good = results.flatMap((r, i) =>
+      i % 2 === 1
+        ? [(r as PromiseFulfilledResult<readonly RuleVerdict[]>).value.map((v) => v.remaining)]
+        : [],
+    )
+    expect(good).toEqual([
+      [9, 9],
+      [8, 8],
+    ])
+    // Neither of the refused decision's keys changed.
+    expect(Object.fromEntries(await Promise.all(keys.map(async (k) => [k, await c.get(k)])))).toEqual(stored)
     await c.quit()
   })
 

@@ -181,12 +181,17 @@ export function compileScript(policies: readonly Policy[]): CompiledScript {
               `if ${v(i + 1, 'code')} == 0 then\n${indent(instantiate(r, r.template.decide, i + 1, '0'), '  ')}\nend`,
           )
           .join('\n')
-  const write = rules
-    .map(
+  // Every charged rule's TTL checked before the first write, then the writes until one is refused.
+  const charged = (n: number) => `(${v(n, 'code')} == 0 or force)`
+  const write = [
+    ...rules.map(
+      (_, i) => `if not err and ${charged(i + 1)} then err = ttlerr(${v(i + 1, 'ttl')} + slack) end`,
+    ),
+    ...rules.map(
       (r, i) =>
-        `if ${v(i + 1, 'code')} == 0 or force then\n${indent(instantiate(r, r.template.write, i + 1, 'cost'), '  ')}\nend`,
-    )
-    .join('\n')
+        `if not err and ${charged(i + 1)} then\n${indent(instantiate(r, r.template.write, i + 1, 'cost'), '  ')}\nend`,
+    ),
+  ].join('\n')
   const emit = rules
     .map((_, i) => {
       const n = i + 1

@@ -309,7 +309,7 @@ function bindRules(
           Number(raw[o]) === -1
             ? new EdgelimitError(
                 'ERR_EDGELIMIT_STORE',
-                `Redis could not read the state: ${String(raw[o + 1])}`,
+                `Redis could not read or write the state: ${String(raw[o + 1])}`,
               )
             : unexpected(raw.slice(o, o + width)),
         )

@@ -1,7 +1,8 @@
 -- fixed-window.lua: fixed window, REFERENCE §2 (mirrors src/core/fixed-window.ts).
 -- A template section of the limiter's script (main.lua): `$name` is this rule's own local, COST
 -- the cost being decided, `now` the decision's time. The decide section sets $code, $rem, $reset,
--- $x (see main.lua's reply) and $ttl; the write section stores an admission.
+-- $x (see main.lua's reply) and $ttl (its write's PX); the write section stores an admission
+-- and sets err when Redis refuses a write.
 -- KEYS: $key, a string "windowIndex:count".
 --@params limit w
 --@read
@@ -42,4 +43,4 @@ else
   $code, $rem, $reset, $x = 0, limit - after, ttl, 0
 end
 --@write
-redis.call('SET', $key, string.format('%d:%d', $k, $after), 'PX', $ttl + slack)
+err = failed(redis.pcall('SET', $key, string.format('%d:%d', $k, $after), 'PX', $ttl + slack))

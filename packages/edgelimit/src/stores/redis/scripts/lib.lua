@@ -38,3 +38,20 @@ local function sw_reset(w, start, now, cur, prev)
   end
   return 0
 end
+
+--@helper failed
+-- A write's error text, or nil. Writes go through redis.pcall: a write Redis refuses (full
+-- memory, an ACL) fails its own decision, not the whole batch (main.lua).
+local function failed(reply)
+  if type(reply) == 'table' then return reply.err end
+  return nil
+end
+
+--@helper ttlerr
+-- Why Redis would refuse `ms` as a PX, or nil: it takes a positive integer, and Lua sends a
+-- number of 1e17 or more in exponent form (and one above 2^53 rounded). Checked for every rule
+-- of a decision before its first write, so such a decision fails and writes nothing.
+local function ttlerr(ms)
+  if ms >= 1 and ms <= 9007199254740991 and ms % 1 == 0 then return nil end
+  return 'TTL out of range: ' .. string.format('%.17g', ms)
+end

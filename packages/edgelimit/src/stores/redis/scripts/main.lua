@@ -17,8 +17,14 @@
 --          A cost of 0 is a peek: it decides and writes nothing.
 -- Returns 4 integers per rule per decision: code (0 admitted, 1 limit-exceeded,
 -- 2 cost-exceeds-limit), remaining, resetAfterMs, and retryAfterMs when denied (-1: never) or
--- delayMs when admitted. A decision whose key cannot be read (e.g. WRONGTYPE) returns -1 and the
--- error text as its first rule's first two values, writes nothing, and the next decisions go on.
+-- delayMs when admitted. A decision whose key cannot be read (e.g. WRONGTYPE), or whose write
+-- Redis refuses (full memory, a TTL out of range, an ACL), returns -1 and the error text as its
+-- first rule's first two values, and the next decisions go on: reads and writes use redis.pcall,
+-- so no error aborts the script (which would keep the writes of the decisions before it and fail
+-- them all). Such a decision writes nothing: every TTL is checked before its first write, and
+-- full memory refuses only a script's first write that needs memory (every write section starts
+-- with one). Only a write refused after another write of the same decision keeps the ones before
+-- it: an ACL that allows some of the commands or keys a decision writes (docs/stores/redis.md).
 
 local now
 local per = 1
@@ -54,11 +60,7 @@ for _ = 1, (#ARGV - ARGV_BASE) / per do
   end
   local err
   --@read
-  if err then
-    out[o + 1] = -1
-    out[o + 2] = err
-    for j = o + 3, o + RULE_COUNT * 4 do out[j] = 0 end
-  else
+  if not err then
     --@decide
     if cost > 0 then
       if not (ALLOWED) and not force then
@@ -66,10 +68,16 @@ for _ = 1, (#ARGV - ARGV_BASE) / per do
         --@redecide
       else
         -- A shadow rule that denies is not charged, exactly as if it were enforced. Every write
-        -- carries a TTL: the state equals a fresh key once it passes.
+        -- carries a TTL: the state equals a fresh key once it passes. Every TTL is checked first.
         --@write
       end
     end
+  end
+  if err then
+    out[o + 1] = -1
+    out[o + 2] = err
+    for j = o + 3, o + RULE_COUNT * 4 do out[j] = 0 end
+  else
     --@emit
   end
   o = o + RULE_COUNT * 4

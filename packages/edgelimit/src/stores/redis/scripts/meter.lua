@@ -3,7 +3,8 @@
 -- `perms` steps drained per ms, so refills are exact.
 -- A template section of the limiter's script (main.lua): `$name` is this rule's own local, COST
 -- the cost being decided, `now` the decision's time. The decide section sets $code, $rem, $reset,
--- $x (see main.lua's reply) and $ttl; the write section stores an admission.
+-- $x (see main.lua's reply) and $ttl (its write's PX); the write section stores an admission
+-- and sets err when Redis refuses a write.
 -- KEYS: $key, a string "levelSteps:lastMs".
 --@params capacity unit perms
 --@read
@@ -44,4 +45,4 @@ else
   $code, $rem, $reset, $x = 0, floordiv(full - after, unit), $ttl, 0
 end
 --@write
-redis.call('SET', $key, string.format('%d:%d', $after, $at), 'PX', $ttl + slack)
+err = failed(redis.pcall('SET', $key, string.format('%d:%d', $after, $at), 'PX', $ttl + slack))

@@ -3,7 +3,8 @@
 -- instant, costs at the same instant are merged). An entry counts while now - ts < W.
 -- A template section of the limiter's script (main.lua): `$name` is this rule's own local, COST
 -- the cost being decided, `now` the decision's time. The decide section sets $code, $rem, $reset,
--- $x (see main.lua's reply) and $ttl; the write section stores an admission.
+-- $x (see main.lua's reply) and $ttl (its write's PX); the write section stores an admission
+-- and sets err when Redis refuses a write.
 -- KEYS: $key, a sorted set.
 --@params limit w
 --@read
@@ -56,7 +57,12 @@ else
   $code, $rem, $reset, $x = 0, limit - counted - COST, ttl, 0
 end
 --@write
-redis.call('ZREMRANGEBYSCORE', $key, '-inf', now - $w)
-if $old then redis.call('ZREM', $key, $old) end
-redis.call('ZADD', $key, $at, string.format('%d:%d', $at, $ecost))
-redis.call('PEXPIRE', $key, $ttl + slack)
+-- ZADD first: of these writes it is the one that full memory refuses, and Redis refuses only a
+-- script's first write that needs memory, so a refused admission changes nothing. Once it is in,
+-- the TTL is set whatever fails between.
+err = failed(redis.pcall('ZADD', $key, $at, string.format('%d:%d', $at, $ecost)))
+if not err then
+  if $old then err = failed(redis.pcall('ZREM', $key, $old)) end
+  err = err or failed(redis.pcall('ZREMRANGEBYSCORE', $key, '-inf', now - $w))
+  err = failed(redis.pcall('PEXPIRE', $key, $ttl + slack)) or err
+end

@@ -1,7 +1,8 @@
 -- sliding-window.lua: sliding-window counter, REFERENCE §2 (mirrors src/core/sliding-window.ts).
 -- A template section of the limiter's script (main.lua): `$name` is this rule's own local, COST
 -- the cost being decided, `now` the decision's time. The decide section sets $code, $rem, $reset,
--- $x (see main.lua's reply) and $ttl; the write section stores an admission.
+-- $x (see main.lua's reply) and $ttl (its write's PX); the write section stores an admission
+-- and sets err when Redis refuses a write.
 -- KEYS: $key, a string "windowIndex:cur:prev".
 --@params limit w
 --@read
@@ -55,4 +56,4 @@ else
   $code, $rem, $reset, $x = 0, limit - estimate - COST, $ttl, 0
 end
 --@write
-redis.call('SET', $key, string.format('%d:%d:%d', $k, $after, $prev), 'PX', $ttl + slack)
+err = failed(redis.pcall('SET', $key, string.format('%d:%d:%d', $k, $after, $prev), 'PX', $ttl + slack))

@@ -3,7 +3,8 @@
 -- tatMs + tatSteps / k.
 -- A template section of the limiter's script (main.lua): `$name` is this rule's own local, COST
 -- the cost being decided, `now` the decision's time. The decide section sets $code, $rem, $reset,
--- $x (see main.lua's reply) and $ttl; the write section stores an admission.
+-- $x (see main.lua's reply) and $ttl (its write's PX); the write section stores an admission
+-- and sets err when Redis refuses a write.
 -- KEYS: $key, a string "tatMs:tatSteps".
 --@params k t slots shape
 --@read
@@ -41,4 +42,4 @@ else
   $code, $rem, $reset, $x = 0, floordiv(horizon - after, t), $ttl, delay
 end
 --@write
-redis.call('SET', $key, string.format('%d:%d', $nms, $nsteps), 'PX', $ttl + slack)
+err = failed(redis.pcall('SET', $key, string.format('%d:%d', $nms, $nsteps), 'PX', $ttl + slack))
