@@ -97,18 +97,31 @@ describe('NOSCRIPT', () => {
 })
 
 describe('a reply that is not the script’s', () => {
-  it.each(['[{"result":["x","y","z","w"]}]', '[{"result":[7,1,1,1]}]', '[{"result":[0,null,5,0]}]'])(
-    '%s is a store error (ERR_EDGELIMIT_STORE), answered by onStoreError',
-    async (body) => {
-      const events: LimiterEvent[] = []
-      const limiter = limiterOn('malformed', events)
-      await limiter.limit('warm')
-      fault = (request) => (about('bad')(request) ? { status: 200, body } : undefined)
-      const d = await limiter.limit('bad')
-      fault = () => undefined
-      expect([d.allowed, d.reason, d.remaining]).toEqual([true, undefined, 0])
-      const errors = events.flatMap((e) => (e.type === 'store-error' ? [e.error] : []))
-      expect(errors).toEqual([expect.objectContaining({ code: 'ERR_EDGELIMIT_STORE' })])
-    },
-  )
+  it.each([
+    '[{"result":["x","y","z","w"]}]',
+    '[{"result":[7,1,1,1]}]',
+    '[{"result":[0,null,5,0]}]',
+    // Numbers the script never sends: negative, fractional or beyond 2^53, -1 (never) but for a
+    // cost above the limit.
+    '[{"result":[0,-3,1,0]}]',
+    '[{"result":[0,1e300,1,0]}]',
+    '[{"result":[0,1.5,1,0]}]',
+    '[{"result":[0,1,-5,0]}]',
+    '[{"result":[0,1,9007199254740993,0]}]',
+    '[{"result":[0,1,1,-2]}]',
+    '[{"result":[0,1,1,-1]}]',
+    '[{"result":[1,0,1,-1]}]',
+    '[{"result":[1,0,1,0.5]}]',
+    '[{"result":[0.5,1,1,0]}]',
+  ])('%s is a store error (ERR_EDGELIMIT_STORE), answered by onStoreError', async (body) => {
+    const events: LimiterEvent[] = []
+    const limiter = limiterOn('malformed', events)
+    await limiter.limit('warm')
+    fault = (request) => (about('bad')(request) ? { status: 200, body } : undefined)
+    const d = await limiter.limit('bad')
+    fault = () => undefined
+    expect([d.allowed, d.reason, d.remaining]).toEqual([true, undefined, 0])
+    const errors = events.flatMap((e) => (e.type === 'store-error' ? [e.error] : []))
+    expect(errors).toEqual([expect.objectContaining({ code: 'ERR_EDGELIMIT_STORE' })])
+  })
 })

@@ -484,6 +484,8 @@ const num = (v: unknown): number =>
 /**
  * One decision's verdicts from the reply at offset `o`: code, remaining, reset, retry/delay; or
  * undefined when they are not (a proxy's or a bridge's reply): a store error, not a verdict.
+ * The script sends integers from 0 to 2^53 - 1, and -1 (never) as the retry of a cost above the
+ * limit only: any other number (negative, fractional, huge, not finite) is not its reply.
  */
 function decode(n: unknown[], o: number, count: number): RuleVerdict[] | undefined {
   const out: RuleVerdict[] = []
@@ -493,8 +495,9 @@ function decode(n: unknown[], o: number, count: number): RuleVerdict[] | undefin
     const resetAfterMs = num(n[o + 2])
     const x = num(n[o + 3])
     if (REASONS[code] === undefined && code !== 0) return undefined
-    // One sum: finite exactly when every term is (NaN and ±Infinity propagate).
-    if (!Number.isFinite(remaining + resetAfterMs + x)) return undefined
+    if (!(remaining >= 0 && resetAfterMs >= 0 && (x >= 0 || (x === -1 && code === 2)))) return undefined
+    if (!Number.isSafeInteger(remaining) || !Number.isSafeInteger(resetAfterMs) || !Number.isSafeInteger(x))
+      return undefined
     out.push({
       allowed: code === 0,
       remaining,
