@@ -288,8 +288,9 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     for (const [key, entry] of entries) {
       if (entries.size <= target || visits-- === 0) break
       entries.delete(key)
-      if (entry.pending > 0 || busy(entry, now)) {
-        if (entry.pending > 0 && !busy(entry, now)) void sync(key, entry, now)
+      const flying = busy(entry, now)
+      if (entry.pending > 0 || flying) {
+        if (!flying) void sync(key, entry, now)
         entries.set(key, entry)
       }
     }

@@ -57,6 +57,10 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
   // Folders that could not be watched: logged once, tried again by every `follow`.
   const failing = new Set<string>()
   let closed = false
+  const closeAll = () => {
+    for (const w of watchers.values()) w.watcher.close()
+    watchers.clear()
+  }
   const forget = (dir: string, watcher: FSWatcher) => {
     watcher.close()
     if (watchers.get(dir)?.watcher !== watcher) return
@@ -152,8 +156,7 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
   return {
     rearm() {
       if (closed) return
-      for (const w of watchers.values()) w.watcher.close()
-      watchers.clear()
+      closeAll()
       follow(false)
       seen = look(file).key
     },
@@ -161,8 +164,7 @@ export function watchPolicy(options: PolicyWatchOptions): PolicyWatch {
       closed = true
       clearTimeout(timer)
       clearInterval(poll)
-      for (const w of watchers.values()) w.watcher.close()
-      watchers.clear()
+      closeAll()
     },
   }
 }
