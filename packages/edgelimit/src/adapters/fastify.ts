@@ -46,9 +46,11 @@ export interface FastifyRateLimitPlugin {
 function keepOnHijack(reply: FastifyReplyLike, headers: HttpVerdict['headers']): void {
   const hijack = reply.hijack
   reply.hijack = () => {
+    // A route that sent the head before its hijack: too late for the fields.
+    if (reply.raw.headersSent) return hijack.call(reply)
     for (const [name] of headers) {
       const value = reply.getHeader(lowerName(name))
-      if (value === undefined || reply.raw.headersSent) continue
+      if (value === undefined) continue
       try {
         reply.raw.setHeader(lowerName(name), value as never)
       } catch {
