@@ -1,6 +1,6 @@
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import { fromNodeRequest, type NodeRequestLike } from './node-io.js'
-import { lowerName, sleep } from './shared.js'
+import { fieldValues, lowerName, sleep } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
 export interface FastifyRequestLike {
@@ -11,7 +11,7 @@ export interface FastifyRequestLike {
 /** The part of Fastify's `FastifyReply` the plugin writes. */
 export interface FastifyReplyLike {
   code(status: number): unknown
-  header(name: string, value: string): unknown
+  header(name: string, value: string | string[]): unknown
   getHeader(name: string): unknown
   send(body: Uint8Array): unknown
   hijack(): unknown
@@ -85,7 +85,9 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
         if (verdict.action === 'respond' && verdict.response !== undefined) {
           const answer = verdict.response
           reply.code(answer.status)
-          for (const [name, value] of answer.headers) reply.header(lowerName(name), value)
+          // A name the answer repeats (two `set-cookie`) is sent with every value.
+          for (const [name, values] of fieldValues(answer.headers))
+            reply.header(name, values.length === 1 ? (values[0] as string) : values)
           // Bytes, not a string: Fastify would append `; charset=utf-8` to a JSON content type.
           // Answered from the hook: `done` is not called.
           reply.send(encoder.encode(answer.body))

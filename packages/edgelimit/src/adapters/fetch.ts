@@ -49,23 +49,19 @@ export function bunPeer(
 }
 
 /**
- * A response with `headers` added to its own (see `addFields`; `replace`: set, for our own
- * answer); a copy when its headers are immutable (e.g. from `fetch()`). The handler's, which may
- * be a promise, goes through `after(response, respond, headers)`: no closure per request.
+ * The handler's response with `headers` added to its own (see `addFields`); a copy when its
+ * headers are immutable (e.g. from `fetch()`). It may be a promise, so it goes through
+ * `after(response, respond, headers)`: no closure per request.
  */
-function respond<R extends Response | undefined>(
-  r: R,
-  headers: readonly (readonly [string, string])[],
-  replace?: boolean,
-): R {
+function respond<R extends Response | undefined>(r: R, headers: readonly (readonly [string, string])[]): R {
   // No response (a Bun WebSocket upgrade): nothing to set.
   if (!r) return r
   try {
-    addFields(r.headers, headers, replace)
+    addFields(r.headers, headers)
     return r
   } catch {
     const copy = new Response(r.body, r)
-    addFields(copy.headers, headers, replace)
+    addFields(copy.headers, headers)
     return copy as R
   }
 }
@@ -92,8 +88,12 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
   function apply(verdict: HttpVerdict, request: Request, rest: Rest): R | Response | Promise<R> {
     const answer = verdict.response
     // Only a `respond` verdict carries one.
+    // Its fields are the Response's own, appended: a name it repeats keeps every value.
     if (answer !== undefined)
-      return respond(new Response(answer.body, { status: answer.status }), answer.headers, true)
+      return new Response(answer.body, {
+        status: answer.status,
+        headers: answer.headers as [string, string][],
+      })
     const headers = verdict.headers
     if (verdict.delayMs > 0)
       return sleep(verdict.delayMs).then(() => after(handler(request, ...rest), respond<R>, headers))

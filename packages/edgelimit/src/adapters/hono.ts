@@ -6,7 +6,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { addFields, sleep, urlPath } from './shared.js'
+import { addFields, fieldValues, sleep, urlPath } from './shared.js'
 
 /** Options of `honoRateLimit`. */
 export interface HonoRateLimitOptions extends RateLimitOptions {
@@ -56,7 +56,7 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
       addFields(own, headers)
     } catch {
       // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy.
-      addFields(own, headers, false, {
+      addFields(own, headers, {
         set: (name, value) => c.header(name, value),
         append: (name, value) => c.header(name, value, { append: true }),
       })
@@ -67,7 +67,8 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
   function apply(c: Context, next: Next, verdict: HttpVerdict): Response | ReturnType<MiddlewareHandler> {
     if (verdict.action === 'respond' && verdict.response !== undefined) {
       const { status, headers, body } = verdict.response
-      return c.body(body, status as 429, Object.fromEntries(headers))
+      // Values as arrays: Hono sends each (a name the answer repeats keeps every value).
+      return c.body(body, status as 429, Object.fromEntries(fieldValues(headers)))
     }
     const headers = verdict.headers
     const outgoing = (c.env as NodeServerBindings | undefined)?.outgoing

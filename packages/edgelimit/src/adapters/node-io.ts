@@ -1,5 +1,5 @@
 import { type HttpRequest, type HttpVerdict, pending, type RateLimitCore } from '../http/rate-limit.js'
-import { pathOf, sleep } from './shared.js'
+import { fieldValues, pathOf, sleep } from './shared.js'
 
 /** The part of Node's `IncomingMessage` the adapter reads (Express and Fastify's `raw` fit too). */
 export interface NodeRequestLike {
@@ -12,7 +12,7 @@ export interface NodeRequestLike {
 /** The part of Node's `ServerResponse` the adapter writes. */
 export interface NodeResponseLike {
   statusCode: number
-  setHeader(name: string, value: string): unknown
+  setHeader(name: string, value: string | string[]): unknown
   end(body?: string): unknown
 }
 
@@ -73,11 +73,12 @@ export function setNodeHeaders(res: NodeResponseLike, headers: HttpVerdict['head
   }
 }
 
-/** Writes a 429/503 answer. */
+/** Writes a 429/503 answer; a name it repeats (two `set-cookie`) is sent with every value. */
 export function sendNodeAnswer(res: NodeResponseLike, verdict: HttpVerdict): void {
   const answer = verdict.response as NonNullable<HttpVerdict['response']>
   res.statusCode = answer.status
-  setNodeHeaders(res, answer.headers)
+  for (const [name, values] of fieldValues(answer.headers))
+    res.setHeader(name, values.length === 1 ? (values[0] as string) : values)
   res.end(answer.body)
 }
 

@@ -8,8 +8,7 @@ export function sleep(ms: number): Promise<void> {
 
 /**
  * Adds rate-limit fields to a response that may carry its own (the handler's quota, a proxied
- * upstream's), through `write`; `replace`: a response of ours, whose fields are set. None of the
- * response's is replaced, which could tell the client of a more permissive policy than its own
+ * upstream's), through `write`. None of the response's is replaced, which could tell the client of a more permissive policy than its own
  * (draft-10 §7.2). A draft-10 list (`"name";…`) is appended to the response's draft-10 list. Any
  * other group of fields (draft-7's two, draft-6's four, legacy's three) describes one policy:
  * when the response has a field of the group (or a draft-10 field in another form), the whole
@@ -19,20 +18,35 @@ export function sleep(ms: number): Promise<void> {
 export function addFields(
   headers: Headers,
   fields: readonly (readonly [string, string])[],
-  replace?: boolean,
   write: Pick<Headers, 'append' | 'set'> = headers,
 ): void {
   // Groups by bit: 1 the standard's fields, 2 legacy's (`x-ratelimit-…`); set: the response's.
   let kept = 0
   for (const [name, value] of fields) {
-    const had = replace ? null : headers.get(name)
+    const had = headers.get(name)
     if (had !== null && (value[0] !== '"' || had[0] !== '"')) kept |= name[0] === 'x' ? 2 : 1
   }
   for (const [name, value] of fields) {
-    const had = replace ? null : headers.get(name)
+    const had = headers.get(name)
     if (had !== value && !(kept & (name[0] === 'x' ? 2 : 1)))
       write[had === null ? 'set' : 'append'](name, value)
   }
+}
+
+/**
+ * An answer's fields by name (lower case), in order of first appearance: a repeated name (two
+ * `set-cookie`) keeps every value, for the adapter to send each (an `onLimited` answer may have
+ * them; `HttpAnswer.headers` is a list of pairs).
+ */
+export function fieldValues(fields: readonly (readonly [string, string])[]): Map<string, string[]> {
+  const byName = new Map<string, string[]>()
+  for (const [name, value] of fields) {
+    const lower = name.toLowerCase()
+    const values = byName.get(lower)
+    if (values === undefined) byName.set(lower, [value])
+    else values.push(value)
+  }
+  return byName
 }
 
 const lowerNames = new Map<string, string>()

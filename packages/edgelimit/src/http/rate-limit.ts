@@ -134,7 +134,9 @@ export interface RateLimitOptions {
    * string. Anything else (a Web `Response`, headers as an object or missing, a stream as the
    * body…) rejects the check with an `EdgelimitError` (`ERR_EDGELIMIT_ON_LIMITED`), which every
    * adapter hands to its framework's error path (a 500), as for `cost`. The fields inside
-   * `headers` are checked by the framework, as its own are.
+   * `headers` are checked by the framework, as its own are. Every pair is sent: a name repeated
+   * (two `set-cookie`) goes out with each value, by every adapter; to change a field of the
+   * default answer, filter it out of `response.headers` (names are lower case) and add yours.
    * @example onLimited: ({ response }) => ({ ...response, body: JSON.stringify({ ...JSON.parse(response.body), detail: 'slow down' }) })
    */
   onLimited?: (context: {

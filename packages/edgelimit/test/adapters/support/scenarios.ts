@@ -322,8 +322,13 @@ export const scenarios: readonly Scenario[] = [
       onLimited: ({ decision, response }) => ({
         status: 429,
         headers: [
-          ...response.headers.filter(([name]) => name !== 'Content-Type'),
+          ...response.headers.filter(([name]) => name.toLowerCase() !== 'content-type'),
           ['Content-Type', 'application/json'],
+          // A repeated name: every value is sent, whatever the adapter.
+          ['set-cookie', 'a=1'],
+          ['Set-Cookie', 'b=2'],
+          ['vary', 'x'],
+          ['vary', 'y'],
         ],
         body: JSON.stringify({ error: 'slow down', rule: decision.rules[0]?.name }),
       }),
@@ -338,6 +343,8 @@ export const scenarios: readonly Scenario[] = [
           'cache-control': 'no-store',
           'retry-after': '3600',
           ratelimit: '"hourly";r=0;t=3600',
+          'set-cookie': 'a=1, b=2',
+          vary: 'x, y',
         },
         json: { error: 'slow down', rule: 'hourly' },
       },
