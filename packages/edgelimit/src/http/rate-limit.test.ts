@@ -164,13 +164,17 @@ describe('key namespaces', () => {
     expect((await check('HEAD', '/post')).key).toBeUndefined()
   })
 
-  it('a key function returning null or undefined falls back to the address; other non-strings reject', async () => {
+  it('a key function returning null, undefined or an empty string falls back to the address; other non-strings reject', async () => {
     const rl = createRateLimit({
       limiter: perHour(2),
       key: (r) => (r.path === '/n' ? (null as never) : undefined),
     })
     expect((await rl.check(request('192.0.2.1', {}, '/n'))).key).toBe(`ip:${await hashKey('192.0.2.1')}`)
     expect((await rl.check(request('192.0.2.1'))).key).toBe(`ip:${await hashKey('192.0.2.1')}`)
+    // An empty key (an empty X-Api-Key header) is no key: not one bucket `k:` shared by all of them.
+    const empty = createRateLimit({ limiter: perHour(), key: () => '' })
+    expect((await empty.check(request('192.0.2.1'))).key).toBe(`ip:${await hashKey('192.0.2.1')}`)
+    expect((await empty.check(request('192.0.2.2'))).action).toBe('continue')
     const bad = createRateLimit({ limiter: perHour(), key: () => 42 as never })
     await expect(bad.check(request('192.0.2.1'))).rejects.toMatchObject({
       code: 'ERR_EDGELIMIT_KEY',

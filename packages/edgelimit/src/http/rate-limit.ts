@@ -32,7 +32,7 @@ export interface HttpRequest {
   readonly peer?: string | undefined
 }
 
-/** A key function: API key, user id, header… `undefined` falls back to the client address. */
+/** A key function: API key, user id, header… `undefined`, `null` or `''` falls back to the client address. */
 export type KeyFunction = (request: HttpRequest) => string | undefined | Promise<string | undefined>
 
 /** A request's cost: a non-negative integer, or a function returning one (checked per request). */
@@ -506,7 +506,8 @@ export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
     custom: unknown,
     request: HttpRequest,
   ): string | undefined | Promise<string | undefined> {
-    if (custom === undefined || custom === null) return addressKey(request)
+    // '' too: an empty header is no key, not one bucket (`k:`) for every client that sends one.
+    if (custom === undefined || custom === null || custom === '') return addressKey(request)
     if (typeof custom !== 'string') {
       throw new EdgelimitError(
         'ERR_EDGELIMIT_KEY',
