@@ -17,6 +17,7 @@ import {
 import { redisStore } from '../../src/redis.js'
 import { startRedis } from '../support/redis.js'
 import { redisFixture } from '../support/redis-client.js'
+import { stateKey } from '../support/state-key.js'
 
 // Coalescing: decisions issued in the same tick travel as one EVALSHA. These tests check that a
 // batch decides exactly what the same calls decide one at a time, against a real redis-server.
@@ -185,8 +186,14 @@ describe('round trips', () => {
     const viaPlain = await Promise.all(Array.from({ length: 20 }, (_, i) => b.limit(`k${i % 3}`)))
     const strip = (d: { allowed: boolean; remaining: number }) => [d.allowed, d.remaining]
     expect(viaAuto.map(strip)).toEqual(viaPlain.map(strip))
-    expect(await plain.exists('kp:rt-auto:burst:{k0}', 'rt-auto:burst:{k0}')).toBe(1)
-    expect(await plain.exists('kp:rt-auto:burst:{k0}')).toBe(1)
+    const burst = stateKey(
+      'rt-auto',
+      'burst',
+      tokenBucket({ capacity: 50, refillRate: 1, refillInterval: '1h' }),
+      'k0',
+    )
+    expect(await plain.exists(`kp:${burst}`, burst)).toBe(1)
+    expect(await plain.exists(`kp:${burst}`)).toBe(1)
     await Promise.all([auto.quit(), plain.quit()])
   })
 
@@ -230,7 +237,7 @@ describe('round trips', () => {
     const firstDs = await Promise.all(first)
     await reset
     expect(firstDs.map((d) => d.allowed)).toEqual([true, true, true, false, false])
-    expect(await c.exists('rt3:w:{k}')).toBe(0)
+    expect(await c.exists(stateKey('rt3', 'w', fixedWindow({ limit: 3, window: '1h' }), 'k'))).toBe(0)
     expect((await limiter.limit('k')).remaining).toBe(2)
     await c.quit()
   })
@@ -239,7 +246,8 @@ describe('round trips', () => {
 describe('failures stay per decision', () => {
   it('a key Redis cannot read fails its own decision only; the rest of the batch is decided', async () => {
     const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
-    await c.lpush('pd:w:{bad}', 'not a counter')
+    const bad = stateKey('pd', 'w', slidingLog({ limit: 10, window: '1h' }), 'bad')
+    await c.lpush(bad, 'not a counter')
     const limiter = createLimiter({
       rules: [{ name: 'w', algorithm: slidingLog({ limit: 10, window: '1h' }) }],
       store: redisStore({ client: c, prefix: 'pd' }),
@@ -260,12 +268,13 @@ describe('failures stay per decision', () => {
     expect(String(failed.reason.message)).toMatch(/WRONGTYPE/)
     // Both good decisions were charged once each: 10 - 2 left.
     expect((await limiter.peek('good')).remaining).toBe(8)
-    expect(await c.type('pd:w:{bad}')).toBe('list')
+    expect(await c.type(bad)).toBe('list')
     await c.quit()
   })
 
-  // A rule that changed algorithm across a deploy finds the old algorithm's state: it decides as a
-  // fresh key, and the batch it travels in is decided as usual. `k` is the current hour's window
+  // A state that does not parse (written by hand or by another program: a rule changed by a deploy
+  // has a key of its own, docs/decisions/0014-state-identity.md) decides as a fresh key, and the
+  // batch it travels in is decided as usual. `k` is the current hour's window
   // index, which a window's state must hold for its count to be read at all.
   const now = 1_700_000_000_000
   const k = Math.floor(now / 3_600_000)
@@ -292,7 +301,7 @@ describe('failures stay per decision', () => {
       const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
       const prefix = `unparsed-${name.replace(' ', '-')}`
       const values = [...bad, 'garbage', '', 'inf:nan', '0x10:1e3', ':', '1:']
-      await Promise.all(values.map((v, i) => c.set(`${prefix}:r:{bad${i}}`, v)))
+      await Promise.all(values.map((v, i) => c.set(stateKey(prefix, 'r', algorithm, `bad${i}`), v)))
       const rules = createLimiter({ rules: [{ name: 'r', algorithm }] }).rules
       const bound = redisStore({ client: c, clock: 'client', prefix }).bind(rules)
       const reference = memoryStore().bind(rules)
@@ -310,7 +319,13 @@ describe('failures stay per decision', () => {
 
   it('a sliding log entry that does not parse counts nothing', async () => {
     const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
-    await c.zadd('unparsed-log:r:{k}', now - 1, 'garbage', now - 1, `${now - 1}:1`)
+    await c.zadd(
+      stateKey('unparsed-log', 'r', slidingLog({ limit: 3, window: '1h' }), 'k'),
+      now - 1,
+      'garbage',
+      now - 1,
+      `${now - 1}:1`,
+    )
     const rules = createLimiter({
       rules: [{ name: 'r', algorithm: slidingLog({ limit: 3, window: '1h' }) }],
     }).rules
@@ -444,8 +459,9 @@ describe('failures stay per decision', () => {
     expect(fallbacks).toBe(20)
     // The one batch reaches Redis once it resumes: 20 decisions charged once each, never again.
     const admin = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
-    const count = async () => Number(String(await admin.get('dl:w:{k}')).split(':')[1])
-    for (let i = 0; i < 200 && (await admin.exists('dl:w:{k}')) === 0; i++) {
+    const dl = stateKey('dl', 'w', fixedWindow({ limit: 1000, window: '1h' }), 'k')
+    const count = async () => Number(String(await admin.get(dl)).split(':')[1])
+    for (let i = 0; i < 200 && (await admin.exists(dl)) === 0; i++) {
       await new Promise((r) => setTimeout(r, 10))
     }
     expect(await count()).toBe(20)

@@ -13,6 +13,7 @@ import {
   startCluster,
   startRedis,
 } from '../support/redis.js'
+import { stateKey } from '../support/state-key.js'
 import { startUpstashBridge } from '../support/upstash-bridge.js'
 
 // The same suite the memory store passes, against real servers started for this file.
@@ -101,7 +102,10 @@ describe('coalescing on the 6-node cluster', () => {
       for (let i = 0; found.length < 3; i++) if (keySlot(`user${i}`) === slot) found.push(`user${i}`)
       return found
     }
-    const others = [...mates(keySlot('%')), ...mates(keySlot('ek:a:{}'))]
+    const others = [
+      ...mates(keySlot('%')),
+      ...mates(keySlot(stateKey('ek', 'a', fixedWindow({ limit: 1, window: '1h' }), ''))),
+    ]
     expect(others.length).toBe(6)
     await limiter.limit('warm')
     // `warm` is in flight, so the rest of the tick coalesces per slot, '' among its batch-mates.
@@ -116,12 +120,16 @@ describe('coalescing on the 6-node cluster', () => {
       ...others.map(() => 'admitted'),
       'admitted',
     ])
-    expect(await client.exists('ek:a:{%}', 'ek:b:{%}')).toBe(2)
+    const ek = [
+      stateKey('ek', 'a', fixedWindow({ limit: 1, window: '1h' }), '%'),
+      stateKey('ek', 'b', tokenBucket({ capacity: 6, refillRate: 1, refillInterval: '1h' }), '%'),
+    ]
+    expect(await client.exists(ek)).toBe(2)
     // '' and '%' are two keys.
     expect((await limiter.limit('%')).allowed).toBe(true)
     expect((await limiter.limit('')).allowed).toBe(false)
     await limiter.reset('')
-    expect(await client.exists('ek:a:{%}', 'ek:b:{%}')).toBe(0)
+    expect(await client.exists(ek)).toBe(0)
     expect((await limiter.limit('')).allowed).toBe(true)
     expect((await limiter.limit('%')).allowed).toBe(false)
   })
@@ -165,7 +173,10 @@ describe('coalescing on the 6-node cluster', () => {
     // plus the first decision's own: nothing was in flight, so it left without waiting.
     const slotOf = (key: string) => keySlot(key.slice(key.indexOf('{') + 1, key.lastIndexOf('}')))
     expect(sent.length).toBe(1 + new Set(keys.map((k) => keySlot(k))).size)
-    expect(sent[0]).toEqual(['cs:a:{user:0}', 'cs:b:{user:0}'])
+    expect(sent[0]).toEqual([
+      stateKey('cs', 'a', fixedWindow({ limit: 5, window: '1h' }), 'user:0'),
+      stateKey('cs', 'b', tokenBucket({ capacity: 6, refillRate: 1, refillInterval: '1h' }), 'user:0'),
+    ])
     for (const batch of sent) expect(new Set(batch.map(slotOf)).size).toBe(1)
     expect(sent.reduce((n, b) => n + b.length, 0)).toBe(300 * 2)
   })

@@ -11,6 +11,7 @@ import { redisStore } from '../../src/redis.js'
 import { keySlot } from '../../src/stores/redis/slot.js'
 import { manualClock } from '../../src/testing/index.js'
 import { type RedisCluster, redisCommand, startCluster } from '../support/redis.js'
+import { stateKey } from '../support/state-key.js'
 
 let cluster: RedisCluster
 const closers: (() => Promise<unknown>)[] = []
@@ -125,7 +126,13 @@ for (const [name, connect] of Object.entries(clients)) {
       expect(ds.map((d) => d.remaining)).toEqual([9, 9, 9, 8, 8, 7])
       // Each fresh key was written on the node the slot moves to, each decision counted once.
       await endMigration(m)
-      const count = async (k: string) => String(await redisCommand(m.target, ['GET', `${prefix}:w:{${k}}`]))
+      const count = async (k: string) =>
+        String(
+          await redisCommand(m.target, [
+            'GET',
+            stateKey(prefix, 'w', fixedWindow({ limit: 10, window: '1h' }), k),
+          ]),
+        )
       expect((await Promise.all([a, b, c].map(count))).map((s) => s.split(':')[1])).toEqual(['3', '2', '1'])
     })
 

@@ -19,6 +19,7 @@ import { redisStore } from '../../src/redis.js'
 import { type ApproximateConsistency, createApproximate } from '../../src/resilience/approximate.js'
 import { manualClock } from '../../src/testing/index.js'
 import { redisFixture } from '../support/redis-client.js'
+import { stateKey } from '../support/state-key.js'
 
 const fixture = redisFixture()
 const T0 = 1_700_000_000_000
@@ -95,11 +96,13 @@ describe('approximate consistency on Redis', () => {
     // The first call is the store's (count 1); the next two are counted here, pending a sync.
     expect(await four()).toEqual([true, true, true, false])
     await limiter.reset('k')
-    expect(await fixture.client.exists('ar:api:{k}')).toBe(0)
+    expect(
+      await fixture.client.exists(stateKey('ar', 'api', fixedWindow({ limit: 3, window: '1h' }), 'k')),
+    ).toBe(0)
     // A fresh key again, here as in Redis; the admissions from before the reset are never synced.
     expect(await four()).toEqual([true, true, true, false])
     await limiter.flush()
-    expect(await stored('ar:api:{k}')).toBe(3)
+    expect(await stored(stateKey('ar', 'api', fixedWindow({ limit: 3, window: '1h' }), 'k'))).toBe(3)
   })
 
   it('first requests in flight together: the first answer seeds the key, the others are counted here', async () => {
@@ -134,7 +137,10 @@ describe('approximate consistency on Redis', () => {
     for (let i = 0; i < 20; i++) await admit()
     const admitted = (await Promise.all(results)).filter(Boolean).length
     await limiter.flush()
-    expect([admitted, await stored('af:api:{k}')]).toEqual([10, 10])
+    expect([
+      admitted,
+      await stored(stateKey('af', 'api', fixedWindow({ limit: 10, window: '1h' }), 'k')),
+    ]).toEqual([10, 10])
   })
 
   it("limiter.reset(key) while the key's first request is in flight: that answer seeds nothing", async () => {
@@ -165,7 +171,9 @@ describe('approximate consistency on Redis', () => {
     gate.hold = false
     await reset
     expect((await first).allowed).toBe(false)
-    expect(await fixture.client.exists('ai:api:{k}')).toBe(0)
+    expect(
+      await fixture.client.exists(stateKey('ai', 'api', fixedWindow({ limit: 5, window: '1h' }), 'k')),
+    ).toBe(0)
     const allowed: boolean[] = []
     for (let i = 0; i < 6; i++) allowed.push((await limiter.limit('k')).allowed)
     expect(allowed).toEqual([true, true, true, true, true, false])
@@ -184,11 +192,11 @@ describe('approximate consistency on Redis', () => {
     }
     // One call to the store, then 99 admitted here: all pending until the next sync, 10 s away.
     expect(await admitted('victim', 100)).toBe(100)
-    expect(await stored('ae:api:{victim}')).toBe(1)
+    expect(await stored(stateKey('ae', 'api', fixedWindow({ limit: 100, window: '1h' }), 'victim'))).toBe(1)
     // 50 other keys push the victim out of the 10 entries, more than once.
     for (let i = 0; i < 50; i++) await limiter.limit(`other${i}`)
     await limiter.flush()
-    expect(await stored('ae:api:{victim}')).toBe(100)
+    expect(await stored(stateKey('ae', 'api', fixedWindow({ limit: 100, window: '1h' }), 'victim'))).toBe(100)
     expect(await admitted('victim', 100)).toBe(0)
   })
 
@@ -332,7 +340,7 @@ describe('approximate syncs whose replies are lost, on Redis', () => {
     // every later answer).
     expect(admitted).toEqual([100, 100, 100, 100, 100])
     await limiter.flush()
-    expect(await stored('ag:api:{k}')).toBe(100)
+    expect(await stored(stateKey('ag', 'api', fixedWindow({ limit: 100, window: '1m' }), 'k'))).toBe(100)
   })
 })
 
@@ -386,7 +394,7 @@ describe('approximate syncs past the deadline, on Redis', () => {
     expect(admitted).toBe(36)
     // Each admission is charged once (it was charged 141 times before: each timed-out sync's
     // batch went again with the next one).
-    expect(await stored('al:api:{k}')).toBe(36)
+    expect(await stored(stateKey('al', 'api', fixedWindow({ limit: 100_000, window: '1h' }), 'k'))).toBe(36)
   })
 })
 

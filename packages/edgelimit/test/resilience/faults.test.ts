@@ -40,6 +40,7 @@ import {
   startCluster,
   startRedis,
 } from '../support/redis.js'
+import { stateKey } from '../support/state-key.js'
 import {
   exitWithin,
   faultClient,
@@ -331,7 +332,9 @@ describe('2. store crash (SIGKILL) and restart on the same port, under load', ()
       const after = calls.filter((x) => x.started >= restartedAt)
       const counts = await Promise.all(
         after.map(async (x) => {
-          const raw = await c.get(`${prefix}:r:{load:${x.i}}`)
+          const raw = await c.get(
+            stateKey(prefix, 'r', fixedWindow({ limit: 10, window: '1h' }), `load:${x.i}`),
+          )
           return raw === null ? 0 : Number(raw.split(':')[1])
         }),
       )

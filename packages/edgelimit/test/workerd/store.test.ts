@@ -152,6 +152,35 @@ describe('EdgelimitDurableObject in workerd', () => {
     expect((await call(tb)).body[0]?.allowed).toBe(true)
   })
 
+  it('limiters reusing a rule name with different algorithms keep their own state', async () => {
+    // Audit defect 1: rows keyed by (key, rule) alone made each limiter overwrite the other's
+    // state, and both admitted everything.
+    const fw = specOf([{ name: 'api', algorithm: fixedWindow({ limit: 3, window: '60s' }) }])
+    const tb = specOf([
+      { name: 'api', algorithm: tokenBucket({ capacity: 3, refillRate: 1, refillInterval: '1m' }) },
+    ])
+    const call = (rules: string) => rpc(worker, { object: 'shared-name', rules, key: 'c1', cost: 1, now: T0 })
+    const admitted = { fw: 0, tb: 0 }
+    for (let i = 0; i < 10; i++) {
+      if ((await call(fw)).body[0]?.allowed) admitted.fw++
+      if ((await call(tb)).body[0]?.allowed) admitted.tb++
+    }
+    expect(admitted).toEqual({ fw: 3, tb: 3 })
+  })
+
+  it("a deploy that changes a rule's parameters starts it fresh; an unchanged rule keeps its state", async () => {
+    // Audit defect 2: the old bucket's fixed-point level, read in the new rate's units, denied ~10 s.
+    const before = specOf([{ name: 'api', algorithm: tokenBucket({ capacity: 10, refillRate: 1 }) }])
+    const after = specOf([{ name: 'api', algorithm: tokenBucket({ capacity: 100, refillRate: 500 }) }])
+    const call = (rules: string) => rpc(worker, { object: 'deploy', rules, key: 'c1', cost: 1, now: T0 })
+    for (let i = 0; i < 10; i++) await call(before)
+    const d = (await call(after)).body[0]
+    expect([d?.allowed, d?.remaining, d?.retryAfterMs]).toEqual([true, 99, 0])
+    // The same rule again (another limiter, the same name and policy): its state as it was.
+    const again = specOf([{ name: 'api', algorithm: tokenBucket({ capacity: 10, refillRate: 1 }) }])
+    expect((await call(again)).body[0]?.allowed).toBe(false)
+  })
+
   it('an alarm deletes expired state, by the object clock', async () => {
     const rules = specOf([{ name: 'second', algorithm: fixedWindow({ limit: 1, window: '1s' }) }])
     // The client clock stands still: only deleting the row can make the key fresh again.
@@ -219,7 +248,8 @@ describe('EdgelimitDurableObject in workerd', () => {
       binding: 'SEEDED',
       object: 'long',
       method: 'seed',
-      args: ['k', 'log', times],
+      // The row's rule as the object keys it: the name and the policy's fingerprint (encodeRules).
+      args: ['k', (JSON.parse(rules) as [string][])[0]?.[0], times],
     })
     expect(seeded.body).toBeGreaterThan(1_500_000)
     const call = (now: number) =>

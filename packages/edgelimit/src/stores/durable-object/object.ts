@@ -101,10 +101,10 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       for (const row of this.#sql
         .exec(`SELECT rule, algorithm, state FROM ${TABLE} WHERE key = ?`, key)
         .toArray()) {
+        // Rows are keyed by `<name>:<fingerprint>` (encodeRules): another policy under the same
+        // name, or a changed one, reads none of them and starts fresh.
         const r = set.names.indexOf(row.rule as string)
-        // A rule renamed onto another algorithm starts fresh rather than misreading the old state.
-        if (r >= 0 && row.algorithm === (set.rules[r] as CompiledRule).policy.algorithm)
-          states[r] = parseState(row.state as string)
+        if (r >= 0) states[r] = parseState(row.state as string)
       }
       // Filled at the charged rules' places only (forEach skips the others).
       const writes: RuleState[] = []

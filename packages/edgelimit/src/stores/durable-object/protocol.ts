@@ -1,4 +1,5 @@
 import type { Policy } from '../../core/types.js'
+import { fingerprint, fnv1a } from '../fingerprint.js'
 import type { RuleVerdict } from '../types.js'
 
 /**
@@ -32,9 +33,13 @@ export interface EdgelimitStub {
 /** A rule set on the wire: rule names and validated policies, in the limiter's order. */
 export type RuleSpec = readonly (readonly [name: string, policy: Policy])[]
 
-/** The wire form of a rule set: stable for equal rule sets, so the object compiles each once. */
+/**
+ * The wire form of a rule set: stable for equal rule sets, so the object compiles each once. Each
+ * rule is named `<name>:<fingerprint>`, the identity of its rows: a rule reused with another
+ * policy, or changed by a deploy, starts fresh (docs/decisions/0014-state-identity.md).
+ */
 export function encodeRules(rules: readonly { readonly name: string; readonly policy: Policy }[]): string {
-  return JSON.stringify(rules.map((r) => [r.name, r.policy]))
+  return JSON.stringify(rules.map((r) => [`${r.name}:${fingerprint(r.policy)}`, r.policy]))
 }
 
 /**
@@ -43,11 +48,4 @@ export function encodeRules(rules: readonly { readonly name: string; readonly po
  *
  * @example shardOf('ip:abc', 16) // 0…15, the same everywhere
  */
-export function shardOf(key: string, shards: number): number {
-  let h = 0x811c9dc5
-  for (let i = 0; i < key.length; i++) {
-    h ^= key.charCodeAt(i)
-    h = Math.imul(h, 0x01000193)
-  }
-  return (h >>> 0) % shards
-}
+export const shardOf = (key: string, shards: number): number => fnv1a(key) % shards

@@ -2,6 +2,7 @@ import { ConfigError, EdgelimitError } from '../../errors.js'
 import { within } from '../../resilience/deadline.js'
 import { remoteDecider } from '../../resilience/remote.js'
 import { createIssues } from '../../validate.js'
+import { fingerprint } from '../fingerprint.js'
 import type { BoundRules, EvaluateOptions, RuleVerdict, Store, StoreRule } from '../types.js'
 import { type ScriptClient, toScriptClient } from './clients.js'
 import { compileScript } from './script.js'
@@ -15,7 +16,10 @@ export interface RedisStoreOptions {
    * `keyPrefix` must not have braces (it comes before the hash tag of every key).
    */
   client: unknown
-  /** Prepended to every key: `<prefix>:<rule>:{<key>}` (`%` and `:` in the rule name escaped). @default 'edgelimit' */
+  /**
+   * Prepended to every key: `<prefix>:<rule>:<fingerprint>:{<key>}` (`%` and `:` in the rule name
+   * escaped; the fingerprint identifies the rule's policy). @default 'edgelimit'
+   */
   prefix?: string
   /**
    * Whose clock decides: `'server'` uses Redis `TIME` inside the script (no skew between edge
@@ -60,8 +64,10 @@ const afterTick: (f: () => void) => void =
  * A store in Redis: every decision is decided by one script that evaluates all of a limiter's
  * rules for a key atomically (all-or-nothing), with a TTL on every write. Decisions issued in the
  * same tick share one `EVALSHA` (see `coalesce`), so there is at most one Redis command per
- * decision. Keys are `<prefix>:<rule>:{<key>}`, with `%` and `:` in the rule name escaped (`%25`,
- * `%3A`): one hash tag per client key, so a client's rules share a Cluster slot and clients spread across the cluster. A script missing on the server
+ * decision. Keys are `<prefix>:<rule>:<fingerprint>:{<key>}`, with `%` and `:` in the rule name
+ * escaped (`%25`, `%3A`) and the fingerprint of the rule's policy (a rule whose policy changes
+ * starts fresh; see `fingerprint`): one hash tag per client key, so a client's rules share a
+ * Cluster slot and clients spread across the cluster. A script missing on the server
  * (restart, failover, `SCRIPT FLUSH`) is sent once with `EVAL`, which loads it on that node; a
  * batch that a Cluster slot being migrated refuses is sent again one decision per command; any
  * other error is an error.
@@ -168,7 +174,11 @@ function bindRules(
   const header = [clientClock ? 'c' : '', ...script.params]
   // `%` and `:` escaped in the rule name, so that a prefix with colons (`myapp:rl`) and the rule
   // name split one way: prefix `api` + rule `v2:login` and prefix `api:v2` + rule `login` are two keys.
-  const heads = rules.map((r) => `${prefix}:${r.name.replace(/[%:]/g, encodeURIComponent)}:{`)
+  // The policy's fingerprint after it: limiters that reuse a name with another policy, and a deploy
+  // that changes a rule, keep (or start) a state of their own (docs/decisions/0014-state-identity.md).
+  const heads = rules.map(
+    (r) => `${prefix}:${r.name.replace(/[%:]/g, encodeURIComponent)}:${fingerprint(r.policy)}:{`,
+  )
   let sha: string | undefined
   let hashing: Promise<string> | undefined
   // After a flush or failover every call in flight meets NOSCRIPT: one of them reloads the script.
