@@ -42,6 +42,20 @@ describe.each([
     expect(slow.ms).toBeLessThan(4000)
   })
 
+  it('limiter.reset(key) rejects with ERR_EDGELIMIT_TIMEOUT at the deadline, not never', async () => {
+    // Audit defect 3: the object's reset was awaited with no deadline, and a hung object held the
+    // reset (an admin endpoint, a Worker request) until the runtime gave up.
+    const started = Date.now()
+    const res = await worker.fetch(`/deadline?reset&key=sleep8000-r${Date.now()}`)
+    const body = await res.json()
+    expect(body).toMatchObject({ reset: false, code: 'ERR_EDGELIMIT_TIMEOUT' })
+    expect(Date.now() - started).toBeLessThan(4000)
+    // A reset that answers in time succeeds.
+    expect(await (await worker.fetch(`/deadline?reset&key=sleep50-r${Date.now()}`)).json()).toEqual({
+      reset: true,
+    })
+  })
+
   it('holds for a slow call alone, after other requests ended', async () => {
     const slow = await limit(`sleep8000-c${Date.now()}`)
     expect(slow).toMatchObject({ allowed: false, reason: 'store-unavailable' })

@@ -76,7 +76,7 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       try {
         this.#sql = ctx.storage.sql
         this.#sql.exec(
-          `CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT NOT NULL, rule TEXT NOT NULL, algorithm TEXT NOT NULL, state TEXT NOT NULL, expires INTEGER NOT NULL, PRIMARY KEY (key, rule)) WITHOUT ROWID; CREATE INDEX IF NOT EXISTS ${TABLE}_expires ON ${TABLE} (expires)`,
+          `CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT, rule TEXT, algorithm TEXT, state TEXT, expires INTEGER, PRIMARY KEY (key, rule)) WITHOUT ROWID; CREATE INDEX IF NOT EXISTS ${TABLE}_expires ON ${TABLE} (expires)`,
         )
       } catch (error) {
         throw new EdgelimitError(

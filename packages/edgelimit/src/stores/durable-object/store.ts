@@ -54,7 +54,7 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
       namespace,
       typeof ns?.idFromName === 'function' && typeof ns.get === 'function',
       'ERR_NAMESPACE',
-      'a Durable Object namespace binding (env.RATE_LIMITER)',
+      'a Durable Object namespace (env.RATE_LIMITER)',
     )
     if (shards !== undefined) issues.integer('shards', shards, 1, 1_000_000)
     if (clock !== undefined) issues.oneOf('clock', clock, ['object', 'client'])
@@ -113,7 +113,22 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
             shadow: opts?.shadow,
             force: opts?.force,
           }),
-        reset: (key) => call(key, 'reset', { rules: spec, key }),
+        // Within the limiter's deadline, as on Redis: a hung object must not hold a reset forever
+        // (the timer is left to run out: on Workers it ends with the request).
+        reset: (key, waitMs) =>
+          Promise.race([
+            call(key, 'reset', { rules: spec, key }),
+            new Promise<void>(
+              (_, reject) =>
+                // No timer without a deadline (`undefined >= 0` is false).
+                (waitMs as number) >= 0 &&
+                setTimeout(
+                  reject,
+                  waitMs,
+                  new EdgelimitError('ERR_EDGELIMIT_TIMEOUT', `The store did not answer within ${waitMs} ms`),
+                ),
+            ),
+          ]),
       }
     },
   }

@@ -7,6 +7,7 @@ import {
   durableObjectStore,
   EdgelimitDurableObject,
   type EvaluateRequest,
+  type ResetRequest,
   type SqlStorage,
   withWaitUntil,
 } from '../../../src/cloudflare.js'
@@ -38,6 +39,13 @@ export class SlowObject extends EdgelimitDurableObject {
     const ms = Number(/^sleep(\d+)-/.exec(request.key)?.[1] ?? 0)
     await new Promise((resolve) => setTimeout(resolve, ms))
     return super.evaluate(request)
+  }
+
+  // Answered as late for a reset (a promise of nothing: the same type as the object's).
+  override async reset(request: ResetRequest) {
+    const ms = Number(/^sleep(\d+)-/.exec(request.key)?.[1] ?? 0)
+    await new Promise((resolve) => setTimeout(resolve, ms))
+    return super.reset(request)
   }
 }
 
@@ -146,7 +154,16 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
         breaker: false,
         denyCache: false,
       })
-      const d = await deadlineLimiter.limit(url.searchParams.get('key') ?? 'k')
+      const key = url.searchParams.get('key') ?? 'k'
+      if (url.searchParams.has('reset')) {
+        return Response.json(
+          await deadlineLimiter.reset(key).then(
+            () => ({ reset: true }),
+            (error: unknown) => ({ reset: false, ...coded(error) }),
+          ),
+        )
+      }
+      const d = await deadlineLimiter.limit(key)
       return Response.json({ allowed: d.allowed, reason: d.reason ?? null })
     }
     case '/store-error': {
