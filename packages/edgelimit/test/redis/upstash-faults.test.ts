@@ -125,3 +125,25 @@ describe('a reply that is not the script’s', () => {
     expect(errors).toEqual([expect.objectContaining({ code: 'ERR_EDGELIMIT_STORE' })])
   })
 })
+
+describe('an error answer on the decision path', () => {
+  it('reaches store-error as ERR_EDGELIMIT_STORE, the client error its cause, no client key in the message', async () => {
+    const events: LimiterEvent[] = []
+    const limiter = limiterOn('errored', events)
+    await limiter.limit('warm')
+    fault = (request) =>
+      about('secret-client')(request) ? { status: 500, body: '{"error":"ERR internal"}' } : undefined
+    const d = await limiter.limit('secret-client')
+    fault = () => undefined
+    expect([d.allowed, d.reason]).toEqual([true, undefined])
+    const errors = events.flatMap((e) => (e.type === 'store-error' ? [e.error] : []))
+    expect(errors).toHaveLength(1)
+    const error = errors[0] as Error & { code?: string; cause?: unknown }
+    expect(error.code).toBe('ERR_EDGELIMIT_STORE')
+    expect(error.message).toMatch(/ERR internal/)
+    // @upstash/redis appends the request (`, command was: [...]`, the store keys in it).
+    expect(error.message).not.toMatch(/secret-client|command was/)
+    expect(error.cause).toBeInstanceOf(Error)
+    expect(String((error.cause as Error).message)).toMatch(/secret-client/)
+  })
+})

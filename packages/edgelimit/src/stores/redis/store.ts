@@ -256,7 +256,10 @@ function bindRules(
       if (batch.resolve.length > 1 && isRedirection(error)) {
         if (batch.slot >= 0) moving.set(batch.slot, latest + MOVING_MS)
         for (const one of split(batch)) send(one, gen)
-      } else for (const reject of batch.reject) reject(error)
+      } else {
+        const failure = storeError(error)
+        for (const reject of batch.reject) reject(failure)
+      }
       inFlight--
       if (--gen.left === 0) gen.done?.()
     }
@@ -478,6 +481,20 @@ function isRedirection(error: unknown): boolean {
     /^(?:Too many Cluster redirections\. Last error: ReplyError: )?(?:TRYAGAIN|ASK|MOVED) /.test(
       error.message,
     )
+  )
+}
+
+/**
+ * A client's error on the decision path as the store's (`ERR_EDGELIMIT_STORE`, the client's error
+ * its `cause`), as the Durable Object store and `reset` report theirs. @upstash/redis appends the
+ * request body to its messages (`, command was: [...]`), client keys included: that goes.
+ */
+function storeError(cause: unknown): EdgelimitError {
+  if (cause instanceof EdgelimitError) return cause
+  const message = cause instanceof Error ? cause.message || cause.name : String(cause)
+  return Object.assign(
+    new EdgelimitError('ERR_EDGELIMIT_STORE', message.replace(/, command was: [\s\S]*$/, '')),
+    { cause },
   )
 }
 
