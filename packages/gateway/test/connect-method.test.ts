@@ -3,7 +3,7 @@
 // says so (Node would close the connection without one, or with an empty one), and metrics count it.
 import { connect } from 'node:net'
 import { afterAll, beforeAll, expect, test } from 'vitest'
-import { type InProcess, startInProcess } from './support/gateway.js'
+import { type InProcess, socketReader, startInProcess } from './support/gateway.js'
 
 let gw: InProcess
 
@@ -67,6 +67,62 @@ test("what Node's parser refuses (400, 431) is counted in edgelimit_responses_to
     expect(lines).toContain('edgelimit_request_duration_seconds_count 3')
     expect(lines.filter((l) => l.startsWith('edgelimit_upstream_responses_total{'))).toEqual([])
     expect(lines).toContain('edgelimit_in_flight_requests 0')
+  } finally {
+    await own.close()
+  }
+})
+
+test('a client that ends mid-body after its answer (a 429 kept alive) gets that answer only, counted once', async () => {
+  const own = await startInProcess(
+    'rules: [{ name: deny, match: { path: /** }, algorithm: token-bucket, capacity: 1, refillRate: 1, refillInterval: 1d }]\n',
+    { upstream: 'http://127.0.0.1:9' },
+  )
+  try {
+    const socket = connect(own.gateway.port, '127.0.0.1')
+    const answer = socketReader(socket)
+    // The one request of the day (its 502: no upstream), then an upload that is denied.
+    socket.write('GET /spend HTTP/1.1\r\nhost: a\r\n\r\n')
+    await answer.until((text) => text.endsWith('}'))
+    const spent = answer.text.length
+    socket.write('POST /upload HTTP/1.1\r\nhost: a\r\ncontent-length: 30000000\r\n\r\n')
+    socket.write(Buffer.alloc(100_000, 'x'))
+    await answer.until((text) => text.length > spent && text.endsWith('}'))
+    expect(answer.text.slice(spent)).toMatch(/^HTTP\/1\.1 429 /)
+    expect(answer.text.slice(spent)).not.toMatch(/\r\nconnection: close\r\n/i)
+    // What curl does once it has its answer: it ends its side, the body unsent.
+    socket.end()
+    const text = await answer.until()
+    expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 502', 'HTTP/1.1 429'])
+    expect(text).not.toContain('HPE_INVALID_EOF_STATE')
+    const metrics = await (await fetch(`${own.admin}/metrics`)).text()
+    expect(
+      metrics
+        .split('\n')
+        .filter((l) => l.startsWith('edgelimit_responses_total{'))
+        .sort(),
+    ).toEqual(['edgelimit_responses_total{code="429"} 1', 'edgelimit_responses_total{code="502"} 1'])
+  } finally {
+    await own.close()
+  }
+})
+
+test('a keep-alive connection whose next request the parser refuses still gets that 400, counted', async () => {
+  const own = await startInProcess('rules: []\n', { upstream: 'http://127.0.0.1:9' })
+  try {
+    const socket = connect(own.gateway.port, '127.0.0.1')
+    const answer = socketReader(socket)
+    socket.write('GET /first HTTP/1.1\r\nhost: a\r\n\r\n')
+    await answer.until((text) => text.endsWith('}'))
+    socket.write('GET /second HTTP/1.1\r\nhost: a\r\nBad Header: y\r\n\r\n')
+    const text = await answer.until()
+    expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 502', 'HTTP/1.1 400'])
+    const metrics = await (await fetch(`${own.admin}/metrics`)).text()
+    expect(
+      metrics
+        .split('\n')
+        .filter((l) => l.startsWith('edgelimit_responses_total{'))
+        .sort(),
+    ).toEqual(['edgelimit_responses_total{code="400"} 1', 'edgelimit_responses_total{code="502"} 1'])
   } finally {
     await own.close()
   }

@@ -28,7 +28,7 @@ describe('answerClientError: what it answers, and what the metrics should count'
     }
   })
 
-  test('nothing answered, nothing to count: a reset, a peer gone, a response already begun', () => {
+  test('nothing answered, nothing to count: a reset, a peer gone, a response already begun or complete', () => {
     const reset = connection()
     expect(answerClientError(parserError('ECONNRESET'), reset.socket)).toBeUndefined()
     const gone = connection()
@@ -36,7 +36,12 @@ describe('answerClientError: what it answers, and what the metrics should count'
     expect(answerClientError(parserError('HPE_INVALID_EOF_STATE'), gone.socket)).toBeUndefined()
     const begun = connection({ headersSent: true })
     expect(answerClientError(parserError('ERR_HTTP_REQUEST_TIMEOUT'), begun.socket)).toBeUndefined()
-    expect([reset, gone, begun].map((c) => [c.written(), c.socket.destroyed])).toEqual([
+    // Its answer complete (a 429 kept alive), the request's body still being read when the client ends.
+    const answered = connection()
+    Object.assign(answered.socket, { parser: { incoming: { complete: false } } })
+    expect(answerClientError(parserError('HPE_INVALID_EOF_STATE'), answered.socket)).toBeUndefined()
+    expect([reset, gone, begun, answered].map((c) => [c.written(), c.socket.destroyed])).toEqual([
+      ['', true],
       ['', true],
       ['', true],
       ['', true],

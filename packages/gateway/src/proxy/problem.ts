@@ -1,4 +1,4 @@
-import { type ServerResponse, STATUS_CODES } from 'node:http'
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 
 // Node still names these as RFC 7231 did; RFC 9110 §15.5.14 and §15.5.21 renamed them.
@@ -91,14 +91,22 @@ const PARSER_STATUS: Readonly<Record<string, number>> = {
  *
  * Returns the status answered when it answered for a request that never reached the request
  * handler (one for the metrics to count); undefined when it answered nothing (a reset, a peer
- * gone, a response already begun) or ended a request that the handler has and counts itself.
+ * gone, a response already begun, or complete for the request still being read) or ended a
+ * request that the handler has and counts itself.
  *
  * @example server.on('clientError', (error, socket) => count(answerClientError(error, socket)))
  */
 export function answerClientError(error: Error & { code?: string }, socket: Duplex): number | undefined {
-  // Nothing can be said once a response on this connection has begun, or to a peer that is gone.
-  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
-  if (error.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent === true) {
+  const { _httpMessage: inFlight, parser } = socket as ServerSocket
+  // Nothing can be said once a response on this connection has begun, or to a peer that is gone;
+  // nor for a request still being read whose answer is complete (a 429 kept alive, its body
+  // unread, then the client ends mid-body): that answer was its one, and is counted already.
+  if (
+    error.code === 'ECONNRESET' ||
+    !socket.writable ||
+    inFlight?.headersSent === true ||
+    (inFlight == null && parser?.incoming?.complete === false)
+  ) {
     socket.destroy()
     return undefined
   }
@@ -114,6 +122,15 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
   const answered: Answered = socket
   answered[ANSWERED] = status
   return undefined
+}
+
+/**
+ * A server socket as Node's HTTP server keeps it: `_httpMessage` is the response that has it (the
+ * oldest not yet complete), `parser.incoming` the request being read until it has ended.
+ */
+type ServerSocket = Duplex & {
+  _httpMessage?: ServerResponse | null
+  parser?: { incoming?: IncomingMessage | null } | null
 }
 
 const ANSWERED = Symbol('edgelimit.answered')
