@@ -740,6 +740,26 @@ describe('other upgrades', () => {
     expect(seen[0]?.headers['http2-settings']).toBeUndefined()
   })
 
+  test('a request pipelined behind an h2c request is answered too (Node would drop it after an upgrade)', async () => {
+    const before = upstream.requests.length
+    const client = rawClient(gw.gateway.port)
+    client.socket.write(
+      'GET /h2c HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\nGET /after HTTP/1.1\r\nHost: gw\r\n\r\n',
+    )
+    await until(() => client.text.split('HTTP/1.1 ').length === 3 && client.text.endsWith('}'))
+    const answers = client.text.split(/(?=HTTP\/1\.1 )/)
+    expect(answers.map((a) => [a.slice(0, 15), /"url":"([^"]+)"/.exec(a)?.[1]])).toEqual([
+      ['HTTP/1.1 200 OK', '/h2c'],
+      ['HTTP/1.1 200 OK', '/after'],
+    ])
+    const seen = upstream.requests.slice(before)
+    expect(seen.map((r) => [r.url, r.headers.upgrade, r.headers['http2-settings']])).toEqual([
+      ['/h2c', undefined, undefined],
+      ['/after', undefined, undefined],
+    ])
+    client.socket.destroy()
+  })
+
   test('a POST with Upgrade: websocket is no handshake either (RFC 6455 asks for GET)', async () => {
     const before = upstream.upgrades.length
     const text = await exchange([

@@ -93,15 +93,30 @@ function hold(socket: Duplex): void {
 
 /**
  * Hands an upgrade request that is no WebSocket (`h2c`, …) to `server`, an HTTP server without
- * an 'upgrade' listener, which reads it again from its head as an ordinary request (Node then
- * leaves `Upgrade` to the handler, which strips it as hop-by-hop), and keeps the connection.
+ * an 'upgrade' listener, which reads it again from its head as an ordinary request, and keeps the
+ * connection. The head is replayed without `Upgrade` and without the `upgrade` token of
+ * `Connection`: with them Node's parser would still stop after this request, as after any
+ * upgrade, and discard the requests pipelined behind it. Neither reaches the rules or the
+ * upstream anyway (hop-by-hop, stripped).
  *
  * @example server.on('upgrade', (req, socket, head) => replayAsRequest(plain, req, socket, head))
  */
 export function replayAsRequest(server: Server, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   let text = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`
   const raw = req.rawHeaders
-  for (let i = 0; i < raw.length; i += 2) text += `${raw[i]}: ${raw[i + 1]}\r\n`
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = (raw[i] ?? '').toLowerCase()
+    let value = raw[i + 1] ?? ''
+    if (name === 'upgrade') continue
+    if (name === 'connection') {
+      value = value
+        .split(',')
+        .filter((token) => token.trim().toLowerCase() !== 'upgrade')
+        .join(',')
+      if (value.trim() === '') continue
+    }
+    text += `${raw[i]}: ${value}\r\n`
+  }
   // Node read the head as latin1 (its header values may hold obs-text bytes): written back alike.
   socket.unshift(Buffer.concat([Buffer.from(`${text}\r\n`, 'latin1'), head]))
   server.emit('connection', socket)
