@@ -82,4 +82,23 @@ describe('Expect: 100-continue', () => {
     // The gateway answered the expectation itself; the upstream gets the body without one.
     expect(seen.headers.expect).toBeUndefined()
   })
+
+  test('any other expectation gets a 417 problem with Connection: close, counted, never forwarded', async () => {
+    const before = origin.requests
+    const socket = connect(gw.gateway.port, '127.0.0.1')
+    const answer = socketReader(socket)
+    socket.write('POST /other HTTP/1.1\r\nhost: a\r\nexpect: something-else\r\ncontent-length: 2\r\n\r\nhi')
+    // Node's own 417 has an empty chunked body and keeps the connection.
+    const text = await answer.until((t) => t.endsWith('}') || t.endsWith('\r\n0\r\n\r\n'))
+    expect(text).toMatch(/^HTTP\/1\.1 417 Expectation Failed\r\n/)
+    expect(text).toMatch(/\r\nconnection: close\r\n/i)
+    await answer.until()
+    expect(text).toMatch(/\r\ncontent-type: application\/problem\+json\r\n/i)
+    const problem = JSON.parse(bodyOf(text)) as Record<string, unknown>
+    expect(problem).toMatchObject({ status: 417, title: 'Expectation Failed', instance: '/other' })
+    expect(String(problem.detail)).toContain('100-continue')
+    expect(origin.requests).toBe(before)
+    const metrics = await (await fetch(`${gw.admin}/metrics`)).text()
+    expect(metrics).toContain('edgelimit_responses_total{code="417"} 1')
+  })
 })

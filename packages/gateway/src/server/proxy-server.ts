@@ -38,6 +38,9 @@ export interface ProxyServer {
   drained(): Promise<void>
 }
 
+/** What a request's `Expect` asks of the gateway: a `100 Continue`, or what it cannot meet. */
+type Expectation = 'continue' | 'unmet'
+
 /** What the request path needs of the gateway. */
 export interface ProxyServerOptions {
   /** The generation in force at start. */
@@ -120,6 +123,21 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       } catch (error) {
         this.fail(error)
       }
+    }
+
+    /**
+     * An `Expect` other than `100-continue` (RFC 9110 §10.1.1): answered 417 before any rule, as
+     * Node would but with a problem, and counted; the body is unread, so the connection closes.
+     */
+    refuseExpectation(): void {
+      this.res.setHeader('connection', 'close')
+      sendProblem(
+        this.res,
+        417,
+        this.req.url ?? '/',
+        'The request expects what the gateway cannot meet: the only expectation it knows is 100-continue.',
+      )
+      this.done(417, 'none')
     }
 
     done(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none'): void {
@@ -210,21 +228,25 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     // Pipelined requests are served one at a time: one waits until the answer before it is
     // complete (Node then gives its response the socket), and none is served after an answer
     // that closed the connection (a 413, a 429 to `Expect`: RFC 9112 §9.6), so none is charged.
-    const serve = (req: IncomingMessage, res: ServerResponse, continues: boolean): void => {
-      if (res.socket === null) res.once('socket', () => serve(req, res, continues))
-      else if (req.socket.writable) new Handling(req, res, continues).run()
+    // `expect`: the client's `Expect` asks for a 100 Continue (`continue`) or for what the gateway
+    // cannot meet (`unmet`).
+    const serve = (req: IncomingMessage, res: ServerResponse, expect?: Expectation): void => {
+      if (res.socket === null) res.once('socket', () => serve(req, res, expect))
+      else if (!req.socket.writable) return
+      else if (expect === 'unmet') new Handling(req, res).refuseExpectation()
+      else new Handling(req, res, expect === 'continue').run()
     }
-    const accept = (req: IncomingMessage, res: ServerResponse, continues: boolean): void => {
+    const accept = (req: IncomingMessage, res: ServerResponse, expect?: Expectation): void => {
       track?.(req, res)
       // An answer that closes the connection with the request's body unread reads it first
       // (nginx's lingering close).
       lingerOnClose(req)
-      serve(req, res, continues)
+      serve(req, res, expect)
     }
     // Host is checked in `run`, so that a request without one gets a problem like other 400s.
     const s = createServer(
       { requireHostHeader: false, connectionsCheckingInterval: CONNECTIONS_CHECK_MS },
-      (req, res) => accept(req, res, false),
+      (req, res) => accept(req, res),
     )
     applyClientTimeouts(s, current.policy.config.clients)
     // Every header line in `req.headers`, which the rules read, as in `rawHeaders`, which the
@@ -237,7 +259,9 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       if (status !== undefined) metrics.response(status, 'none', 0)
     })
     // Without this listener Node answers `100 Continue` itself, before any rule has decided.
-    s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => accept(req, res, true))
+    s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => accept(req, res, 'continue'))
+    // Without this one Node answers any other expectation with a bare 417, uncounted.
+    s.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => accept(req, res, 'unmet'))
     // A reverse proxy opens no CONNECT tunnels: answered (Node would close without a word) and counted.
     s.on('connect', (_req: IncomingMessage, socket: Duplex) => {
       socket.on('error', () => socket.destroy()) // Node's own listener is gone once it hands the socket over
