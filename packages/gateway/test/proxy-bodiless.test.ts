@@ -28,6 +28,10 @@ beforeAll(async () => {
           socket.end('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly-part')
           return
         }
+        if (path === '/head-only') {
+          socket.end('HTTP/1.1 200 OK\r\nx-head: sent\r\ncontent-length: 10\r\n\r\n')
+          return
+        }
         socket.write(ANSWERS[path] ?? 'HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n')
       }
     })
@@ -114,6 +118,24 @@ describe('bodiless answers with a Content-Length', () => {
     expect(metrics).toContain('edgelimit_responses_total{code="aborted"} 1')
     expect(metrics).toContain('edgelimit_upstream_responses_total{code="error"} 1')
     expect(metrics).toContain('edgelimit_responses_total{code="200"} 1') // the /ok above, not this one
+    expect(metrics).toContain('edgelimit_in_flight_requests 0')
+  })
+
+  test('an upstream that closes after its head, before any body byte: the client gets that head, cut off', async () => {
+    const count = (text: string, line: string) =>
+      Number(new RegExp(`^${line} (\\d+)$`, 'm').exec(text)?.[1] ?? 0)
+    const aborted = 'edgelimit_responses_total\\{code="aborted"\\}'
+    const before = count(await metricsText(), aborted)
+    const socket = connect(gw.gateway.port, '127.0.0.1')
+    socket.on('error', () => {})
+    socket.write('GET /head-only HTTP/1.1\r\nhost: a\r\n\r\n')
+    const cut = await readUntil(socket, () => false)
+    expect(cut.closed).toBe(true)
+    // Not an empty reply: the head (its Content-Length unmet) tells the client the answer was cut.
+    expect(cut.text).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*x-head: sent\r\n[\s\S]*\r\n\r\n$/)
+    expect(cut.text).toMatch(/\r\ncontent-length: 10\r\n/i)
+    const metrics = await metricsText()
+    expect(count(metrics, aborted)).toBe(before + 1)
     expect(metrics).toContain('edgelimit_in_flight_requests 0')
   })
 })

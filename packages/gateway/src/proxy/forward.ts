@@ -73,6 +73,8 @@ function onSocketClose(this: Watched): void {
 class Exchange implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined
   private finished = false
+  // Whether a body byte was relayed: Node sends a response's head with its first body bytes.
+  private relayed = false
   // Kept: Node detaches `req.socket` once the response has ended.
   private readonly socket: Watched
   constructor(
@@ -129,8 +131,12 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
     const res = this.res
-    if (res.destroyed) this.clientGone()
-    else if (!res.write(chunk) && !c.paused) {
+    if (res.destroyed) {
+      this.clientGone()
+      return
+    }
+    this.relayed = true
+    if (!res.write(chunk) && !c.paused) {
       c.pause()
       // A response whose client left never drains, and undici's body timeout sleeps while paused.
       const wake = (): void => {
@@ -160,7 +166,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     // A chunked body past `clients.maxBodySize`: the upstream request is aborted with it.
     if (error instanceof BodyTooLarge) {
       if (res.headersSent) {
-        res.destroy()
+        this.cutOff()
         this.finish('aborted', 'aborted', error)
       } else {
         refuseTooLarge(res, this.req.url ?? '/', error.max, this.extra)
@@ -175,11 +181,24 @@ class Exchange implements Dispatcher.DispatchHandler {
         this.finish(res.statusCode, res.statusCode)
         return
       }
-      res.destroy(error)
+      this.cutOff()
       this.finish('aborted', 'error', error)
       return
     }
     this.finish(sendUpstreamFailure(res, this.req.url ?? '/', error, this.extra), 'error', error)
+  }
+
+  /** Closes the connection of an answer whose head was relayed: the client sees it cut off. */
+  private cutOff(): void {
+    const res = this.res
+    if (this.relayed) {
+      res.destroy()
+      return
+    }
+    // The head has not left yet (no body byte did): destroyed now, the client would get no byte
+    // at all. It is sent alone, and the connection closes once it is out.
+    res.flushHeaders()
+    res.socket?.destroySoon()
   }
 }
 
