@@ -116,6 +116,11 @@ describe('timeouts', () => {
       expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/)
       expect(answer).toContain('application/problem+json')
       expect(answer).toMatch(/\r\nconnection: close\r\n/i)
+      // A timeout, said as one: not "not valid HTTP/1.1".
+      const problem = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { detail: string }
+      expect(problem.detail).toBe(
+        'The request did not arrive in time (clients.headersTimeout for its headers, clients.requestTimeout for all of it).',
+      )
       // Never before the timeout; well before Node's default 30 s check would have noticed it.
       expect(slow.closedAfter).toBeGreaterThanOrEqual(950)
       expect(slow.closedAfter).toBeLessThan(10_000)
@@ -132,6 +137,7 @@ describe('timeouts', () => {
     slow.socket.write('POST /upload HTTP/1.1\r\nhost: a\r\ncontent-length: 100\r\n\r\n0123456789')
     const answer = await slow.until()
     expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/)
+    expect(answer).toContain('"detail":"The request did not arrive in time')
     expect(slow.closedAfter).toBeGreaterThanOrEqual(1_950)
     expect(slow.closedAfter).toBeLessThan(15_000)
     expect(await seen[0]?.ended).toBe(false)

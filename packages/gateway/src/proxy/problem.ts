@@ -114,7 +114,9 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
   endWithProblem(
     socket,
     status,
-    `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')}).`,
+    status === 408
+      ? 'The request did not arrive in time (clients.headersTimeout for its headers, clients.requestTimeout for all of it).'
+      : `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')}).`,
   )
   if (inFlight == null) return status
   // A request whose body timed out (408) or was refused mid-way (400) is in the handler's hands:
