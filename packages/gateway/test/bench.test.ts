@@ -182,7 +182,8 @@ describe('edgelimit bench', () => {
       expect((await evalshaCalls(redis.port)) - before).toBeGreaterThanOrEqual(30 + 30 / 8)
       const keys = (await redisCommand(redis.port, ['KEYS', 'bl:login:*'])) as string[]
       expect(keys.length).toBeGreaterThanOrEqual(2 * 10)
-      for (const key of keys) expect(key).toMatch(/^bl:login:\{bench:[0-9a-f]{8}:[01]:\d+(:warm)?\}$/)
+      for (const key of keys)
+        expect(key).toMatch(/^bl:login:[0-9a-z]+:\{bench:[0-9a-f]{8}:[01]:\d+(:warm)?\}$/)
     })
 
     test('a store that stops answering under a rule without a timeout: the level ends, the calls count as failed, exit 1', async () => {
