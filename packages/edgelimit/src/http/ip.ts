@@ -55,10 +55,9 @@ const MAX_TEXT = 128
 // Decimal octets and prefix lengths; leading zeros are rejected: some stacks read `010` as octal 8.
 const DECIMAL = /^(?:0|[1-9]\d{0,2})$/
 const HEX_GROUP = /^[0-9a-f]{1,4}$/i
-const V6_CHARS = /^[0-9a-f:.]+$/i
-const ZONE = /^[\w.~-]+$/
-const BRACKETED = /^\[([^\]]+)\](?::(\d{1,5}))?$/
-const HOST_PORT = /^([^:]*)(?::(\d{1,5}))?$/
+const ZONED = /^([^%]*)(?:%[\w.~-]+)?$/
+// A bracketed IPv6 host or a host without a colon (IPv4: no IPv6 text has a single colon), and a port.
+const HOST_PORT = /^(?:\[([^\]]+)\]|([^:]*))(?::(\d{1,5}))?$/
 
 function parseV4(text: string): Uint8Array | undefined {
   const parts = text.split('.')
@@ -73,36 +72,30 @@ function parseV4(text: string): Uint8Array | undefined {
 }
 
 function parseV6(text: string): Uint8Array | undefined {
+  // An embedded IPv4 address may only be the last group: it stands in for two zero groups here.
+  const colon = text.lastIndexOf(':')
+  const v4 = text.includes('.') ? parseV4(text.slice(colon + 1)) : undefined
+  const [head = '', tail, extra] = (v4 ? `${text.slice(0, colon + 1)}0:0` : text).split('::')
+  if (extra !== undefined) return undefined
+  const split = (half: string) => (half === '' ? [] : half.split(':'))
+  const groups = split(head)
   // No need to bound the length first: past 45 characters the groups cannot add up.
-  if (!V6_CHARS.test(text)) return undefined
-  const gap = text.indexOf('::')
-  if (gap !== text.lastIndexOf('::')) return undefined
-  const left = gap === -1 ? text : text.slice(0, gap)
-  const right = gap === -1 ? '' : text.slice(gap + 2)
-  const head = left === '' ? [] : left.split(':')
-  const tail = right === '' ? [] : right.split(':')
-  // An embedded IPv4 address may only be the last part of the text.
-  const last = gap === -1 ? head : tail
-  let v4: Uint8Array | undefined
-  if (last.length > 0 && (last[last.length - 1] as string).includes('.')) {
-    v4 = parseV4(last.pop() as string)
-    if (v4 === undefined) return undefined
+  if (tail !== undefined) {
+    const right = split(tail)
+    if (groups.length + right.length > 7) return undefined
+    while (groups.length + right.length < 8) groups.push('0')
+    groups.push(...right)
   }
-  const count = head.length + tail.length + (v4 === undefined ? 0 : 2)
-  if (gap === -1 ? count !== 8 : count > 7) return undefined
-  // Group i is in the head, in the gap (zero) or in the tail; any embedded IPv4 comes after them.
-  const words = v4 === undefined ? 8 : 6
-  const tailStart = words - tail.length
+  if (groups.length !== 8) return undefined
   const bytes = new Uint8Array(16)
-  for (let i = 0; i < words; i++) {
-    const group = i < head.length ? head[i] : i < tailStart ? undefined : tail[i - tailStart]
-    if (group === undefined) continue
+  for (let i = 0; i < 8; i++) {
+    const group = groups[i] as string
     if (!HEX_GROUP.test(group)) return undefined
     const word = Number.parseInt(group, 16)
     bytes[2 * i] = word >> 8
-    bytes[2 * i + 1] = word & 0xff
+    bytes[2 * i + 1] = word
   }
-  if (v4 !== undefined) bytes.set(v4, 12)
+  if (v4) bytes.set(v4, 12)
   return bytes
 }
 
@@ -118,15 +111,10 @@ function parseBare(text: string): ParsedIp | undefined {
   return bytes && { version: v6 ? 6 : 4, bytes }
 }
 
-function unmap(ip: ParsedIp): ParsedIp {
-  return ip.version === 6 && isMapped(ip.bytes) ? { version: 4, bytes: ip.bytes.slice(12) } : ip
-}
-
+// An IPv6 address with an optional zone id (`fe80::1%eth0`); IPv4-mapped IPv6 becomes IPv4.
 function parseV6WithZone(text: string): ParsedIp | undefined {
-  const percent = text.indexOf('%')
-  if (percent !== -1 && !ZONE.test(text.slice(percent + 1))) return undefined
-  const bytes = parseV6(percent === -1 ? text : text.slice(0, percent))
-  return bytes && unmap({ version: 6, bytes })
+  const bytes = parseV6(ZONED.exec(text)?.[1] ?? '')
+  return bytes && (isMapped(bytes) ? { version: 4, bytes: bytes.slice(12) } : { version: 6, bytes })
 }
 
 /**
@@ -141,12 +129,11 @@ export function parseIp(text: string): ParsedIp | undefined {
   if (typeof text !== 'string' || text.length > MAX_TEXT) return undefined
   const s = text.trim()
   if (!s.includes(':')) return parseBare(s)
-  const bracketed = BRACKETED.exec(s)
-  // One colon: IPv4, with or without a port (no IPv6 text has a single colon).
-  const host = bracketed ?? HOST_PORT.exec(s)
+  const host = HOST_PORT.exec(s)
   if (host === null) return parseV6WithZone(s)
-  if (host[2] !== undefined && Number(host[2]) > 65_535) return undefined
-  return (bracketed ? parseV6WithZone : parseBare)(host[1] as string)
+  // Number(undefined), no port, is NaN.
+  if (Number(host[3]) > 65_535) return undefined
+  return host[1] ? parseV6WithZone(host[1]) : parseBare(host[2] as string)
 }
 
 /**
@@ -159,19 +146,15 @@ export function formatIp(ip: ParsedIp): string {
   const b = ip.bytes
   if (ip.version === 4) return b.join('.')
   if (isMapped(b)) return `::ffff:${b.subarray(12).join('.')}`
-  const words: number[] = []
-  for (let i = 0; i < 16; i += 2) words.push(((b[i] as number) << 8) | (b[i + 1] as number))
-  let start = -1
-  let length = 1
-  for (let i = 0; i < 8; ) {
-    let j = i
-    while (j < 8 && words[j] === 0) j++
-    if (j - i > length) [start, length] = [i, j - i]
-    i = j === i ? i + 1 : j
+  const words: string[] = []
+  for (let i = 0; i < 16; i += 2) words.push((((b[i] as number) << 8) | (b[i + 1] as number)).toString(16))
+  // The longest run of two or more zero groups (the first of equals) becomes `::`.
+  const text = `:${words.join(':')}:`
+  for (let n = 8; n > 1; n--) {
+    const zeros = `:${'0:'.repeat(n)}`
+    if (text.includes(zeros)) return text.replace(zeros, '::').replace(/^:(?!:)|(?<!:):$/g, '')
   }
-  const hex = (ws: number[]) => ws.map((w) => w.toString(16)).join(':')
-  if (start === -1) return hex(words)
-  return `${hex(words.slice(0, start))}::${hex(words.slice(start + length))}`
+  return words.join(':')
 }
 
 /**
@@ -185,12 +168,7 @@ export function normalizeIp(text: string): string | undefined {
 }
 
 function mask(bytes: Uint8Array, prefix: number): Uint8Array {
-  const out = bytes.slice()
-  for (let i = 0; i < out.length; i++) {
-    const keep = Math.min(8, Math.max(0, prefix - 8 * i))
-    out[i] = (out[i] as number) & (0xff << (8 - keep))
-  }
-  return out
+  return bytes.map((byte, i) => byte & (0xff << (8 - Math.min(8, Math.max(0, prefix - 8 * i)))))
 }
 
 /**
