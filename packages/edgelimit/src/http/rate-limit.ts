@@ -273,7 +273,7 @@ function validateOptions(options: RateLimitOptions): { standards: HeaderStandard
   if (options.identity !== undefined)
     issues.list.push(...validateClientKeyOptions(options.identity, 'identity'))
   const h: unknown = options.headers
-  const standards: unknown[] = h === false ? [] : h === undefined ? ['draft-10'] : Array.isArray(h) ? h : [h]
+  const standards: unknown[] = h === false ? [] : h === undefined ? ['draft-10'] : [h].flat()
   for (const standard of standards) {
     const ok = STANDARDS.includes(standard as HeaderStandard)
     issues.expect('headers', standard, ok, 'ERR_HEADER_STANDARD', `one of ${STANDARDS.join(', ')}`)
@@ -289,7 +289,9 @@ function validateOptions(options: RateLimitOptions): { standards: HeaderStandard
   if (options.limiter !== undefined) checkLimiter(issues, 'limiter', options.limiter)
   const routes: unknown = options.routes
   if (routes !== undefined && checkArray(issues, 'routes', routes, 'routes'))
-    for (const [i, route] of routes.entries()) checkRoute(issues, `routes[${i}]`, route)
+    routes.forEach((route, i) => {
+      checkRoute(issues, `routes[${i}]`, route)
+    })
   checkCost(issues, 'cost', options.cost)
   for (const name of ['key', 'skip', 'onLimited'] as const) issues.function(name, options[name])
   issues.boolean('partitionKey', options.partitionKey)
