@@ -146,16 +146,16 @@ export function headerRenderer(
         const legacy = standard === 'legacy'
         const prefix = legacy ? 'x-ratelimit-' : 'ratelimit-'
         out.push(
-          [`${prefix}limit`, String(top.limit)],
-          [`${prefix}remaining`, String(top.remaining)],
+          [`${prefix}limit`, `${top.limit}`],
+          [`${prefix}remaining`, `${top.remaining}`],
           // Seconds to wait; legacy: the epoch second, the absolute time rounded up once.
-          [`${prefix}reset`, String(ceilSeconds((legacy ? nowMs : 0) + msUntil(top)))],
+          [`${prefix}reset`, `${ceilSeconds((legacy ? nowMs : 0) + msUntil(top))}`],
         )
         if (!legacy) out.push(['ratelimit-policy', singles[bind] as string])
       }
     }
     if (!decision.allowed && Number.isFinite(decision.retryAfterMs)) {
-      out.push(['retry-after', String(Math.max(1, ceilSeconds(decision.retryAfterMs)))])
+      out.push(['retry-after', `${Math.max(1, ceilSeconds(decision.retryAfterMs))}`])
     }
     return out
   }
