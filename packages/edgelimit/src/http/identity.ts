@@ -329,7 +329,7 @@ function checkSecret(secret: string | undefined): void {
 
 /** base64url without padding (RFC 4648 §5). */
 export function base64url(bytes: Uint8Array): string {
-  return base64(bytes).replace(/[+/=]/g, (c) => (c === '+' ? '-' : c === '/' ? '_' : ''))
+  return base64(bytes).replace(/=/g, '').replace(/\+/g, '-').replace(/\//g, '_')
 }
 
 /**
