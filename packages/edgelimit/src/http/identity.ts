@@ -95,7 +95,8 @@ export interface CompiledIdentity {
   readonly trusted: readonly Cidr[]
   readonly hops: number
   readonly header: string
-  readonly chain: 'xff' | 'forwarded' | undefined
+  /** Splits the header into its entries, left to right; undefined: one address, not a chain. */
+  readonly chain: ((raw: string) => (string | undefined)[]) | undefined
   readonly platform: boolean
 }
 
@@ -153,7 +154,7 @@ export function compileIdentity(options: ClientIpOptions): CompiledIdentity {
     trusted: typeof trustedProxies === 'number' ? [] : trustedProxies.map((c) => parseCidr(c) as Cidr),
     hops: typeof trustedProxies === 'number' ? trustedProxies : 0,
     header,
-    chain: header === 'x-forwarded-for' ? 'xff' : header === 'forwarded' ? 'forwarded' : undefined,
+    chain: header === 'x-forwarded-for' ? xffEntries : header === 'forwarded' ? forwardedFor : undefined,
     platform: options.trustPlatform === true,
   }
 }
@@ -215,8 +216,8 @@ function forwardedFor(value: string): (string | undefined)[] {
   return out
 }
 
-function chainEntries(raw: string, chain: 'xff' | 'forwarded'): (string | undefined)[] {
-  if (chain === 'forwarded') return forwardedFor(raw)
+// The entries of an X-Forwarded-For value, left to right, empty ones dropped.
+function xffEntries(raw: string): string[] {
   return raw
     .split(',')
     .map((entry) => entry.trim())
@@ -231,7 +232,7 @@ const none = (source: 'peer' | 'header', reason: 'missing' | 'malformed'): Clien
 })
 
 function fromHeader(raw: string, c: CompiledIdentity): ClientIpResult {
-  const entries = c.chain === undefined ? [raw] : chainEntries(raw, c.chain)
+  const entries = c.chain === undefined ? [raw] : c.chain(raw)
   let client: ParsedIp | undefined
   // With a hop count, the entry that many from the right (fewer entries than hops: the left-most
   // one, still written by a trusted proxy); `trusted` is then empty, so the walk stops there.
