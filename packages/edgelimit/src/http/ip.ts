@@ -76,20 +76,17 @@ function parseV6(text: string): Uint8Array | undefined {
   const colon = text.lastIndexOf(':')
   const v4 = text.includes('.') ? parseV4(text.slice(colon + 1)) : undefined
   const [head = '', tail, extra] = (v4 ? `${text.slice(0, colon + 1)}0:0` : text).split('::')
-  if (extra !== undefined) return undefined
   const split = (half: string) => (half === '' ? [] : half.split(':'))
-  const groups = split(head)
+  const left = split(head)
+  const right = split(tail ?? '')
   // No need to bound the length first: past 45 characters the groups cannot add up.
-  if (tail !== undefined) {
-    const right = split(tail)
-    if (groups.length + right.length > 7) return undefined
-    while (groups.length + right.length < 8) groups.push('0')
-    groups.push(...right)
-  }
-  if (groups.length !== 8) return undefined
+  const gap = 8 - left.length - right.length
+  if (extra !== undefined || (tail === undefined ? gap !== 0 : gap < 1)) return undefined
   const bytes = new Uint8Array(16)
   for (let i = 0; i < 8; i++) {
-    const group = groups[i] as string
+    // Group i is on the left, in the gap (zero) or on the right.
+    const group = i < left.length ? left[i] : i < 8 - right.length ? undefined : right[i + right.length - 8]
+    if (group === undefined) continue
     if (!HEX_GROUP.test(group)) return undefined
     const word = Number.parseInt(group, 16)
     bytes[2 * i] = word >> 8
@@ -147,14 +144,20 @@ export function formatIp(ip: ParsedIp): string {
   if (ip.version === 4) return b.join('.')
   if (isMapped(b)) return `::ffff:${b.subarray(12).join('.')}`
   const words: string[] = []
-  for (let i = 0; i < 16; i += 2) words.push((((b[i] as number) << 8) | (b[i + 1] as number)).toString(16))
   // The longest run of two or more zero groups (the first of equals) becomes `::`.
-  const text = `:${words.join(':')}:`
-  for (let n = 8; n > 1; n--) {
-    const zeros = `:${'0:'.repeat(n)}`
-    if (text.includes(zeros)) return text.replace(zeros, '::').replace(/^:(?!:)|(?<!:):$/g, '')
+  let start = 0
+  let length = 1
+  for (let i = 0, run = 0; i < 8; i++) {
+    const word = ((b[2 * i] as number) << 8) | (b[2 * i + 1] as number)
+    words.push(word.toString(16))
+    run = word === 0 ? run + 1 : 0
+    if (run > length) {
+      start = i + 1 - run
+      length = run
+    }
   }
-  return words.join(':')
+  if (length < 2) return words.join(':')
+  return `${words.slice(0, start).join(':')}::${words.slice(start + length).join(':')}`
 }
 
 /**
@@ -168,7 +171,12 @@ export function normalizeIp(text: string): string | undefined {
 }
 
 function mask(bytes: Uint8Array, prefix: number): Uint8Array {
-  return bytes.map((byte, i) => byte & (0xff << (8 - Math.min(8, Math.max(0, prefix - 8 * i)))))
+  const out = bytes.slice()
+  for (let i = 0; i < out.length; i++) {
+    const keep = Math.min(8, Math.max(0, prefix - 8 * i))
+    out[i] = (out[i] as number) & (0xff << (8 - keep))
+  }
+  return out
 }
 
 /**
@@ -184,8 +192,9 @@ export function parseCidr(text: string): Cidr | undefined {
   if (extra !== undefined || (prefixText !== undefined && !DECIMAL.test(prefixText))) return undefined
   const ip = parseBare(address)
   if (ip === undefined) return undefined
-  let prefix = prefixText === undefined ? ip.bytes.length * 8 : Number(prefixText)
-  if (prefix > ip.bytes.length * 8) return undefined
+  const bits = ip.bytes.length * 8
+  let prefix = Number(prefixText ?? bits)
+  if (prefix > bits) return undefined
   let { version, bytes } = ip
   if (version === 6 && isMapped(bytes) && prefix >= 96)
     [version, bytes, prefix] = [4, bytes.slice(12), prefix - 96]
