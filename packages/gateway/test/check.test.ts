@@ -1,6 +1,6 @@
 // `edgelimit check`: every error class has a fixture that states where its problem is; good
 // policies (and the example) pass; the JSON Schema agrees; the CLI exits 1 on problems.
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { Ajv } from 'ajv'
 import { algorithmSpec, createLimiter, fixedWindow } from 'edgelimit'
@@ -62,6 +62,41 @@ describe('bad policies: one fixture per error class', () => {
     expect(report.lines[0]).toMatch(
       /no-such-policy\.yaml {2}\(root\): cannot read the file \(ENOENT\) \[ERR_FILE\]$/,
     )
+  })
+
+  test('a policy file above 1 MiB is ERR_FILE, refused by its size before it is read or parsed', async () => {
+    const dir = tempDir()
+    const line = '  - { name: r, algorithm: fixed-window, limit: 1, window: 1s }\n'
+    // 50 MB of rules: parsing it would take minutes and exhaust the heap.
+    const big = writePolicy(
+      dir,
+      `version: 1\nrules:\n${line.repeat(Math.ceil(50e6 / line.length))}`,
+      'big.yaml',
+    )
+    const size = statSync(big).size
+    const check = await runCli(['check', big], { timeoutMs: 10_000 })
+    expect(check.code, check.stderr).toBe(1)
+    expect(check.stderr).toMatch(
+      new RegExp(
+        `big\\.yaml {2}\\(root\\): file too large: ${size} bytes, at most 1048576 \\(1 MiB\\) \\[ERR_FILE\\]\n`,
+      ),
+    )
+    expect(check.stderr).not.toMatch(/heap| {4}at /)
+    // Every command that loads a policy refuses it the same way (a policy error: exit 2).
+    const replay = await runCli(['replay', '-', '-c', big, '--no-html'], { timeoutMs: 10_000, stdin: '' })
+    expect(replay.code, replay.stderr).toBe(2)
+    expect(replay.stderr).toContain(`file too large: ${size} bytes, at most 1048576 (1 MiB) [ERR_FILE]`)
+    // A stream has no size to read first: it is read up to the bound, then refused.
+    const stream = await runCli(['check', '/dev/zero'], { timeoutMs: 10_000 })
+    expect(stream.code, stream.stderr).toBe(1)
+    expect(stream.stderr).toMatch(
+      /^\/dev\/zero {2}\(root\): file too large: more than 1048576 bytes, at most 1048576 \(1 MiB\) \[ERR_FILE\]$/m,
+    )
+    // 1 MiB exactly is read.
+    const head = 'version: 1\nrules: []\n'
+    const full = writePolicy(dir, `${head}#${'x'.repeat(1024 * 1024 - head.length - 2)}\n`, 'full.yaml')
+    expect(statSync(full).size).toBe(1024 * 1024)
+    expect(checkFiles([full]).lines).toEqual([expect.stringMatching(/full\.yaml: 0 rules, memory store$/)])
   })
 
   test('every problem of a file is reported at once', () => {

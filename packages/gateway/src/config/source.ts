@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
 import {
   type Document,
   isAlias,
@@ -34,8 +34,14 @@ export interface PolicySource {
 type Env = Readonly<Record<string, string | undefined>>
 
 /**
- * Reads and parses a policy file. Never throws for a bad file: an unreadable file, a YAML error
- * or an undefined `${VAR}` is an issue.
+ * The largest policy file read, in bytes (1 MiB). A real policy is a few KB; parsing with
+ * positions holds tens of KB per rule line, so a file of tens of MB would exhaust the heap.
+ */
+export const MAX_POLICY_BYTES = 1024 * 1024
+
+/**
+ * Reads and parses a policy file. Never throws for a bad file: an unreadable file, one above
+ * `MAX_POLICY_BYTES`, a YAML error or an undefined `${VAR}` is an issue.
  *
  * @example
  * const source = readPolicySource('edgelimit.yaml')
@@ -44,19 +50,41 @@ type Env = Readonly<Record<string, string | undefined>>
 export function readPolicySource(file: string, env: Env = process.env): PolicySource {
   let text: string
   try {
-    text = readFileSync(file, 'utf8')
+    text = readBounded(file)
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message
-    const issue: Issue = {
-      path: [],
-      code: 'ERR_FILE',
-      message: `cannot read the file (${reason})`,
-      file,
-      line: 0,
-    }
+    const message =
+      error instanceof TooLarge
+        ? error.message
+        : `cannot read the file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`
+    const issue: Issue = { path: [], code: 'ERR_FILE', message, file, line: 0 }
     return { file, text: '', value: undefined, issues: [issue], place: (i) => ({ ...i, file }) }
   }
   return parsePolicyText(text, file, env)
+}
+
+class TooLarge extends Error {}
+
+/** The file's text; a file above the bound is refused by its size, a stream once past it. */
+function readBounded(file: string): string {
+  const bound = `at most ${MAX_POLICY_BYTES} (1 MiB)`
+  const fd = openSync(file, 'r')
+  try {
+    const stats = fstatSync(fd)
+    if (stats.isFile() && stats.size > MAX_POLICY_BYTES)
+      throw new TooLarge(`file too large: ${stats.size} bytes, ${bound}`)
+    const buffer = Buffer.allocUnsafe(MAX_POLICY_BYTES + 1)
+    let length = 0
+    while (length < buffer.length) {
+      const n = readSync(fd, buffer, length, buffer.length - length, null)
+      if (n === 0) break
+      length += n
+    }
+    if (length > MAX_POLICY_BYTES)
+      throw new TooLarge(`file too large: more than ${MAX_POLICY_BYTES} bytes, ${bound}`)
+    return buffer.toString('utf8', 0, length)
+  } finally {
+    closeSync(fd)
+  }
 }
 
 /** Parses policy text (see `readPolicySource`); `file` names it in issues. */
