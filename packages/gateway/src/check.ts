@@ -1,12 +1,15 @@
 import { relative } from 'node:path'
-import { formatIssue } from './config/issues.js'
+import { listIssues } from './config/issues.js'
 import { readPolicySource } from './config/source.js'
 import { checkSource } from './config/validate.js'
 
 /** What `edgelimit check` found in each file. */
 export interface CheckReport {
   readonly ok: boolean
-  /** One line per problem (`file:line:column  path: message [CODE]`) or per valid file. */
+  /**
+   * One line per problem (`file:line:column  path: message [CODE]`; the first 1,000 of a file, then
+   * `… and N more`) or per valid file.
+   */
   readonly lines: readonly string[]
 }
 
@@ -31,7 +34,7 @@ export function checkFiles(
       const sorted = [...issues].sort(
         (a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0),
       )
-      for (const issue of sorted) lines.push(formatIssue({ ...issue, file: shown }))
+      lines.push(...listIssues(sorted.map((issue) => ({ ...issue, file: shown }))))
       lines.push(`✖ ${shown}: ${issues.length} problem${issues.length === 1 ? '' : 's'}`)
     } else {
       const tiers = config.rules.reduce((n, r) => n + (r.tiers === undefined ? 0 : 1), 0)

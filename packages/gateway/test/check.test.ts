@@ -99,6 +99,24 @@ describe('bad policies: one fixture per error class', () => {
     expect(checkFiles([full]).lines).toEqual([expect.stringMatching(/full\.yaml: 0 rules, memory store$/)])
   })
 
+  test('a file with thousands of problems shows the first 1,000 of them, then how many more', async () => {
+    const dir = tempDir()
+    const file = writePolicy(dir, `version: 1\nrules:\n${'- 1\n'.repeat(2500)}`, 'many.yaml')
+    const report = checkFiles([file], {})
+    expect(report.lines).toHaveLength(1002)
+    expect(report.lines[999]).toMatch(
+      /many\.yaml:1002:3 {2}rules\[999\]: expected a mapping .* \[ERR_OBJECT\]$/,
+    )
+    expect(report.lines.slice(1000)).toEqual(['… and 1500 more', `✖ ${file}: 2500 problems`])
+    // So does a command that loads the policy.
+    const replay = await runCli(['replay', '-', '-c', file, '--no-html'], { timeoutMs: 20_000, stdin: '' })
+    expect(replay.code, replay.stderr).toBe(2)
+    expect(replay.stderr).toContain('Invalid policy (2500 problems):')
+    expect(replay.stderr).toContain('rules[999]: expected a mapping')
+    expect(replay.stderr).not.toContain('rules[1000]')
+    expect(replay.stderr).toContain('  … and 1500 more\n')
+  })
+
   test('every problem of a file is reported at once', () => {
     const text =
       'version: 3\nrules:\n  - name: a b\n    algorithm: nope\n  - { name: c, algorithm: gcra, limit: 0, period: 1x }\n'

@@ -9,6 +9,8 @@ const MAX_DURATION_MS = 366 * 86_400_000
 /** Collects every problem while validating, each with its path; helpers report and return `undefined`. */
 export interface Checker {
   readonly issues: Issue[]
+  /** Whether a problem is reported at exactly `path` (of `code`, or of any code but `except`). */
+  has(path: Path, code: { readonly is: string } | { readonly except: string }): boolean
   add(path: Path, code: string, message: string, at?: Issue['at']): void
   object(path: Path, value: unknown): value is Record<string, unknown>
   /** Reports fields not in `allowed` (with a suggestion when one is close). */
@@ -28,11 +30,21 @@ export interface Checker {
 /** Creates an empty checker. */
 export function createChecker(): Checker {
   const issues: Issue[] = []
+  // The codes reported at each path: a look-up, not a scan of every issue (a file can hold 100,000s).
+  const codesAt = new Map<string, string[]>()
   const add = (path: Path, code: string, message: string, at?: Issue['at']) => {
     issues.push(at === undefined ? { path, code, message } : { path, code, message, at })
+    const key = JSON.stringify(path)
+    const codes = codesAt.get(key)
+    if (codes === undefined) codesAt.set(key, [code])
+    else codes.push(code)
   }
   return {
     issues,
+    has(path, code) {
+      const codes = codesAt.get(JSON.stringify(path)) ?? []
+      return 'is' in code ? codes.includes(code.is) : codes.some((c) => c !== code.except)
+    },
     add,
     object(path, value): value is Record<string, unknown> {
       if (typeof value === 'object' && value !== null && !Array.isArray(value)) return true

@@ -19,7 +19,9 @@ export class PolicyError extends Error {
   readonly issues: readonly Issue[]
   constructor(issues: readonly Issue[]) {
     super(
-      `Invalid policy (${issues.length} problem${issues.length === 1 ? '' : 's'}):\n${issues.map((i) => `  ${formatIssue(i)}`).join('\n')}`,
+      `Invalid policy (${issues.length} problem${issues.length === 1 ? '' : 's'}):\n${listIssues(issues)
+        .map((line) => `  ${line}`)
+        .join('\n')}`,
     )
     this.name = 'PolicyError'
     this.issues = issues
@@ -56,4 +58,18 @@ export function formatIssue(issue: Issue): string {
       ? ''
       : `${issue.file}${issue.line ? `:${issue.line}${issue.column ? `:${issue.column}` : ''}` : ''}  `
   return `${where}${formatPath(issue.path)}: ${issue.message} [${issue.code}]`
+}
+
+/** Problems listed per file: a generated file can hold hundreds of thousands; the rest are counted. */
+export const MAX_LISTED_ISSUES = 1000
+
+/**
+ * One line per problem (`formatIssue`), the first `MAX_LISTED_ISSUES` of them, then `… and N more`.
+ *
+ * @example process.stderr.write(`${listIssues(issues).join('\n')}\n`)
+ */
+export function listIssues(issues: readonly Issue[]): string[] {
+  const lines = issues.slice(0, MAX_LISTED_ISSUES).map(formatIssue)
+  if (issues.length > MAX_LISTED_ISSUES) lines.push(`… and ${issues.length - MAX_LISTED_ISSUES} more`)
+  return lines
 }

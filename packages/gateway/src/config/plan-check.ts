@@ -1,4 +1,4 @@
-import { ConfigError, createLimiter, type Limiter, type Policy } from 'edgelimit'
+import { ConfigError, createLimiter, type Limiter, memoryStore, type Policy } from 'edgelimit'
 import type { Checker } from './checker.js'
 import { type Path, parsePath } from './issues.js'
 import type { PlanConfig } from './types.js'
@@ -18,6 +18,8 @@ export function checkPlan(
     return createLimiter({
       rules: [{ name: plan.tier === '' ? name : `${name}.${plan.tier}`, algorithm: plan.algorithm }],
       clock: { now: () => 0 },
+      // One key (checkCost's): the default table of 1,024 keys per plan weighed 40 KB per rule.
+      store: memoryStore({ maxKeys: 1 }),
     })
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error
@@ -44,7 +46,7 @@ export function checkPlan(
           at = plan.tier === '' ? [...path, shown] : [...path, 'tiers', 'plans', plan.tier, shown]
         }
       }
-      if (!c.issues.some((i) => i.code === code && samePath(i.path, at))) c.add(at, code, message)
+      if (!c.has(at, { is: code })) c.add(at, code, message)
     }
     return undefined
   }
@@ -66,7 +68,7 @@ export function checkCost(
   cost: number,
 ): void {
   // An invalid cost was reported where it was written (and replaced by the default).
-  if (cost === 0 || c.issues.some((i) => samePath(i.path, at) && i.code !== NEVER)) return
+  if (cost === 0 || c.has(at, { except: NEVER })) return
   const decision = limiter.limitSync('cost-check', { cost })
   if (decision.reason !== 'cost-exceeds-limit') return
   const policy = limiter.rules[0]?.policy as Policy
@@ -96,8 +98,4 @@ function boundOf(policy: Policy): { bound: string; raise: string } {
     case 'gcra':
       return { bound: `gcra burst ${policy.burst}`, raise: 'burst' }
   }
-}
-
-function samePath(a: Path, b: Path): boolean {
-  return a.length === b.length && a.every((s, i) => s === b[i])
 }
