@@ -85,7 +85,7 @@ export async function runCommand(
  * @example await checkOutput(path.resolve('bench/results/run.json'))
  */
 export async function checkOutput(file: string): Promise<void> {
-  await mkdir(path.dirname(file), { recursive: true })
+  await makeFolder(file)
   const existing = await stat(file).catch(() => undefined)
   if (existing?.isDirectory())
     throw Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${file}'`), {
@@ -94,10 +94,10 @@ export async function checkOutput(file: string): Promise<void> {
   await access(existing === undefined ? path.dirname(file) : file, constants.W_OK)
 }
 
-/** Writes a file, creating its directory. */
+/** Writes a file, creating its folder. */
 export async function writeOutput(file: string, text: string): Promise<void> {
+  await makeFolder(file)
   try {
-    await mkdir(path.dirname(file), { recursive: true })
     await writeFile(file, text)
   } catch (error) {
     // A full disk, a read-only or failing device: the output could not be written (exit 2), and
@@ -110,6 +110,40 @@ export async function writeOutput(file: string, text: string): Promise<void> {
 }
 
 const OUTPUT_ERRORS = new Set(['EIO', 'ENOSPC', 'EROFS', 'EPERM', 'EDQUOT', 'EFBIG'])
+
+/**
+ * Creates the missing folders of `file`'s path, one level at a time: Node 20's recursive mkdir
+ * never settles (and spins) where a folder cannot be made under one that exists (`/proc/x`).
+ */
+async function makeFolder(file: string): Promise<void> {
+  const absent = (error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined
+    throw error
+  }
+  const missing: string[] = []
+  let dir = path.dirname(file)
+  let found = await stat(dir).catch(absent)
+  while (found === undefined) {
+    missing.unshift(dir)
+    dir = path.dirname(dir)
+    found = await stat(dir).catch(absent)
+  }
+  if (!found.isDirectory())
+    throw Object.assign(new Error(`ENOTDIR: not a directory, mkdir '${dir}'`), { code: 'ENOTDIR' })
+  for (const folder of missing) {
+    try {
+      await mkdir(folder)
+    } catch (error) {
+      // Made meanwhile by someone else: fine.
+      if (
+        (error as NodeJS.ErrnoException).code === 'EEXIST' &&
+        (await stat(folder).catch(() => undefined))?.isDirectory()
+      )
+        continue
+      throw new UsageError(`cannot write ${file}: ${(error as Error).message}`, { cause: error })
+    }
+  }
+}
 
 /**
  * Parses a duration flag (`500ms`, `2s`, `1m`…); `fallback` when it is absent. `example` names a

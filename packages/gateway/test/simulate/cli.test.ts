@@ -268,6 +268,26 @@ describe('edgelimit simulate', () => {
     expect(full.err()).toMatch(/^edgelimit simulate: cannot write \/dev\/full: ENOSPC/)
   })
 
+  test('an output in a folder that cannot be made (/proc/x, where Node 20 mkdir -p spins for ever): exit 2, naming the file', async () => {
+    const log = file('one.log', '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2\n')
+    const policy = file(
+      'mem.yaml',
+      'store: memory\nrules:\n  - { name: r, algorithm: gcra, limit: 5, period: 1s }\n',
+    )
+    for (const [args, file] of [
+      [['simulate', 'steady', '--html', '/proc/edgelimit-x/s.html'], '/proc/edgelimit-x/s.html'],
+      [['replay', log, '--no-progress', '--html', '/proc/edgelimit-x/r.html'], '/proc/edgelimit-x/r.html'],
+      [
+        ['bench', '-c', policy, '--duration', '100ms', '--json', '/proc/edgelimit-x/y/b.json'],
+        '/proc/edgelimit-x/y/b.json',
+      ],
+    ] as const) {
+      const r = await runCli(args, { timeoutMs: 10_000 })
+      expect(r.code, `${args[0]}: ${r.stderr}`).toBe(2)
+      expect(r.stderr).toMatch(new RegExp(`^edgelimit ${args[0]}: cannot write ${file}: ENOENT`, 'm'))
+    }
+  })
+
   test("--limit: at most 2147483647 (the limiter's bound), and no more than the scenario traffic that can be built", async () => {
     const trace = file('small.csv', 'time,key\n0,a\n10,b\n')
     const run = async (args: string[]) => {
