@@ -1,11 +1,22 @@
 import { main } from './main.js'
 
+const command = process.argv[2]
+
 // A server exits once drained (or failed to start), and a bench once done, whatever handles a
 // client library may keep open.
 const exit = (code: number) => {
-  if (process.argv[2] === 'serve' || process.argv[2] === 'bench') process.exit(code)
+  if (command === 'serve' || command === 'bench') process.exit(code)
   process.exitCode = code
 }
+
+// A reader that has gone (`edgelimit simulate --list | head -1`) ends the command quietly, as it
+// does a Unix tool; a standard output that cannot be written (a full disk) is an output error.
+if (command !== 'serve')
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(0)
+    process.stderr.write(`edgelimit ${command}: cannot write to standard output: ${error.message}\n`)
+    process.exit(2)
+  })
 
 main(process.argv.slice(2)).then(exit, (error: unknown) => {
   process.stderr.write(`edgelimit: ${error instanceof Error ? error.message : String(error)}\n`)

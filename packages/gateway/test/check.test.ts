@@ -1,6 +1,6 @@
 // `edgelimit check`: every error class has a fixture that states where its problem is; good
 // policies (and the example) pass; the JSON Schema agrees; the CLI exits 1 on problems.
-import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { closeSync, openSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Ajv } from 'ajv'
 import { algorithmSpec, createLimiter, fixedWindow } from 'edgelimit'
@@ -959,6 +959,35 @@ describe('the CLI', () => {
       const result = await runCli(args as string[], { timeoutMs: 10_000 })
       expect(result.code, result.stderr).toBe(2)
       expect(result.stderr).toContain(message)
+    }
+  })
+
+  test('a closed standard output ends a command quietly (exit 0); one that fails to write is exit 2 with one line', async () => {
+    const log = join(tempDir(), 'one.log')
+    writeFileSync(log, '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2\n')
+    for (const args of [
+      ['simulate', '--list'],
+      ['check', 'examples/edgelimit.yaml'],
+    ]) {
+      const closed = await runCli(args, { stdout: 'closed', timeoutMs: 10_000 })
+      expect([closed.code, closed.stderr]).toEqual([0, ''])
+    }
+    const full = openSync('/dev/full', 'w')
+    try {
+      for (const args of [
+        ['check', 'examples/edgelimit.yaml'],
+        ['replay', log, '--no-html', '--no-progress'],
+        ['simulate', '--list'],
+      ]) {
+        const r = await runCli(args, { stdout: full, timeoutMs: 10_000 })
+        expect(r.code, r.stderr).toBe(2)
+        expect(r.stderr).toMatch(
+          new RegExp(`^edgelimit ${args[0]}: cannot write to standard output: ENOSPC`, 'm'),
+        )
+        expect(r.stderr).not.toMatch(/ {4}at /)
+      }
+    } finally {
+      closeSync(full)
     }
   })
 

@@ -229,19 +229,28 @@ export async function spawnGateway(
   }
 }
 
-/** Runs `edgelimit <args>` to completion; after `timeoutMs` it is killed and the code is `null`. */
+/**
+ * Runs `edgelimit <args>` to completion; after `timeoutMs` it is killed and the code is `null`.
+ * `stdout`: a file descriptor to write to instead of a pipe, or `closed` (a pipe whose reader has
+ * gone, as `| head -1` leaves it).
+ */
 export async function runCli(
   args: readonly string[],
-  options: { timeoutMs?: number; stdin?: string } = {},
+  options: { timeoutMs?: number; stdin?: string; stdout?: number | 'closed' } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const cli = await cliPath()
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [cli, ...args], {
       cwd: REPO_ROOT,
-      stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      stdio: [
+        options.stdin === undefined ? 'ignore' : 'pipe',
+        typeof options.stdout === 'number' ? options.stdout : 'pipe',
+        'pipe',
+      ],
     })
     children.add(child)
     if (options.stdin !== undefined) child.stdin?.end(options.stdin)
+    if (options.stdout === 'closed') child.stdout?.destroy()
     const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30_000)
     let stdout = ''
     let stderr = ''
