@@ -48,7 +48,8 @@ Options:
   --top <n>                keys listed per top list (default 10)
   --max-keys <n>           keys held per rule (LRU beyond; default 1000000)
   --no-progress            no progress bar (shown only on a terminal anyway)
-  --fail-on-block          exit 1 when any request would be blocked (for CI)
+  --fail-on-block          exit 1 when any request would be blocked (for CI); with --mode
+                           enforce, when any was blocked (shadow rules' denials do not count)
   -h, --help               this help
 Exit codes: 0 done, 1 with --fail-on-block and blocks found, 2 usage, policy or input error.
 `
@@ -127,7 +128,9 @@ async function replay(args: string[], io: CliIo): Promise<number> {
   io.stderr.write(
     `replayed ${result.lines.toLocaleString('en-US')} lines in ${(result.elapsedMs / 1000).toFixed(2)} s (${rate.toLocaleString('en-US')} lines/s)\n`,
   )
-  return values['fail-on-block'] === true && result.denied > 0 ? 1 : 0
+  // What the headline counts: blocked in enforce mode (not shadow rules' denials), denied in shadow.
+  const blocked = result.mode === 'enforce' ? result.blocked : result.denied
+  return values['fail-on-block'] === true && blocked > 0 ? 1 : 0
 }
 
 function parse(args: string[]) {

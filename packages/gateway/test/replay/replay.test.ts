@@ -417,6 +417,26 @@ describe('the command', () => {
     expect(html).not.toMatch(/(src|href)="https?:/)
   })
 
+  test('--fail-on-block in enforce mode counts what was blocked, not what shadow rules denied', async () => {
+    const t = Date.UTC(2026, 0, 1)
+    const log = file('ten.log', Array.from({ length: 10 }, (_, i) => line('10.0.0.1', t + i * 100)).join(''))
+    const policy = (mode: string) =>
+      file(
+        `fail-${mode}.yaml`,
+        `rules:\n  - { name: a, algorithm: fixed-window, limit: 1, window: 1m, mode: ${mode} }\n`,
+      )
+    const run = (mode: string, rule: string) =>
+      runReplay(
+        [log, '-c', policy(rule), '--mode', mode, '--no-html', '--no-progress', '--fail-on-block'],
+        captureIo(dir),
+      )
+    // Only a shadow rule: 9 denied, nothing blocked.
+    expect(await run('enforce', 'shadow')).toBe(0)
+    expect(await run('enforce', 'enforce')).toBe(1)
+    // In shadow mode every denial is what would be blocked.
+    expect(await run('shadow', 'shadow')).toBe(1)
+  })
+
   test('usage and input errors exit 2 with a message', async () => {
     const cases: [string[], RegExp][] = [
       [[], /no log file given/],
