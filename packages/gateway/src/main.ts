@@ -18,6 +18,17 @@ Usage:
 Environment: EDGELIMIT_ADMIN_TOKEN (admin API bearer token), any \${VAR} the policy uses.
 Signals: SIGHUP reloads the policy; SIGTERM and SIGINT drain requests in flight, then exit.`
 
+/** `edgelimit check --help`. */
+const CHECK_USAGE = `Usage: edgelimit check <file>...
+
+Validates policy files offline (no store or upstream is contacted) and reports every problem with
+its file, line, column and path (the first 1,000 of a file). For CI and deploy pipelines.
+
+Options:
+  -h, --help   this help
+Exit codes: 0 every file valid, 1 problems found, 2 usage error or output that cannot be written.
+`
+
 /** The `edgelimit` command line. Resolves the process exit code. */
 export async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv
@@ -38,7 +49,15 @@ async function run(command: string | undefined, rest: string[]): Promise<number>
       return serve(rest)
     }
     case 'check': {
-      const { positionals } = parseCommandArgs({ args: [...rest], allowPositionals: true, options: {} })
+      const { values, positionals } = parseCommandArgs({
+        args: [...rest],
+        allowPositionals: true,
+        options: { help: { type: 'boolean', short: 'h' } },
+      })
+      if (values.help === true) {
+        process.stdout.write(CHECK_USAGE)
+        return 0
+      }
       if (positionals.length === 0) {
         process.stderr.write('edgelimit check: name at least one policy file\n')
         return 2

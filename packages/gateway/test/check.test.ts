@@ -991,6 +991,15 @@ describe('the CLI', () => {
     }
   })
 
+  test('every command takes -h and --help: its usage on standard output, exit 0', async () => {
+    for (const command of ['check', 'simulate', 'replay', 'bench'])
+      for (const flag of ['--help', '-h']) {
+        const r = await runCli([command, flag], { timeoutMs: 10_000 })
+        expect([r.code, r.stderr], `${command} ${flag}`).toEqual([0, ''])
+        expect(r.stdout).toMatch(new RegExp(`^Usage: edgelimit ${command} `))
+      }
+  })
+
   test('`edgelimit --help` names every flag serve takes (read off its options)', async () => {
     const source = readFileSync(join(GATEWAY_ROOT, 'src/serve.ts'), 'utf8')
     const flags = [
