@@ -28,7 +28,8 @@ each rule would have blocked, the top keys and a timeline (table, and an HTML re
 Reads Common/Combined Log Format and JSON lines (auto-detected per line), gzip by content; '-' is stdin.
 
 Options:
-  -c, --config <file>      the gateway's policy file (edgelimit.yaml); see docs/simulate-replay.md
+  -c, --config <file>      the gateway's policy file (edgelimit.yaml); see docs/simulate-replay.md.
+                           Not with the one-rule flags below (a usage error)
   --algorithm <name>       without --config: one rule of this algorithm (default sliding-window)
   --limit <n>              without --config: its limit, 1 to 2147483647 (default 100)
   --window <duration>      without --config: its window (default 60s)
@@ -54,6 +55,9 @@ Options:
 Exit codes: 0 done, 1 with --fail-on-block and blocks found, 2 usage, policy or input error.
 `
 
+/** The flags of the one rule replayed without a policy: with --config, a contradiction. */
+const ONE_RULE_FLAGS = ['algorithm', 'limit', 'window', 'key'] as const
+
 const FIELDS = new Set(['time', 'ip', 'user', 'method', 'path', 'status', 'userAgent', 'host', 'query'])
 
 /**
@@ -78,6 +82,11 @@ async function replay(args: string[], io: CliIo): Promise<number> {
   if (positionals.length === 0) throw new UsageError(`no log file given\n\n${REPLAY_USAGE}`)
   const cwd = workingDirectory(io)
   const at = (f: string) => path.resolve(cwd, f)
+  const oneRule = ONE_RULE_FLAGS.filter((f) => values[f] !== undefined).map((f) => `--${f}`)
+  if (values.config !== undefined && oneRule.length > 0)
+    throw new UsageError(
+      `${oneRule.length === 1 ? `${oneRule[0]} describes` : `${oneRule.slice(0, -1).join(', ')} and ${oneRule.at(-1)} describe`} the one rule replayed without --config; the policy's rules are replayed instead: give one or the other`,
+    )
   const rules = values.config !== undefined ? loadPolicy(at(values.config)) : quickRule(values)
   const mode = values.mode ?? 'shadow'
   if (mode !== 'shadow' && mode !== 'enforce')

@@ -453,7 +453,18 @@ describe('the command', () => {
         ],
         /bad\.yaml:\d+:\d+\s+rules\[0\]/,
       ],
+      // The one-rule flags and a policy contradict each other: the policy would be run, silently.
+      [
+        [SAMPLE, '-c', 'good.yaml', '--limit', '999', '--key', 'header:x'],
+        /^edgelimit replay: --limit and --key describe the one rule replayed without --config; the policy's rules are replayed instead: give one or the other\n$/,
+      ],
+      [
+        [SAMPLE, '--config=good.yaml', '--algorithm', 'gcra'],
+        /^edgelimit replay: --algorithm describes the one rule/,
+      ],
+      [[SAMPLE, '-c', 'good.yaml', '--window', '1s'], /^edgelimit replay: --window describes the one rule/],
     ]
+    file('good.yaml', 'rules:\n  - { name: x, algorithm: fixed-window, limit: 1, window: 1m }\n')
     for (const [args, message] of cases) {
       const io = captureIo(dir)
       expect(await runReplay(args, io), args.join(' ')).toBe(2)
