@@ -59,8 +59,11 @@ export interface RuleReport {
   /** Keys with at least one denial: exact while `deniedKeysExact`. */
   readonly deniedKeys: number
   readonly deniedKeysExact: boolean
-  /** `[key, denials, maxUndercount]`, most denied first. */
-  readonly topDenied: [string, number, number][]
+  /**
+   * `[key, denials, maxUndercount, requests]`, most denied first; `requests` is null for a key
+   * the request counter no longer holds (beyond 100,000 distinct keys).
+   */
+  readonly topDenied: [string, number, number, number | null][]
   /** `[key, requests, maxUndercount]`, busiest first. */
   readonly topKeys: [string, number, number][]
 }
@@ -273,7 +276,9 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
       firstDeniedAt: firstDenied[i],
       deniedKeys: (topDenied[i] as TopKeys).distinct,
       deniedKeysExact: (topDenied[i] as TopKeys).exact,
-      topDenied: (topDenied[i] as TopKeys).top(top),
+      topDenied: (topDenied[i] as TopKeys)
+        .top(top)
+        .map(([k, n, err]) => [k, n, err, (runner.requests[i] as TopKeys).count(k) ?? null]),
       topKeys: busiestOf(runner.requests[i] as TopKeys),
     })),
     timeline: line.snapshot(),

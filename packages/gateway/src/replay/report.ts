@@ -80,7 +80,7 @@ export function textReport(r: ReplayResult, label: string, top = 10): string {
         ['key', 'would block', 'requests'],
         rule.topDenied
           .slice(0, top)
-          .map(([k, c, err]) => [k, err > 0 ? `${int(c)} (+≤${int(err)})` : int(c), requestsOf(rule, k)]),
+          .map(([k, c, err, n]) => [k, err > 0 ? `${int(c)} (+≤${int(err)})` : int(c), requestsOf(n)]),
         ['l', 'r', 'r'],
       ),
     )
@@ -105,9 +105,8 @@ export function textReport(r: ReplayResult, label: string, top = 10): string {
   return `${out.join('\n')}\n`
 }
 
-function requestsOf(rule: RuleReport, key: string): string {
-  const hit = rule.topKeys.find(([k]) => k === key)
-  return hit === undefined ? '—' : int(hit[1])
+function requestsOf(requests: number | null): string {
+  return requests === null ? '—' : int(requests)
 }
 
 /** The HTML report: the same tables plus a timeline chart per rule. */
@@ -145,7 +144,7 @@ export function htmlReport(r: ReplayResult, label: string, top = 10): string {
     .map((rule) => {
       const denied = htmlTable(
         ['key', 'would block', 'requests'],
-        rule.topDenied.slice(0, top).map(([k, c]) => [k, int(c), requestsOf(rule, k)]),
+        rule.topDenied.slice(0, top).map(([k, c, , n]) => [k, int(c), requestsOf(n)]),
         ['l', 'r', 'r'],
       )
       const busiest = htmlTable(

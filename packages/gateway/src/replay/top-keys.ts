@@ -10,6 +10,8 @@ export interface TopKeys {
   merge(counts: ReadonlyMap<string, number>): void
   /** The `n` most frequent keys, highest first: `[key, count, maxUndercount]`. */
   top(n: number): [string, number, number][]
+  /** A key's count (short by at most its `maxUndercount`); undefined once it was dropped. */
+  count(key: string): number | undefined
   /** Distinct keys seen: exact while no key was dropped, else a lower bound. */
   readonly distinct: number
   /** Whether `distinct` and every count are exact. */
@@ -87,6 +89,9 @@ export function topKeys(capacity = 100_000): TopKeys {
         .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
         .slice(0, n)
         .map(([k, c]) => [k, c, undercount.get(k) ?? 0])
+    },
+    count(key) {
+      return counts.get(key)
     },
     get distinct() {
       return counts.size + dropped

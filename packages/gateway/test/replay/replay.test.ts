@@ -437,6 +437,26 @@ describe('the command', () => {
     expect(await run('shadow', 'shadow')).toBe(1)
   })
 
+  test('"Top keys blocked" gives each key its request count, busiest key or not', async () => {
+    const io = captureIo(dir)
+    const args = ['--limit', '20', '--window', '1m', '--algorithm', 'fixed-window', '--top', '3']
+    const json = path.join(dir, 'top-blocked.json')
+    expect(await runReplay([SAMPLE, ...args, '--no-html', '--no-progress', '--json', json], io)).toBe(0)
+    const rule = (JSON.parse(readFileSync(json, 'utf8')) as ReplayResult).rules[0]
+    const text = sample.toString('utf8')
+    const linesOf = (ip: string) => text.split('\n').filter((l) => l.startsWith(`${ip} `)).length
+    expect(rule?.topDenied).toHaveLength(3)
+    for (const [key, , , requests] of rule?.topDenied ?? []) expect(requests).toBe(linesOf(key))
+    // Not all of them among the 3 busiest keys, yet none without its count.
+    expect(rule?.topDenied.some(([k]) => !rule.topKeys.some(([b]) => b === k))).toBe(true)
+    const table = io.out().slice(io.out().indexOf('Top keys blocked'), io.out().indexOf('Timeline'))
+    expect(table).not.toContain('—')
+    for (const [key, , , requests] of rule?.topDenied ?? [])
+      expect(table).toMatch(
+        new RegExp(`${key.replace(/\./g, '\\.')}\\s+[\\d,]+\\s+${(requests ?? 0).toLocaleString('en-US')}\n`),
+      )
+  })
+
   test('usage and input errors exit 2 with a message', async () => {
     const cases: [string[], RegExp][] = [
       [[], /no log file given/],
