@@ -574,6 +574,42 @@ describe('check and serve agree on Redis URLs', () => {
     }
   })
 
+  test('Cluster nodes: ports 1 to 65535, IPv6 in brackets; a refusal names its problem', () => {
+    const nodes = [
+      '10.0.0.1:6379',
+      '[::1]:7000',
+      'redis://[::1]:7001',
+      'c:0',
+      'c:65536',
+      'c:07000',
+      '::1:7000',
+      'c',
+      '[::zz]:7000',
+      'redis://c:70000',
+      'redis://c:0',
+    ]
+    const text = `store: { type: redis-cluster, nodes: ${JSON.stringify(nodes)} }\nrules: []\n`
+    const { issues } = checkSource(parsePolicyText(text, 'c.yaml', {}))
+    const form = 'expected host:port (like "10.0.0.1:7000", or "[::1]:7000" for IPv6) or a redis:// URL'
+    expect(issues.map((i) => `${i.path.at(-1)} ${i.code} ${i.message}`)).toEqual([
+      '3 ERR_URL expected a port from 1 to 65535, got "c:0" (string)',
+      '4 ERR_URL expected a port from 1 to 65535, got "c:65536" (string)',
+      '5 ERR_URL expected a port from 1 to 65535, got "c:07000" (string)',
+      `6 ERR_URL ${form}, got "::1:7000" (string)`,
+      `7 ERR_URL ${form}, got "c" (string)`,
+      '8 ERR_URL expected an IPv6 address in the brackets, got "[::zz]:7000" (string)',
+      '9 ERR_URL expected a port from 1 to 65535, got "redis://c:70000" (string)',
+      '10 ERR_URL expected a port from 1 to 65535, got "redis://c:0" (string)',
+    ])
+    // A Redis URL's port as well, with its password hidden.
+    const store = checkSource(
+      parsePolicyText('store: "redis://:pw@localhost:99999"\nrules: []\n', 's.yaml', {}),
+    )
+    expect(store.issues.map((i) => i.message)).toEqual([
+      'expected a port from 1 to 65535, got "redis://***@localhost:99999" (string)',
+    ])
+  })
+
   test('a Cluster node is an address: a path is refused', () => {
     const { issues } = checkSource(
       parsePolicyText(
@@ -673,6 +709,12 @@ describe('the JSON Schema and `check` agree', () => {
     store_cluster_not_url: top('store: { type: redis-cluster, nodes: ["nohost"] }'),
     store_cluster_address: top('store: { type: redis-cluster, nodes: ["a:7000", "redis://b:7001"] }'),
     store_cluster_path: top('store: { type: redis-cluster, nodes: ["redis://b:7001/1"] }'),
+    store_cluster_port_0: top('store: { type: redis-cluster, nodes: ["a:0"] }'),
+    store_cluster_port_65535: top('store: { type: redis-cluster, nodes: ["a:65535"] }'),
+    store_cluster_port_65536: top('store: { type: redis-cluster, nodes: ["a:65536"] }'),
+    store_cluster_port_leading_0: top('store: { type: redis-cluster, nodes: ["a:07000"] }'),
+    store_cluster_ipv6: top('store: { type: redis-cluster, nodes: ["[::1]:7000", "[2001:db8::5]:7001"] }'),
+    store_cluster_ipv6_bare: top('store: { type: redis-cluster, nodes: ["::1:7000"] }'),
     store_memory_max0: top('store: { type: memory, maxKeys: 0 }'),
     store_prefix_empty: top('store: { type: redis, url: "redis://a", prefix: "" }'),
     store_prefix_braces: top('store: { type: redis, url: "redis://a", prefix: "a{b}" }'),

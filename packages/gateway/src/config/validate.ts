@@ -1,3 +1,4 @@
+import { isIPv6 } from 'node:net'
 import { type ClientKeyOptions, describe, type HeaderStandard, validateClientKeyOptions } from '../library.js'
 import { type Checker, createChecker } from './checker.js'
 import { readClients } from './clients.js'
@@ -231,7 +232,7 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
       const list = required('nodes') ? c.list(['store', 'nodes'], value.nodes) : undefined
       const nodes = (list ?? []).map((n, i) => {
         const at: Path = Array.isArray(value.nodes) ? ['store', 'nodes', i] : ['store', 'nodes']
-        return typeof n === 'string' && /^[\w.-]+:\d+$/.test(n) ? n : redisUrl(c, at, n, false)
+        return clusterNode(c, at, n)
       })
       if (list !== undefined && list.length === 0)
         c.add(['store', 'nodes'], 'ERR_REQUIRED', 'expected at least one node')
@@ -267,6 +268,35 @@ const UPSTASH_URL = /^https?:\/\/[^\s#$./?].\S*$/
 // query or fragment swallows the path, and an empty path segment is a path the endpoint lacks.
 const UPSTASH_BROKEN = /[?#]|\/\/|\/$/
 
+/** `host:port`, an IPv6 host in brackets (`[::1]:7000`), or a redis:// URL without a path. */
+function clusterNode(c: Checker, at: Path, node: unknown): string | undefined {
+  if (typeof node === 'string' && /^rediss?:\/\//.test(node)) return redisUrl(c, at, node, false)
+  const m = typeof node === 'string' ? /^(?:\[([^\]]*)\]|([\w.-]+)):(\d+)$/.exec(node) : null
+  if (m === null) {
+    c.add(
+      at,
+      'ERR_URL',
+      `expected host:port (like "10.0.0.1:7000", or "[::1]:7000" for IPv6) or a redis:// URL, got ${describeUrl(node)}`,
+    )
+    return undefined
+  }
+  if (m[1] !== undefined && !isIPv6(m[1])) {
+    c.add(at, 'ERR_URL', `expected an IPv6 address in the brackets, got ${describeUrl(node)}`)
+    return undefined
+  }
+  return portIn(c, at, m[3] as string, node as string) ? (node as string) : undefined
+}
+
+/** A TCP port as written: 1 to 65535, digits without a leading zero. */
+function portIn(c: Checker, at: Path, port: string, value: string): boolean {
+  if (/^[1-9]\d{0,4}$/.test(port) && Number(port) <= 65_535) return true
+  c.add(at, 'ERR_URL', `expected a port from 1 to 65535, got ${describeUrl(value)}`)
+  return false
+}
+
+// The port of a redis:// URL as written: the URL parser refuses one above 65535 with no reason.
+const URL_PORT = /^rediss?:\/\/(?:.*@)?(?:\[[^\]]*\]|[^:/?#[\]]*):([^/?#]*)/s
+
 /**
  * A redis:// URL as the client reads it: the user and password percent-decode (the client decodes
  * them and throws on a stray `%`), and the path, if any, is a database number (ioredis sends
@@ -274,6 +304,8 @@ const UPSTASH_BROKEN = /[?#]|\/\/|\/$/
  * only: a node's path is refused.
  */
 function redisUrl(c: Checker, path: Path, value: unknown, database: boolean): string | undefined {
+  const port = typeof value === 'string' ? URL_PORT.exec(value)?.[1] : undefined
+  if (port !== undefined && port !== '' && !portIn(c, path, port, value as string)) return undefined
   const url = c.url(path, value, ['redis:', 'rediss:'])
   if (url === undefined) return undefined
   const parsed = new URL(url)

@@ -111,7 +111,8 @@ async function connect(config: StoreConfig): Promise<StoreHandle> {
 
 function nodeAddress(node: string): { host: string; port: number } {
   const url = new URL(node.includes('://') ? node : `redis://${node}`)
-  return { host: url.hostname, port: Number(url.port || 6379) }
+  // The URL keeps an IPv6 host in its brackets; the client connects to the address alone.
+  return { host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(url.port || 6379) }
 }
 
 function clusterAuth(nodes: readonly string[]): RedisOptions {
