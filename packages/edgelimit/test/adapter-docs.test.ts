@@ -19,6 +19,10 @@ describe('adapter docs list every RateLimitOptions option', () => {
     expect(declared).toContain('partitionKey')
     expect(declared.length).toBeGreaterThanOrEqual(11)
   })
+  it('the HTTP layer accepts exactly these names (any other is ERR_UNKNOWN_OPTION)', () => {
+    const names = /`(limiter [\w ]+)\$\{names\}`/.exec(source)?.[1]
+    expect(names?.split(' ').sort()).toEqual([...declared].sort())
+  })
   for (const adapter of ['fetch', 'node', 'express', 'fastify', 'hono']) {
     it(`docs/adapters/${adapter}.md`, () => {
       const page = readFileSync(join(root, 'docs', 'adapters', `${adapter}.md`), 'utf8')

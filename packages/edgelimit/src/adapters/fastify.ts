@@ -78,7 +78,7 @@ function keepOnHijack(reply: FastifyReplyLike, headers: HttpVerdict['headers']):
  */
 export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
   async (app: FastifyInstanceLike, options: FastifyRateLimitOptions): Promise<void> => {
-    const core = createRateLimitCore(options)
+    const core = createRateLimitCore(options, ' prefix logLevel logSerializers')
     // A callback hook, not an async one: with the memory store, no promise per request.
     const apply = (reply: FastifyReplyLike, verdict: HttpVerdict, done: (error?: Error) => void) => {
       try {

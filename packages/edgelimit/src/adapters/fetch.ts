@@ -82,7 +82,7 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
   handler: FetchHandler<Rest, R>,
   options: FetchRateLimitOptions<Rest>,
 ): (request: Request, ...rest: Rest) => Promise<R | Response> {
-  const core = createRateLimitCore(options)
+  const core = createRateLimitCore(options, ' peer')
   const peer = options.peer
 
   function apply(verdict: HttpVerdict, request: Request, rest: Rest): R | Response | Promise<R> {

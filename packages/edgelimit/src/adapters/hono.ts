@@ -44,7 +44,7 @@ function nodeServerPeer(c: Context): string | undefined {
  * serve(app) // @hono/node-server
  */
 export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
-  const core = createRateLimitCore(options)
+  const core = createRateLimitCore(options, ' peer')
   const peer = options.peer ?? nodeServerPeer
 
   async function after(c: Context, headers: HttpVerdict['headers']): Promise<undefined> {

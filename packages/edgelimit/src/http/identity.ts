@@ -108,7 +108,8 @@ const NO_OPTIONS: ClientKeyOptions = /* @__PURE__ */ Object.freeze({})
 export const CIDR_OR_ADDRESS = 'a CIDR like "10.0.0.0/8" or "2001:db8::/32", or an address'
 
 /**
- * Lists every problem in client identity options, with its path; empty when they are valid.
+ * Lists every problem in client identity options, with its path (an unknown option name too:
+ * `ERR_UNKNOWN_OPTION`); empty when they are valid.
  *
  * @example validateClientKeyOptions({ trustedProxies: ['10.0.0.0/33'] }, 'identity')
  * // [{ path: 'identity.trustedProxies[0]', code: 'ERR_CIDR', message: 'expected a CIDR …' }]
@@ -116,7 +117,14 @@ export const CIDR_OR_ADDRESS = 'a CIDR like "10.0.0.0/8" or "2001:db8::/32", or 
 export function validateClientKeyOptions(options: unknown, path?: string): ConfigIssue[] {
   const issues = createIssues()
   const at = (name: string) => (path === undefined ? name : `${path}.${name}`)
-  if (!issues.object(path ?? 'options', options)) return issues.list
+  if (
+    !issues.object(
+      path ?? 'options',
+      options,
+      'trustedProxies header trustPlatform ipv6Prefix ipv4Prefix secret fallback',
+    )
+  )
+    return issues.list
   const { trustedProxies, header, trustPlatform, ipv6Prefix, ipv4Prefix, secret, fallback } =
     options as Record<string, unknown>
   if (Array.isArray(trustedProxies)) {

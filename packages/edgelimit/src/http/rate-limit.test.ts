@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { gcra } from '../algorithms.js'
+import { systemClock } from '../clock.js'
 import { ConfigError, EdgelimitError } from '../errors.js'
 import { createLimiter, type Decision, type Limiter } from '../limiter.js'
 import { manualClock } from '../testing/index.js'
@@ -428,6 +429,64 @@ describe('validation at creation', () => {
       'routes[3]': ['ERR_OBJECT'],
       'routes[4].path': ['ERR_ROUTE_PATH'],
     })
+  })
+
+  it('never ignores an unknown option name: at the top, in identity and in routes, all in one ConfigError', () => {
+    const limiter = perHour()
+    const options = {
+      limiter,
+      allowlist: ['10.0.0.0/8'],
+      trustedProxies: ['10.0.0.0/8'],
+      identity: { trustedProxy: ['10.0.0.0/8'], secert: 's3cret', ipv6Prefix: 48 },
+      routes: [{ path: '/login', method: ['POST'], limiter }],
+    } as unknown as RateLimitOptions
+    expect(issuesOf(() => createRateLimit(options))).toEqual({
+      allowlist: ['ERR_UNKNOWN_OPTION'],
+      trustedProxies: ['ERR_UNKNOWN_OPTION'],
+      'identity.trustedProxy': ['ERR_UNKNOWN_OPTION'],
+      'identity.secert': ['ERR_UNKNOWN_OPTION'],
+      'routes[0].method': ['ERR_UNKNOWN_OPTION'],
+    })
+    expect(() => createRateLimit({ limiter, identity: { trustedProxy: [] } } as never)).toThrow(
+      /identity\.trustedProxy: expected one of trustedProxies, .* \[ERR_UNKNOWN_OPTION\]/,
+    )
+    // `rules` for `routes`: the misspelt name, not "no limiter".
+    expect(issuesOf(() => createRateLimit({ rules: [{ path: '/', limiter }] } as never))).toEqual({
+      rules: ['ERR_UNKNOWN_OPTION'],
+    })
+    // `peer` is the fetch and Hono adapters' own option, not the HTTP layer's.
+    expect(issuesOf(() => createRateLimit({ limiter, peer: () => '192.0.2.1' } as never))).toEqual({
+      peer: ['ERR_UNKNOWN_OPTION'],
+    })
+    // Every name it documents is accepted.
+    expect(() =>
+      createRateLimit({
+        limiter,
+        routes: [{ path: '/a', methods: ['GET'], limiter, name: 'a', cost: 2, key: () => undefined }],
+        key: () => undefined,
+        identity: {
+          trustedProxies: ['10.0.0.0/8'],
+          header: 'x-forwarded-for',
+          trustPlatform: false,
+          ipv6Prefix: 56,
+          ipv4Prefix: 24,
+          secret: 's3cret',
+          fallback: 'nobody',
+        },
+        cost: 1,
+        skip: () => false,
+        allowList: ['192.0.2.1'],
+        headers: 'draft-7',
+        partitionKey: true,
+        clock: systemClock,
+        onLimited: () => undefined,
+      }),
+    ).not.toThrow()
+  })
+
+  it('options that are not an object are a ConfigError, not a TypeError', () => {
+    for (const options of [undefined, null, 'limiter', []])
+      expect(issuesOf(() => createRateLimit(options as never))).toEqual({ options: ['ERR_OBJECT'] })
   })
 
   it('partitionKey needs identity.secret: pk unkeyed would let anyone confirm a guessed key offline', async () => {

@@ -211,7 +211,7 @@ function checkArray(issues: Issues, path: string, value: unknown, what: string):
 }
 
 function checkRoute(issues: Issues, at: string, route: unknown): void {
-  if (!issues.object(at, route)) return
+  if (!issues.object(at, route, 'path methods limiter name cost key')) return
   const { path, methods, limiter, name, cost, key } = route
   if (path instanceof RegExp) {
     if (path.global || path.sticky)
@@ -267,9 +267,21 @@ function compileAllowList(issues: Issues, list: unknown): AllowList {
 }
 
 // Checked when the middleware is created, not on the first request: every problem at once, with
-// its path. draft-10/7/6 together would emit clashing RateLimit(-Policy) fields.
-function validateOptions(options: RateLimitOptions): { standards: HeaderStandard[]; allow: AllowList } {
+// its path, an unknown option name too; `names`: the adapter's own option names. draft-10/7/6
+// together would emit clashing RateLimit(-Policy) fields.
+function validateOptions(
+  options: RateLimitOptions,
+  names: string,
+): { standards: HeaderStandard[]; allow: AllowList } {
   const issues = createIssues()
+  if (
+    !issues.object(
+      'options',
+      options as unknown,
+      `limiter routes key identity cost skip allowList headers partitionKey clock onLimited${names}`,
+    )
+  )
+    throw new ConfigError(issues.list)
   if (options.identity !== undefined)
     issues.list.push(...validateClientKeyOptions(options.identity, 'identity'))
   const h: unknown = options.headers
@@ -308,6 +320,8 @@ function validateOptions(options: RateLimitOptions): { standards: HeaderStandard
     )
   const allow = compileAllowList(issues, options.allowList)
   if (issues.list.length > 0) throw new ConfigError(issues.list)
+  if (options.limiter === undefined && !options.routes?.length)
+    throw new TypeError('Expected `limiter` or at least one of `routes`')
   return { standards: standards as HeaderStandard[], allow }
 }
 
@@ -391,7 +405,8 @@ interface Target {
  * or of another route.
  *
  * @throws {TypeError} without `limiter` and `routes`.
- * @throws {ConfigError} listing every invalid option, with its path and code.
+ * @throws {ConfigError} listing every invalid option, with its path and code; an option name it
+ * does not know (`identity.trustedProxy`) is one (`ERR_UNKNOWN_OPTION`), never ignored.
  * @example
  * const rl = createRateLimit({ limiter, identity: { trustedProxies: ['10.0.0.0/8'], secret } })
  * const verdict = await rl.check({ method: 'GET', path: '/', header: (n) => req.headers.get(n), peer })
@@ -421,12 +436,12 @@ export function pending(v: HttpVerdict | Promise<HttpVerdict>): v is Promise<Htt
   return (v as Partial<HttpVerdict>).action === undefined
 }
 
-/** `createRateLimit`, with the synchronous entry the adapters use (not part of the public API). */
-export function createRateLimitCore(options: RateLimitOptions): RateLimitCore {
-  if (options.limiter === undefined && (options.routes?.length ?? 0) === 0) {
-    throw new TypeError('Expected `limiter` or at least one of `routes`')
-  }
-  const { standards, allow } = validateOptions(options)
+/**
+ * `createRateLimit`, with the synchronous entry the adapters use (not part of the public API).
+ * `names`: the adapter's own option names (` peer`), allowed beside `RateLimitOptions`'.
+ */
+export function createRateLimitCore(options: RateLimitOptions, names = ''): RateLimitCore {
+  const { standards, allow } = validateOptions(options, names)
   const target = (
     limiter: Limiter,
     cost: CostOption,

@@ -184,6 +184,42 @@ describe('fetch adapter', () => {
   })
 })
 
+describe('option names, at creation in every adapter', () => {
+  const typo = { limiter: onePerHour(), identity: { trustedProxy: ['10.0.0.0/8'] } } as never
+  const refused = /identity\.trustedProxy: .*\[ERR_UNKNOWN_OPTION\]/
+
+  it('an unknown name is refused by every adapter', async () => {
+    expect(() => nodeRateLimit(typo)).toThrow(refused)
+    expect(() => expressRateLimit(typo)).toThrow(refused)
+    expect(() => honoRateLimit(typo)).toThrow(refused)
+    expect(() => withRateLimit(() => new Response(), typo)).toThrow(refused)
+    const app = Fastify()
+    await expect(app.register(fastifyRateLimit, typo)).rejects.toThrow(refused)
+    await app.close()
+  })
+
+  it("each adapter's own names are accepted where they belong", async () => {
+    expect(() => withRateLimit(() => new Response(), { limiter: onePerHour(), peer: denoPeer })).not.toThrow()
+    expect(() => honoRateLimit({ limiter: onePerHour(), peer: () => '192.0.2.1' })).not.toThrow()
+    for (const make of [nodeRateLimit, expressRateLimit])
+      expect(() => make({ limiter: onePerHour(), peer: () => '192.0.2.1' } as never)).toThrow(
+        /peer: .*\[ERR_UNKNOWN_OPTION\]/,
+      )
+    // Fastify hands its register options (prefix, logLevel, logSerializers) to the plugin.
+    const app = Fastify()
+    await app.register(fastifyRateLimit, {
+      limiter: onePerHour(),
+      prefix: '/v1',
+      logLevel: 'warn',
+      logSerializers: {},
+    })
+    app.get('/', async () => 'ok')
+    expect((await app.inject('/')).statusCode).toBe(200)
+    expect((await app.inject('/')).statusCode).toBe(429)
+    await app.close()
+  })
+})
+
 describe('node and express adapters', () => {
   it('node, memory store: headers are set before it returns for a client seen before, not a new one', async () => {
     const limit = nodeRateLimit({
