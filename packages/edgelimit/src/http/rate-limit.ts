@@ -305,7 +305,9 @@ function validateOptions(
       checkRoute(issues, `routes[${i}]`, route)
     })
   checkCost(issues, 'cost', options.cost)
-  for (const name of ['key', 'skip', 'onLimited'] as const) issues.function(name, options[name])
+  // `peer`: the fetch and Hono adapters' (elsewhere also an unknown name), called per request.
+  for (const name of ['key', 'skip', 'onLimited', 'peer'])
+    issues.function(name, (options as Record<string, unknown>)[name])
   issues.boolean('partitionKey', options.partitionKey)
   // Unkeyed, pk would be a plain SHA-256 of the key: a guessed key could be checked offline.
   if (options.partitionKey === true && !options.identity?.secret)

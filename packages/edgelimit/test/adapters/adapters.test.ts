@@ -218,6 +218,17 @@ describe('option names, at creation in every adapter', () => {
     expect((await app.inject('/')).statusCode).toBe(429)
     await app.close()
   })
+
+  it('a peer that is not a function is refused at creation, not on every request', () => {
+    // `peer` is called per request: anything but a function would fail every request (a 500).
+    for (const peer of ['127.0.0.1', {}, null]) {
+      const options = { limiter: onePerHour(), peer } as never
+      expect(() => honoRateLimit(options)).toThrow(/peer: expected a function, .*\[ERR_FUNCTION\]/)
+      expect(() => withRateLimit(() => new Response(), options)).toThrow(
+        /peer: expected a function, .*\[ERR_FUNCTION\]/,
+      )
+    }
+  })
 })
 
 describe('node and express adapters', () => {
