@@ -299,6 +299,20 @@ describe('calls', () => {
     }
     await expect(limiter.limit(42 as unknown as string)).rejects.toMatchObject({ code: 'ERR_EDGELIMIT_KEY' })
   })
+  it('rejects options that are not an object (`limit(k, 5)` is not a cost of 5) and charges nothing', async () => {
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 2, window: '1s' }) }],
+    })
+    for (const opts of [5, 'x', true]) {
+      await expect(limiter.limit('k', opts as never)).rejects.toMatchObject({
+        code: 'ERR_EDGELIMIT_COST',
+        message: expect.stringMatching(/^Expected `options` to be an object, got /),
+      })
+      expect(() => limiter.limitSync('k', opts as never)).toThrow(/Expected `options` to be an object/)
+    }
+    expect(limiter.limitSync('k', {}).remaining).toBe(1)
+    expect(limiter.limitSync('k').remaining).toBe(0)
+  })
   it('rejects a clock reading that is not integer ms ≥ 0 with a code, on every decision path', async () => {
     const rules = [{ name: 'r', algorithm: gcra({ limit: 2, period: '1s' }) }]
     const remote: Store = {

@@ -18,6 +18,10 @@ export type {
 } from './options.js'
 
 /** Per-call options. */
+/**
+ * Options of one call. Not an object (`limit(key, 5)`): `ERR_EDGELIMIT_COST`. Its names are not
+ * checked (each call would pay for it): a misspelt `costs` leaves the cost at 1.
+ */
 export interface LimitOptions {
   /** Units this request costs; 0 decides without charging (a peek). @default 1 */
   cost?: number
@@ -179,6 +183,13 @@ function checkCall(key: unknown, opts: LimitOptions | undefined): number {
   if (typeof key !== 'string') {
     throw new EdgelimitError('ERR_EDGELIMIT_KEY', `Expected \`key\` to be a string, got ${describe(key)}`)
   }
+  // `limit(key)`, the common call, checks nothing more; `limit(key, 5)` is not a cost of 5.
+  if (opts === undefined) return 1
+  if (typeof opts !== 'object')
+    throw new EdgelimitError(
+      'ERR_EDGELIMIT_COST',
+      `Expected \`options\` to be an object, got ${describe(opts)}`,
+    )
   return whole(opts?.cost ?? 1, 'cost', 'ERR_EDGELIMIT_COST')
 }
 
