@@ -7,7 +7,7 @@ import { compileSlidingWindow } from './core/sliding-window.js'
 import { compileTokenBucket } from './core/token-bucket.js'
 import type { Policy } from './core/types.js'
 import type { Duration } from './duration.js'
-import { describe } from './errors.js'
+import { ConfigError, describe } from './errors.js'
 import type { Issues } from './validate.js'
 
 /**
@@ -60,6 +60,27 @@ function define<O>(
     definition,
   })
   return Object.assign(factory, { definition })
+}
+
+/**
+ * `compile`, refusing a policy with a number that is not a non-negative safe integer
+ * (`ERR_INTEGER` at `<algorithm>.<field>`). The factories never build one, but a hand-built
+ * definition's `policy()` can (`periodMs: NaN`), and the exact arithmetic of the algorithms that
+ * take it (`gcd`) would not end on it. Checked once per compile, never per decision.
+ */
+function integral<P extends Policy>(compile: (policy: P) => CompiledRule): (policy: P) => CompiledRule {
+  return (policy) => {
+    for (const [name, value] of Object.entries(policy))
+      if (typeof value === 'number' && !(Number.isSafeInteger(value) && value >= 0))
+        throw new ConfigError([
+          {
+            path: `${policy.algorithm}.${name}`,
+            code: 'ERR_INTEGER',
+            message: `expected a non-negative integer, got ${describe(value)}`,
+          },
+        ])
+    return compile(policy)
+  }
 }
 
 /** Options of the window-based algorithms. */
@@ -124,7 +145,7 @@ export const tokenBucket: AlgorithmFactory<TokenBucketOptions> = /* @__PURE__ */
   'token-bucket',
   'capacity refillRate refillInterval',
   tokenBucketPolicy,
-  compileTokenBucket,
+  /* @__PURE__ */ integral(compileTokenBucket),
 )
 
 /** Options of the leaky bucket. */
@@ -147,7 +168,7 @@ export const leakyBucket: AlgorithmFactory<LeakyBucketOptions> = /* @__PURE__ */
   'leaky-bucket',
   'capacity leakRate leakInterval mode',
   leakyBucketPolicy,
-  compileLeakyBucket,
+  /* @__PURE__ */ integral(compileLeakyBucket),
 )
 
 /** Options of GCRA. */
@@ -167,7 +188,7 @@ export const gcra: AlgorithmFactory<GcraOptions> = /* @__PURE__ */ define(
   'gcra',
   'limit period burst',
   gcraPolicy,
-  compileGcra,
+  /* @__PURE__ */ integral(compileGcra),
 )
 
 const FACTORIES = {

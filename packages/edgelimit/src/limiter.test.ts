@@ -122,6 +122,39 @@ describe('option validation', () => {
       'approximate',
     )
   })
+  it("refuses a hand-built definition's policy that the exact arithmetic cannot take, rather than hang", () => {
+    // gcd(x, NaN) looped forever inside createLimiter.
+    const cases = [
+      [gcra, { algorithm: 'gcra', limit: 5, periodMs: Number.NaN, burst: 0 }, 'gcra.periodMs'],
+      [gcra, { algorithm: 'gcra', limit: Number.POSITIVE_INFINITY, periodMs: 1000, burst: 5 }, 'gcra.limit'],
+      [
+        tokenBucket,
+        { algorithm: 'token-bucket', capacity: 5, refillRate: 1.5, refillIntervalMs: 1000 },
+        'token-bucket.refillRate',
+      ],
+      [
+        leakyBucket,
+        { algorithm: 'leaky-bucket', mode: 'police', capacity: 5, leakRate: -1, leakIntervalMs: 1000 },
+        'leaky-bucket.leakRate',
+      ],
+    ] as const
+    for (const [factory, policy, path] of cases) {
+      const { definition } = factory
+      const algorithm = {
+        algorithm: definition.name,
+        options: {},
+        definition: { ...definition, options: '', policy: () => policy },
+      } as unknown as AlgorithmSpec
+      let error: unknown
+      try {
+        createLimiter({ rules: [{ name: 'a', algorithm }] })
+      } catch (e) {
+        error = e
+      }
+      expect(error).toBeInstanceOf(ConfigError)
+      expect((error as ConfigError).issues.map((i) => `${i.path} ${i.code}`)).toEqual([`${path} ERR_INTEGER`])
+    }
+  })
   it('reports every option name it does not know, with its path and the names it knows', () => {
     // Rules read from JSON or YAML: no type checker sees these names.
     const rules = JSON.parse(`[

@@ -1,10 +1,10 @@
 /** Exact integer helpers: all inputs are non-negative integers below 2^53. */
 
-/** Greatest common divisor. */
+/** Greatest common divisor. Ends on any input (`NaN` too: a wrong result, never a hang). */
 export function gcd(a: number, b: number): number {
   let x = a
   let y = b
-  while (y !== 0) {
+  while (y > 0) {
     const t = x % y
     x = y
     y = t
