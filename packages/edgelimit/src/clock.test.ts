@@ -136,6 +136,12 @@ describe('coarseClock', () => {
         issues: [expect.objectContaining({ path: 'options', code: 'ERR_OBJECT' })],
       }),
     )
+    // A misspelt name is not ignored (its default would stay).
+    expect(() => coarseClock({ read: 8 } as unknown as CoarseClockOptions)).toThrow(
+      expect.objectContaining({
+        issues: [expect.objectContaining({ path: 'read', code: 'ERR_UNKNOWN_OPTION' })],
+      }),
+    )
     // Every problem at once.
     expect(() => coarseClock({ source: 5 as unknown as () => number, reads: 0 })).toThrow(
       expect.objectContaining({

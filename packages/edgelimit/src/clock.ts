@@ -51,7 +51,7 @@ export interface CoarseClockOptions {
  */
 export function coarseClock(options: CoarseClockOptions = {}): Clock {
   const issues = createIssues()
-  if (issues.object('options', options)) {
+  if (issues.object('options', options, 'source reads')) {
     issues.function('source', options.source)
     issues.integer('reads', options.reads ?? 32, 1, Number.MAX_SAFE_INTEGER)
   }

@@ -19,6 +19,7 @@ import {
   inCidr,
   LOOPBACK,
   normalizeIp,
+  type ParsedIp,
   PRIVATE,
   parseCidr,
   parseIp,
@@ -308,6 +309,32 @@ describe('subnetKey', () => {
     { ipv4Prefix: Number.NaN },
   ])('rejects prefix %j with a ConfigError', (options) => {
     expect(() => subnetKey('1.2.3.4', options)).toThrow(ConfigError)
+  })
+
+  it('refuses what is not a prefix, SubnetOptions or an address with a code, never a default or a TypeError', () => {
+    const issuesOf = (make: () => unknown) => {
+      try {
+        make()
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError)
+        return (error as ConfigError).issues.map((i) => `${i.path} ${i.code}`)
+      }
+      return []
+    }
+    const ip = '2001:db8:1:2::9'
+    expect(
+      issuesOf(() => subnetKeys(ip, ['48' as never, { ipv6prefix: 48 } as never, null as never])),
+    ).toEqual(['tiers[0] ERR_INTEGER', 'tiers[1].ipv6prefix ERR_UNKNOWN_OPTION', 'tiers[2] ERR_OBJECT'])
+    expect(issuesOf(() => subnetKeys(ip, '64' as never))).toEqual(['tiers ERR_ARRAY'])
+    expect(issuesOf(() => subnetKeys(5 as never, [64]))).toEqual(['ip ERR_STRING'])
+    expect(issuesOf(() => subnetKey(ip, null as never))).toEqual(['options ERR_OBJECT'])
+    expect(issuesOf(() => subnetKey(ip, { ipv6prefix: 48 } as never))).toEqual([
+      'ipv6prefix ERR_UNKNOWN_OPTION',
+    ])
+    expect(issuesOf(() => subnetKey(5 as never))).toEqual(['ip ERR_STRING'])
+    // Still: a string that does not parse is no subnet, not an error.
+    expect(subnetKeys('nope', [64])).toBeUndefined()
+    expect(subnetKey(parseIp(ip) as ParsedIp, { ipv6Prefix: 48 })).toBe('2001:db8:1::/48')
   })
 })
 

@@ -10,7 +10,7 @@ import {
   parseCidr,
   parseIp,
   type SubnetOptions,
-  subnetKey,
+  subnetText,
 } from './ip.js'
 
 /** Headers that carry the client address; any other name is read as a single address. */
@@ -382,6 +382,11 @@ export async function clientKey(
   if (resolved.ip === undefined) {
     return { key: options.fallback ?? 'unknown-client', fallback: true, reason: resolved.reason ?? 'missing' }
   }
-  const subnet = subnetKey(resolved.ip, options) as string
+  // `options` were checked above, by `resolveClientIp`.
+  const address = parseIp(resolved.ip) as ParsedIp
+  const subnet = subnetText(
+    address,
+    address.version === 4 ? (options.ipv4Prefix ?? 32) : (options.ipv6Prefix ?? 64),
+  )
   return { key: await hashKey(subnet, options.secret), ip: resolved.ip, fallback: false }
 }

@@ -1,5 +1,5 @@
 import { ConfigError } from '../errors.js'
-import { createIssues } from '../validate.js'
+import { createIssues, type Issues } from '../validate.js'
 
 /** A parsed IP address: 4 bytes for IPv4, 16 for IPv6. IPv4-mapped IPv6 is always IPv4. */
 export interface ParsedIp {
@@ -231,11 +231,27 @@ export function inNetwork(address: ParsedIp, network: Cidr): boolean {
 }
 
 // Called where a key is about to be hashed (or cached): an issue list per call costs nothing there.
-function checkPrefix(name: string, value: unknown, max: number): number {
-  const issues = createIssues()
-  const prefix = issues.integer(name, value, 0, max)
-  if (prefix === undefined) throw new ConfigError(issues.list)
-  return prefix
+/** The `[IPv4, IPv6]` prefixes of `options` at `path` (`options`: the root), problems into `issues`. */
+function prefixes(issues: Issues, path: string, options: unknown): [number, number] {
+  const at = (name: string) => (path === 'options' ? name : `${path}.${name}`)
+  const given: SubnetOptions = issues.object(path, options, 'ipv6Prefix ipv4Prefix') ? options : {}
+  return [
+    issues.integer(at('ipv4Prefix'), given.ipv4Prefix ?? 32, 0, 32) ?? 32,
+    issues.integer(at('ipv6Prefix'), given.ipv6Prefix ?? 64, 0, 128) ?? 64,
+  ]
+}
+
+/** `ip` parsed, after the checks of `issues` (thrown together); a string that does not parse: undefined. */
+function subnetAddress(issues: Issues, ip: unknown): ParsedIp | undefined {
+  issues.expect(
+    'ip',
+    ip,
+    typeof ip === 'string' || (ip as Partial<ParsedIp> | null)?.bytes instanceof Uint8Array,
+    'ERR_STRING',
+    'an address (a string or a ParsedIp)',
+  )
+  if (issues.list.length > 0) throw new ConfigError(issues.list)
+  return typeof ip === 'string' ? parseIp(ip) : (ip as ParsedIp)
 }
 
 /**
@@ -244,15 +260,17 @@ function checkPrefix(name: string, value: unknown, max: number): number {
  * `2001:db8:1:2::/64`). Every address a host rotates through inside its /64 gives the same text.
  * A string that does not parse gives `undefined`.
  *
- * @throws {ConfigError} when a prefix is not an integer in range (0–128 for IPv6, 0–32 for IPv4).
+ * @throws {ConfigError} when a prefix is not an integer in range (0–128 for IPv6, 0–32 for IPv4),
+ * `options` not an object or with another name (`ERR_UNKNOWN_OPTION`), `ip` not a string or a
+ * `ParsedIp`.
  * @example subnetKey('2001:db8:1:2:aaaa::7') // '2001:db8:1:2::/64'
  */
 export function subnetKey(ip: ParsedIp, options?: SubnetOptions): string
 export function subnetKey(ip: ParsedIp | string, options?: SubnetOptions): string | undefined
 export function subnetKey(ip: ParsedIp | string, options: SubnetOptions = {}): string | undefined {
-  const ipv6Prefix = checkPrefix('ipv6Prefix', options.ipv6Prefix ?? 64, 128)
-  const ipv4Prefix = checkPrefix('ipv4Prefix', options.ipv4Prefix ?? 32, 32)
-  const address = typeof ip === 'string' ? parseIp(ip) : ip
+  const issues = createIssues()
+  const [ipv4Prefix, ipv6Prefix] = prefixes(issues, 'options', options)
+  const address = subnetAddress(issues, ip)
   return address && subnetText(address, address.version === 4 ? ipv4Prefix : ipv6Prefix)
 }
 
@@ -266,7 +284,8 @@ export function subnetText(address: ParsedIp, prefix: number): string {
  * One subnet key per tier, for tiered rules (say 100/min per /64 and 1000/min per /48). A number
  * is an IPv6 prefix, with IPv4 kept whole; an object sets both prefixes.
  *
- * @throws {ConfigError} when a prefix is out of range.
+ * @throws {ConfigError} listing every tier that is not a prefix in range or `SubnetOptions` (as
+ * `subnetKey` takes them; `'48'` is no prefix), at `tiers[i]`; `tiers` not an array.
  * @example subnetKeys('2001:db8:1:2::9', [64, 48]) // ['2001:db8:1:2::/64', '2001:db8:1::/48']
  */
 export function subnetKeys(ip: ParsedIp, tiers: readonly (number | SubnetOptions)[]): string[]
@@ -278,7 +297,20 @@ export function subnetKeys(
   ip: ParsedIp | string,
   tiers: readonly (number | SubnetOptions)[],
 ): string[] | undefined {
-  const address = typeof ip === 'string' ? parseIp(ip) : ip
-  if (address === undefined) return undefined
-  return tiers.map((tier) => subnetKey(address, typeof tier === 'number' ? { ipv6Prefix: tier } : tier))
+  const issues = createIssues()
+  const list = issues.expect(
+    'tiers',
+    tiers,
+    Array.isArray(tiers),
+    'ERR_ARRAY',
+    'an array of prefixes or SubnetOptions',
+  )
+    ? tiers.map((tier, i): [number, number] =>
+        typeof tier === 'object'
+          ? prefixes(issues, `tiers[${i}]`, tier)
+          : [32, issues.integer(`tiers[${i}]`, tier, 0, 128) ?? 64],
+      )
+    : []
+  const address = subnetAddress(issues, ip)
+  return address && list.map(([v4, v6]) => subnetText(address, address.version === 4 ? v4 : v6))
 }
