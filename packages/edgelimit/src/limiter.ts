@@ -17,7 +17,6 @@ export type {
   StoreErrorMode,
 } from './options.js'
 
-/** Per-call options. */
 /**
  * Options of one call. Not an object (`limit(key, 5)`): `ERR_EDGELIMIT_COST`. Its names are not
  * checked (each call would pay for it): a misspelt `costs` leaves the cost at 1.
