@@ -608,6 +608,17 @@ describe('check and serve agree on Redis URLs', () => {
     expect(store.issues.map((i) => i.message)).toEqual([
       'expected a port from 1 to 65535, got "redis://***@localhost:99999" (string)',
     ])
+    // A password without a port is not a port: a managed Redis's connection string as given.
+    for (const url of [
+      'redis://:pw@10.0.0.5',
+      'redis://user:pw@10.0.0.5',
+      'rediss://default:tok@my.host/2',
+      'redis://u:p:w@h@host:6379/1',
+      'redis://:pw@[::1]',
+    ]) {
+      const ok = checkSource(parsePolicyText(`store: "${url}"\nrules: []\n`, 's.yaml', {}))
+      expect(ok.issues, url).toEqual([])
+    }
   })
 
   test('a Cluster node is an address: a path is refused', () => {

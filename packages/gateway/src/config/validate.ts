@@ -295,7 +295,9 @@ function portIn(c: Checker, at: Path, port: string, value: string): boolean {
 }
 
 // The port of a redis:// URL as written: the URL parser refuses one above 65535 with no reason.
-const URL_PORT = /^rediss?:\/\/(?:.*@)?(?:\[[^\]]*\]|[^:/?#[\]]*):([^/?#]*)/s
+// The user and password end at the last `@` before the path; the port, if any, runs to the path
+// (`redis://:pw@host` has none: `pw` is not a port).
+const URL_PORT = /^rediss?:\/\/(?:[^/?#]*@)?(?:\[[^\]]*\]|[^:/?#[\]@]*):([^/?#@]*)(?:[/?#]|$)/s
 
 /**
  * A redis:// URL as the client reads it: the user and password percent-decode (the client decodes
