@@ -9,11 +9,16 @@ const exit = (code: number) => {
   process.exitCode = code
 }
 
-// A reader that has gone (`edgelimit simulate --list | head -1`) ends the command quietly, as it
-// does a Unix tool; a standard output that cannot be written (a full disk) is an output error.
+// A reader that has gone (`edgelimit simulate --list | head -1`): the rest of the output goes
+// nowhere, quietly, and the command keeps its own exit code (`replay --fail-on-block | head` still
+// exits 1 on a block, so a CI step with pipefail sees it). A standard output that cannot be written
+// (a full disk) is an output error.
 if (command !== 'serve')
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE') process.exit(0)
+    if (error.code === 'EPIPE') {
+      process.stdout.write = (() => true) as typeof process.stdout.write
+      return
+    }
     process.stderr.write(`edgelimit ${command}: cannot write to standard output: ${error.message}\n`)
     process.exit(2)
   })

@@ -1015,7 +1015,7 @@ describe('the CLI', () => {
     }
   })
 
-  test('a closed standard output ends a command quietly (exit 0); one that fails to write is exit 2 with one line', async () => {
+  test('a closed standard output ends a command quietly with its own exit code; one that fails to write is exit 2 with one line', async () => {
     const log = join(tempDir(), 'one.log')
     writeFileSync(log, '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2\n')
     for (const args of [
@@ -1025,6 +1025,15 @@ describe('the CLI', () => {
       const closed = await runCli(args, { stdout: 'closed', timeoutMs: 10_000 })
       expect([closed.code, closed.stderr]).toEqual([0, ''])
     }
+    // `replay --fail-on-block | head`: the block still fails the step.
+    const twice = join(tempDir(), 'two.log')
+    writeFileSync(twice, readFileSync(log, 'utf8').repeat(2))
+    const blocked = await runCli(
+      ['replay', twice, '--limit', '1', '--window', '1m', '--no-html', '--no-progress', '--fail-on-block'],
+      { stdout: 'closed', timeoutMs: 10_000 },
+    )
+    expect(blocked.code, blocked.stderr).toBe(1)
+    expect(blocked.stderr).not.toMatch(/cannot write| {4}at /)
     const full = openSync('/dev/full', 'w')
     try {
       for (const args of [
