@@ -328,9 +328,9 @@ describe('subnetKey', () => {
     expect(issuesOf(() => subnetKeys(ip, '64' as never))).toEqual(['tiers ERR_ARRAY'])
     expect(issuesOf(() => subnetKeys(5 as never, [64]))).toEqual(['ip ERR_STRING'])
     expect(issuesOf(() => subnetKey(ip, null as never))).toEqual(['options ERR_OBJECT'])
-    expect(issuesOf(() => subnetKey(ip, { ipv6prefix: 48 } as never))).toEqual([
-      'ipv6prefix ERR_UNKNOWN_OPTION',
-    ])
+    // subnetKey takes a client's identity options as they are (the gateway passes its identity).
+    const identity = { trustedProxies: ['10.0.0.0/8'], secret: 's', ipv6Prefix: 48 }
+    expect(subnetKey(ip, identity)).toBe('2001:db8:1::/48')
     expect(issuesOf(() => subnetKey(5 as never))).toEqual(['ip ERR_STRING'])
     // Still: a string that does not parse is no subnet, not an error.
     expect(subnetKeys('nope', [64])).toBeUndefined()

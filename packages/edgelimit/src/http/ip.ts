@@ -231,10 +231,14 @@ export function inNetwork(address: ParsedIp, network: Cidr): boolean {
 }
 
 // Called where a key is about to be hashed (or cached): an issue list per call costs nothing there.
-/** The `[IPv4, IPv6]` prefixes of `options` at `path` (`options`: the root), problems into `issues`. */
-function prefixes(issues: Issues, path: string, options: unknown): [number, number] {
+/**
+ * The `[IPv4, IPv6]` prefixes of `options` at `path` (`options`: the root), problems into `issues`;
+ * `names`: the only names allowed (a tier's), else other names are left alone (`subnetKey(ip,
+ * identity)` takes the identity options as they are).
+ */
+function prefixes(issues: Issues, path: string, options: unknown, names?: string): [number, number] {
   const at = (name: string) => (path === 'options' ? name : `${path}.${name}`)
-  const given: SubnetOptions = issues.object(path, options, 'ipv6Prefix ipv4Prefix') ? options : {}
+  const given: SubnetOptions = issues.object(path, options, names) ? options : {}
   return [
     issues.integer(at('ipv4Prefix'), given.ipv4Prefix ?? 32, 0, 32) ?? 32,
     issues.integer(at('ipv6Prefix'), given.ipv6Prefix ?? 64, 0, 128) ?? 64,
@@ -261,8 +265,8 @@ function subnetAddress(issues: Issues, ip: unknown): ParsedIp | undefined {
  * A string that does not parse gives `undefined`.
  *
  * @throws {ConfigError} when a prefix is not an integer in range (0–128 for IPv6, 0–32 for IPv4),
- * `options` not an object or with another name (`ERR_UNKNOWN_OPTION`), `ip` not a string or a
- * `ParsedIp`.
+ * `options` not an object, `ip` not a string or a `ParsedIp`. Other names in `options` are left
+ * alone: a client's identity options can be passed as they are (`subnetKey(ip, identity)`).
  * @example subnetKey('2001:db8:1:2:aaaa::7') // '2001:db8:1:2::/64'
  */
 export function subnetKey(ip: ParsedIp, options?: SubnetOptions): string
@@ -307,7 +311,7 @@ export function subnetKeys(
   )
     ? tiers.map((tier, i): [number, number] =>
         typeof tier === 'object'
-          ? prefixes(issues, `tiers[${i}]`, tier)
+          ? prefixes(issues, `tiers[${i}]`, tier, 'ipv6Prefix ipv4Prefix')
           : [32, issues.integer(`tiers[${i}]`, tier, 0, 128) ?? 64],
       )
     : []
