@@ -6,6 +6,10 @@ const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).
 const defer: (f: () => void) => void =
   immediate === undefined ? (f) => void setTimeout(f, 0) : (f) => void immediate(f)
 
+/** The error of a store call that missed its deadline of `ms`. */
+export const timedOut = (ms: number | undefined) =>
+  new EdgelimitError('ERR_EDGELIMIT_TIMEOUT', `The store did not answer within ${ms} ms`)
+
 /** One call on a deadline's clock (see `Deadline.watch`). */
 export interface Watch {
   readonly at: number
@@ -61,8 +65,6 @@ export function createDeadline(ms: number): Deadline {
  * remote decision path). `keep`: whether an unref'able timer stays armed once nothing is pending.
  */
 export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
-  const timedOut = () =>
-    new EdgelimitError('ERR_EDGELIMIT_TIMEOUT', `The store did not answer within ${ms} ms`)
   let queue: Watch[] = []
   let head = 0
   // When armed, the timer fires at or before every pending call's deadline: deadlines are `ms`
@@ -105,7 +107,7 @@ export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
       head++
       if (!p.settled) {
         settle(p)
-        p.fail(timedOut())
+        p.fail(timedOut(ms))
       }
     }
     if (head > 1024 && head * 2 > queue.length) {
@@ -133,7 +135,7 @@ export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
     const pending: Watch = { at: now + ms, settled: false, fail }
     // A timer kept armed while idle holds the process again (it fires before this deadline).
     if (live++ === 0 && timer?.ref !== undefined) timer.ref()
-    if (own) pending.t = setTimeout(() => defer(() => end(pending) && fail(timedOut())), ms)
+    if (own) pending.t = setTimeout(() => defer(() => end(pending) && fail(timedOut(ms))), ms)
     else {
       queue.push(pending)
       if (timer === undefined) arm(now)

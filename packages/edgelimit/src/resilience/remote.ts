@@ -136,7 +136,6 @@ export const remoteDecider: Decider = (context) => {
     verdicts.some((v, j) => !v.allowed && (mask & (1 << j)) === 0)
 
   function fallback(g: Group, key: string, cost: number, now: number, mask: number): RuleVerdict[] {
-    const out: RuleVerdict[] = []
     const closed = g.index.some(
       (i, j) => (rules[i] as RuleConfig).onStoreError === 'closed' && (mask & (1 << j)) === 0,
     )
@@ -144,27 +143,22 @@ export const remoteDecider: Decider = (context) => {
     const local = g.fallback?.evaluateSync?.(key, closed ? 0 : cost, now, {
       shadow: sub(mask, g.fallbackIndex),
     })
-    g.index.forEach((i, j) => {
+    return g.index.map((i, j) => {
       const rule = rules[i] as RuleConfig
       emit?.({ type: 'fallback', mode: rule.onStoreError, rule: rule.name, key })
-      if (rule.onStoreError === 'local') {
-        out.push({ ...(local?.[g.fallbackIndex.indexOf(j)] as RuleVerdict) })
-      } else {
-        out.push(
-          rule.onStoreError === 'open'
-            ? UNKNOWN
-            : {
-                allowed: false,
-                remaining: 0,
-                resetAfterMs: 0,
-                retryAfterMs: retry,
-                delayMs: 0,
-                reason: 'store-unavailable',
-              },
-        )
-      }
+      return rule.onStoreError === 'local'
+        ? { ...(local?.[g.fallbackIndex.indexOf(j)] as RuleVerdict) }
+        : rule.onStoreError === 'open'
+          ? UNKNOWN
+          : {
+              allowed: false,
+              remaining: 0,
+              resetAfterMs: 0,
+              retryAfterMs: retry,
+              delayMs: 0,
+              reason: 'store-unavailable',
+            }
     })
-    return out
   }
 
   function decide(key: string, cost: number): Promise<Decision> {
@@ -311,12 +305,13 @@ export const remoteDecider: Decider = (context) => {
       place(localIndex, vs)
       if (blocks(vs, mask)) return denied('local')
     }
-    if (approx !== undefined && approxGroup !== undefined) {
+    // With `approx` comes its group.
+    if (approx !== undefined) {
       const mask = sub(shadow, approxIndex)
       const answer = await approx.decide(key, cost, now, mask, (failed) =>
         failed
-          ? GROUP.fail(approxGroup, key, cost, now, mask, 0)
-          : attempt(approxGroup, key, cost, now, mask, GROUP),
+          ? GROUP.fail(approxGroup as Group, key, cost, now, mask, 0)
+          : attempt(approxGroup as Group, key, cost, now, mask, GROUP),
       )
       source = answer.source
       place(approxIndex, answer.verdicts)

@@ -196,6 +196,54 @@ describe('EdgelimitDurableObject in workerd', () => {
     expect(allowed).toBe(true)
   })
 
+  it('an object whose rows are all swept keeps no storage, and counts afresh when called again', async () => {
+    // Audit defect 4: every key ever seen left its object a table (an SQLite database each,
+    // billed storage), peeks and resets included.
+    const rules = specOf([{ name: 'second', algorithm: fixedWindow({ limit: 2, window: '1s' }) }])
+    const call = (object: string, cost = 1, method = 'evaluate') =>
+      rpc(worker, { binding: 'SWEEP', object, method, rules, key: 'k', cost, now: T0 })
+    const storage = async (object: string) =>
+      (await rpc(worker, { binding: 'SWEEP', object, method: 'storage', args: [] })).body as unknown as {
+        names: string[]
+        alarm: number | null
+      }
+    const emptied = async (object: string) => {
+      for (let i = 0; i < 40; i++) {
+        const s = await storage(object)
+        if (s.names.length === 0 && s.alarm === null) return true
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      return false
+    }
+    const remaining = async (object: string) =>
+      [(await call(object)).body[0], (await call(object)).body[0], (await call(object)).body[0]].map((v) =>
+        v?.allowed ? v.remaining : 'denied',
+      )
+
+    expect(await remaining('emptied')).toEqual([1, 0, 'denied'])
+    expect((await storage('emptied')).names).toContain('edgelimit_state')
+    // The row expires 1 s later by the object's clock; the alarm deletes it and the storage.
+    expect(await emptied('emptied')).toBe(true)
+    // The client clock stands still: the key counts from nothing again, and is swept again.
+    expect(await remaining('emptied')).toEqual([1, 0, 'denied'])
+    expect(await storage('emptied')).toEqual({
+      names: expect.arrayContaining(['edgelimit_state']),
+      alarm: expect.any(Number),
+    })
+    expect(await emptied('emptied')).toBe(true)
+
+    // A peek and a reset on a fresh object write nothing.
+    const peek = await call('peeked', 0)
+    expect([peek.body[0]?.allowed, peek.body[0]?.remaining]).toEqual([true, 2])
+    expect((await call('peeked', 0, 'reset')).status).toBe(200)
+    expect(await storage('peeked')).toEqual({ names: [], alarm: null })
+
+    // A reset that leaves no row: the alarm still pending for the row empties the object.
+    await call('reset')
+    await call('reset', 0, 'reset')
+    expect(await emptied('reset')).toBe(true)
+  })
+
   it('rejects a malformed request', async () => {
     const rules = specOf([{ name: 'x', algorithm: fixedWindow({ limit: 1, window: '1h' }) }])
     const res = await rpc(worker, { object: 'bad', rules, key: 'k', cost: -1 })

@@ -25,9 +25,6 @@ import {
 } from './rule-set.js'
 
 const TABLE = 'edgelimit_state'
-const MAX_RULE_SETS = 64
-
-const STORE = 'ERR_EDGELIMIT_STORE'
 
 /**
  * Builds the Durable Object class for the algorithms listed — what `EdgelimitDurableObject` is
@@ -49,7 +46,8 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
    * nothing is cached in memory), decide with the core, write the charged states through
    * `ctx.storage.sql`. No `await` in between, so decisions on one object never interleave, and the
    * output gate releases the answer only once the write is durable. Expired rows are deleted by an
-   * alarm. With `clock: 'object'` the object's clock decides; with `'client'`, the caller's.
+   * alarm, and the object's storage with the last of them. With `clock: 'object'` the object's
+   * clock decides; with `'client'`, the caller's.
    *
    * @example
    * // src/index.ts of a Worker
@@ -67,20 +65,22 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
 
     readonly #storage: DurableObjectStorageLike
     readonly #sql: SqlStorage
+    /** Compiled rule sets by their text, up to 64 (one per limiter that calls this object). */
     readonly #sets = new Map<string, RuleSet>()
     #alarmAt: number | undefined
+    /** Whether the table exists: it is created by the first write, and dropped with the last row. */
+    #ready: boolean
 
     constructor(ctx: DurableObjectContext, env: unknown) {
       super(ctx, env)
       this.#storage = ctx.storage
       try {
         this.#sql = ctx.storage.sql
-        this.#sql.exec(
-          `CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT, rule TEXT, algorithm TEXT, state TEXT, expires INTEGER, PRIMARY KEY (key, rule)) WITHOUT ROWID; CREATE INDEX IF NOT EXISTS ${TABLE}_expires ON ${TABLE} (expires)`,
-        )
+        this.#ready =
+          this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE name = '${TABLE}'`).toArray().length > 0
       } catch (error) {
         throw new EdgelimitError(
-          STORE,
+          'ERR_EDGELIMIT_STORE',
           `EdgelimitDurableObject needs a SQLite-backed class (new_sqlite_classes): ${error}`,
         )
       }
@@ -92,15 +92,19 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       const clockNow = systemClock.now()
       const now = request.now ?? clockNow
       if (typeof key !== 'string' || !Number.isSafeInteger(cost) || cost < 0 || !Number.isSafeInteger(now)) {
-        throw new EdgelimitError(STORE, 'Expected a string key, a non-negative integer cost and time')
+        throw new EdgelimitError(
+          'ERR_EDGELIMIT_STORE',
+          'Expected a string key, a non-negative integer cost and time',
+        )
       }
       const set = this.#ruleSet(request.rules)
       // Read from SQLite on every decision: the object's database is local and synchronous, and a
       // parsed copy kept in memory would cost more code than the reads it saves.
       const states: (RuleState | undefined)[] = []
-      for (const row of this.#sql
-        .exec(`SELECT rule, algorithm, state FROM ${TABLE} WHERE key = ?`, key)
-        .toArray()) {
+      // A fresh object has no table: a peek (cost 0) there leaves it with no storage at all.
+      for (const row of this.#ready
+        ? this.#sql.exec(`SELECT rule, state FROM ${TABLE} WHERE key = ?`, key).toArray()
+        : []) {
         // Rows are keyed by `<name>:<fingerprint>` (encodeRules): another policy under the same
         // name, or a changed one, reads none of them and starts fresh.
         const r = set.names.indexOf(row.rule as string)
@@ -116,6 +120,12 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
         // is ignored); a row's, the row at offset 0.
         const fresh = (rule.expiresAt as (state: RuleState, offset: number) => number)(state, 0)
         const expires = clockNow + Math.max(0, Math.ceil(fresh - now))
+        if (!this.#ready) {
+          this.#ready = true
+          this.#sql.exec(
+            `CREATE TABLE ${TABLE} (key TEXT, rule TEXT, algorithm TEXT, state TEXT, expires INTEGER, PRIMARY KEY (key, rule)) WITHOUT ROWID; CREATE INDEX ${TABLE}_expires ON ${TABLE} (expires)`,
+          )
+        }
         this.#sql.exec(
           `INSERT OR REPLACE INTO ${TABLE} VALUES (?, ?, ?, ?, ?)`,
           key,
@@ -131,25 +141,35 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
 
     /** Forgets `key` for the rules of one rule set (RPC). */
     reset(request: ResetRequest): void {
+      // Rows left empty by a reset are dropped by the alarm still pending for them.
       for (const name of this.#ruleSet(request.rules).names)
-        this.#sql.exec(`DELETE FROM ${TABLE} WHERE key = ? AND rule = ?`, request.key, name)
+        if (this.#ready) this.#sql.exec(`DELETE FROM ${TABLE} WHERE key = ? AND rule = ?`, request.key, name)
     }
 
-    /** Deletes expired rows; re-arms for the earliest remaining expiry. */
+    /**
+     * Deletes expired rows; re-arms for the earliest remaining expiry. With no row left, empties
+     * the object's storage: an object with none is not kept (nor billed) by the platform.
+     */
     alarm(): void {
       const now = systemClock.now()
       this.#alarmAt = undefined
+      if (!this.#ready) return
       this.#sql.exec(`DELETE FROM ${TABLE} WHERE expires <= ?`, now)
       const next = this.#sql.exec(`SELECT MIN(expires) AS next FROM ${TABLE}`).toArray()[0]?.next
       if (typeof next === 'number') this.#schedule(next, now)
+      else {
+        this.#ready = false
+        // Not awaited, as setAlarm: the alarm that runs this is cleared when it returns.
+        void this.#storage.deleteAll()
+      }
     }
 
     #ruleSet(text: string): RuleSet {
       let set = this.#sets.get(text)
       if (set === undefined) {
-        if (typeof text !== 'string') throw new EdgelimitError(STORE, 'Expected the rule set')
+        if (typeof text !== 'string') throw new EdgelimitError('ERR_EDGELIMIT_STORE', 'Expected the rule set')
         set = compileRuleSet(JSON.parse(text) as RuleSpec, compilers)
-        remember(this.#sets, text, set, MAX_RULE_SETS)
+        remember(this.#sets, text, set, 64)
       }
       return set
     }

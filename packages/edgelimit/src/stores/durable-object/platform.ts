@@ -15,6 +15,7 @@ export interface SqlStorage {
 export interface DurableObjectStorageLike {
   readonly sql: SqlStorage
   setAlarm(scheduledTime: number): Promise<void>
+  deleteAll(): Promise<void>
 }
 
 /** The `ctx` a Durable Object is constructed with. */

@@ -1,12 +1,10 @@
 import { ConfigError, EdgelimitError } from '../../errors.js'
+import { timedOut } from '../../resilience/deadline.js'
 import { remoteDecider } from '../../resilience/remote.js'
 import { createIssues } from '../../validate.js'
 import type { BoundRules, Store, StoreRule } from '../types.js'
 import type { DurableObjectNamespaceLike } from './platform.js'
 import { type EdgelimitStub, encodeRules, shardOf } from './protocol.js'
-
-/** The largest `limit` of a sliding log on this store (see `bind`). */
-const MAX_LOG = 100_000
 
 /** Options of the Durable Object store. */
 export interface DurableObjectStoreOptions {
@@ -94,12 +92,12 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
     decider: remoteDecider,
     bind(rules): BoundRules {
       // The object keeps a sliding log in one SQLite value, one entry per admitted instant, and
-      // workerd refuses a value over about 2 MB: 100,000 entries fit with room to spare. A
-      // `local` rule never reaches the object (the limiter binds every rule here first).
+      // workerd refuses a value over about 2 MB: a `limit` up to 100,000 fits with room to spare.
+      // A `local` rule never reaches the object (the limiter binds every rule here first).
       const issues = createIssues()
       rules.forEach(({ compiled, consistency }: StoreRule & { consistency?: string }, i) => {
         if (compiled.kind === 'log' && consistency !== 'local')
-          issues.integer(`rules[${i}].algorithm.limit`, compiled.limit, 1, MAX_LOG)
+          issues.integer(`rules[${i}].algorithm.limit`, compiled.limit, 1, 100_000)
       })
       if (issues.list.length > 0) throw new ConfigError(issues.list)
       const spec = encodeRules(rules)
@@ -110,8 +108,8 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
             key,
             cost,
             now: clientClock ? now : undefined,
-            shadow: opts?.shadow,
-            force: opts?.force,
+            // `shadow` and `force`, when given.
+            ...opts,
           }),
         // Within the limiter's deadline, as on Redis: a hung object must not hold a reset forever
         // (the timer is left to run out: on Workers it ends with the request).
@@ -121,12 +119,7 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
             new Promise<void>(
               (_, reject) =>
                 // No timer without a deadline (`undefined >= 0` is false).
-                (waitMs as number) >= 0 &&
-                setTimeout(
-                  reject,
-                  waitMs,
-                  new EdgelimitError('ERR_EDGELIMIT_TIMEOUT', `The store did not answer within ${waitMs} ms`),
-                ),
+                (waitMs as number) >= 0 && setTimeout(reject, waitMs, timedOut(waitMs)),
             ),
           ]),
       }

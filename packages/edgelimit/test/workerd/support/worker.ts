@@ -18,6 +18,7 @@ import {
   fixedWindow,
   slidingWindow,
 } from '../../../src/index.js'
+import { encodeRules } from '../../../src/stores/durable-object/protocol.js'
 import { serializeState } from '../../../src/stores/durable-object/rule-set.js'
 import { manualClock, storeConformance } from '../../../src/testing/index.js'
 import { replay, type Trace } from './trace.js'
@@ -27,6 +28,26 @@ export { EdgelimitDurableObject }
 /** Sweeps expired rows soon after they expire, so a test can watch the alarm at work. */
 export class QuickSweep extends EdgelimitDurableObject {
   static override sweepEveryMs = 200
+
+  /**
+   * What the object stores: the names of its tables and indexes (not workerd's own, `_cf_…`,
+   * which holds the alarm), and its alarm's time.
+   */
+  async storage() {
+    const { storage } = (
+      this as unknown as {
+        ctx: { storage: { sql: SqlStorage; getAlarm(): Promise<number | null> } }
+      }
+    ).ctx
+    return {
+      names: storage.sql
+        .exec('SELECT name FROM sqlite_master')
+        .toArray()
+        .map((row) => row.name)
+        .filter((name) => !String(name).startsWith('_cf_')),
+      alarm: await storage.getAlarm(),
+    }
+  }
 }
 
 /** A class built for one algorithm: it refuses rule sets with any other. */
@@ -49,9 +70,15 @@ export class SlowObject extends EdgelimitDurableObject {
   }
 }
 
+const SEED_RULES = encodeRules(
+  createLimiter({ rules: [{ name: 'first', algorithm: fixedWindow({ limit: 1, window: '1h' }) }] }).rules,
+)
+
 /** Writes a sliding log's row as the object itself writes it: for checks on logs too long to admit one by one. */
 export class SeededLog extends EdgelimitDurableObject {
   seed(key: string, rule: string, times: number[]): number {
+    // The object creates its table with its first write: one on a key of its own.
+    this.evaluate({ rules: SEED_RULES, key: `${key}-first`, cost: 1 })
     const state = serializeState({ times, sums: times.map((_, i) => i + 1), head: 0 })
     const { sql } = (this as unknown as { ctx: { storage: { sql: SqlStorage } } }).ctx.storage
     sql.exec(
@@ -123,11 +150,11 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
       return Response.json(await burst(env, url, await request.json()))
     case '/rpc': {
       // The raw RPC, for checks on the object itself (of the `binding` class, LIMITER by default):
-      // `evaluate` unless `method` says otherwise; `seed` takes `args`.
+      // `evaluate` unless `method` says otherwise; `seed` takes `args`, `storage` (QuickSweep) none.
       const body = (await request.json()) as EvaluateRequest & {
         object: string
         binding?: 'SWEEP' | 'SEEDED'
-        method?: 'evaluate' | 'reset' | 'seed'
+        method?: 'evaluate' | 'reset' | 'seed' | 'storage'
         args?: unknown[]
       }
       const namespace = (
