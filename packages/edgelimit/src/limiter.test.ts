@@ -125,7 +125,14 @@ describe('option validation', () => {
   it("refuses a hand-built definition's policy that the exact arithmetic cannot take, rather than hang", () => {
     // gcd(x, NaN) looped forever inside createLimiter.
     const cases = [
-      [gcra, { algorithm: 'gcra', limit: 5, periodMs: Number.NaN, burst: 0 }, 'gcra.periodMs'],
+      [gcra, { algorithm: 'gcra', limit: 5, periodMs: Number.NaN, burst: 5 }, 'gcra.periodMs'],
+      // 0, which no factory accepts, admitted everything with remaining NaN.
+      [gcra, { algorithm: 'gcra', limit: 5, periodMs: 0, burst: 5 }, 'gcra.periodMs'],
+      [
+        tokenBucket,
+        { algorithm: 'token-bucket', capacity: 5, refillRate: 1, refillIntervalMs: 0 },
+        'token-bucket.refillIntervalMs',
+      ],
       [gcra, { algorithm: 'gcra', limit: Number.POSITIVE_INFINITY, periodMs: 1000, burst: 5 }, 'gcra.limit'],
       [
         tokenBucket,
