@@ -63,21 +63,24 @@ function define<O>(
 }
 
 /**
- * `compile`, refusing a policy with a number that is not a positive safe integer (`ERR_INTEGER` at
- * `<algorithm>.<field>`; every number of these three algorithms' policies is one). The factories
- * never build another, but a hand-built definition's `policy()` can (`periodMs: NaN`, `0`), and the
+ * `compile`, refusing a policy with a number that is not a non-negative safe integer, or an
+ * interval (`…Ms`) that is not positive (`ERR_INTEGER` at `<algorithm>.<field>`). The factories
+ * never build one, but a hand-built definition's `policy()` can (`periodMs: NaN`, `0`), and the
  * exact arithmetic of the algorithms that take it (`gcd`) would not end on it, or admit everything.
  * Checked once per compile, never per decision.
  */
 function integral<P extends Policy>(compile: (policy: P) => CompiledRule): (policy: P) => CompiledRule {
   return (policy) => {
     for (const [name, value] of Object.entries(policy))
-      if (typeof value === 'number' && !(Number.isSafeInteger(value) && value > 0))
+      if (
+        typeof value === 'number' &&
+        !(Number.isSafeInteger(value) && value > (name.endsWith('Ms') ? 0 : -1))
+      )
         throw new ConfigError([
           {
             path: `${policy.algorithm}.${name}`,
             code: 'ERR_INTEGER',
-            message: `expected a positive integer, got ${describe(value)}`,
+            message: `expected a ${name.endsWith('Ms') ? 'positive' : 'non-negative'} integer, got ${describe(value)}`,
           },
         ])
     return compile(policy)
