@@ -142,8 +142,10 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
     /** Forgets `key` for the rules of one rule set (RPC). */
     reset(request: ResetRequest): void {
       // Rows left empty by a reset are dropped by the alarm still pending for them.
-      for (const name of this.#ruleSet(request.rules).names)
-        if (this.#ready) this.#sql.exec(`DELETE FROM ${TABLE} WHERE key = ? AND rule = ?`, request.key, name)
+      const { names } = this.#ruleSet(request.rules)
+      if (this.#ready)
+        for (const name of names)
+          this.#sql.exec(`DELETE FROM ${TABLE} WHERE key = ? AND rule = ?`, request.key, name)
     }
 
     /**
