@@ -8,8 +8,8 @@ export function sleep(ms: number): Promise<void> {
 
 /**
  * Adds rate-limit fields to a response that may carry its own (the handler's quota, a proxied
- * upstream's), through `write`. None of the response's is replaced, which could tell the client of a more permissive policy than its own
- * (draft-10 §7.2). A draft-10 list (`"name";…`) is appended to the response's draft-10 list. Any
+ * upstream's), through `write`. None of the response's is replaced, which could tell the client
+ * of a more permissive policy than its own (draft-10 §7.2). A draft-10 list (`"name";…`) is appended to the response's draft-10 list. Any
  * other group of fields (draft-7's two, draft-6's four, legacy's three) describes one policy:
  * when the response has a field of the group (or a draft-10 field in another form), the whole
  * group stays as the response has it, without ours, rather than a limit from one policy beside a

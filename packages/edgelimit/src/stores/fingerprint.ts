@@ -14,12 +14,12 @@ export function fnv1a(text: string): number {
 }
 
 /**
- * A rule's state identity beside its name: FNV-1a over the policy's JSON in base 36 (up to 7 characters) (its
- * algorithm and every parameter, in the fixed order the factories build it). Remote stores keep a
- * rule's state under its name and this, so limiters that reuse a name with another policy, or a
- * deploy that changes a rule's parameters, start fresh instead of misreading each other's state
- * (docs/decisions/0014-state-identity.md).
+ * A rule's state identity beside its name: FNV-1a over the policy's JSON (its algorithm and every
+ * parameter, in the fixed order the factories build it), in base 36: up to 7 characters. Remote
+ * stores keep a rule's state under its name and this, so limiters that reuse a name with another
+ * policy, or a deploy that changes a rule's parameters, start fresh instead of misreading each
+ * other's state (docs/decisions/0014-state-identity.md).
  *
- * @example fingerprint({ algorithm: 'fixed-window', limit: 3, windowMs: 60000 }) // '…' (up to 7 base-36 characters)
+ * @example fingerprint({ algorithm: 'fixed-window', limit: 3, windowMs: 60000 }) // up to 7 base-36 characters
  */
 export const fingerprint = (policy: Policy): string => fnv1a(JSON.stringify(policy)).toString(36)
