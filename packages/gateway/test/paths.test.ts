@@ -151,6 +151,7 @@ rules:
   - { name: login, match: { path: /login, methods: [POST] }, algorithm: fixed-window, limit: 2, window: 1h }
   - { name: per-path, match: { path: /files/** }, key: path, algorithm: fixed-window, limit: 1, window: 1h }
   - { name: vhost, match: { host: api.example.test, path: /v }, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: api, match: { path: /api/* }, algorithm: fixed-window, limit: 1, window: 1h }
 `
   beforeAll(async () => {
     origin = await startOrigin()
@@ -226,6 +227,14 @@ rules:
     const { status, body } = await raw('/a//b/./c/../%64?x=%2e%2e&y=1')
     expect(status).toBe(200)
     expect((JSON.parse(body) as Echo).url).toBe('/a/b/d?x=%2e%2e&y=1')
+  })
+
+  test('a path ending in `/*` also holds for `/api/` and `/api//`, whose route form is `/api`', async () => {
+    expect((await raw('/api/x')).status).toBe(200)
+    // Fastify and Hono route `/api/` and `/api//` to `/api/*`; the route form of both is `/api`.
+    for (const target of ['/api/', '/api//', '/API/'])
+      expect([target, (await raw(target)).status]).toEqual([target, 429])
+    expect((await raw('/api/x/y')).status).toBe(200)
   })
 
   test('`key: path` keys every spelling of one path alike', async () => {

@@ -117,6 +117,22 @@ describe('pathGlob', () => {
     expect(matches('**', '/any/thing')).toBe(true)
   })
 
+  test('a final `/*` also matches the path with that segment empty, which route form drops', () => {
+    // Fastify and Hono route `/api/` and `/api//` to `/api/*` (Hono `/api` too), Express 5 to
+    // `/api/{*splat}`; the route form of all three is `/api`.
+    for (const path of ['/api/', '/api//', '/API/', '/api', '/api/x', '/api/x/'])
+      expect([path, matches('/api/*', path)]).toEqual([path, true])
+    for (const path of ['/api/x/y', '/apix', '/ap', '/'])
+      expect([path, matches('/api/*', path)]).toEqual([path, false])
+    expect(matches('/a/*/*', '/a/x/')).toBe(true)
+    expect(matches('/*', '/')).toBe(true)
+    // The same when the glob's stars compete (no RegExp).
+    expect(pathGlob('/**/x/*')).not.toBeInstanceOf(RegExp)
+    expect(matches('/**/x/*', '/a/x/')).toBe(true)
+    expect(matches('/**/x/*', '/a/x/b')).toBe(true)
+    expect(matches('/**/x/*', '/a/x/b/c')).toBe(false)
+  })
+
   test('a glob is put in route form itself: case, trailing slash, spelling, escapes', () => {
     expect(matches('/Login/', '/login')).toBe(true)
     expect(matches('//a/./b', '/a/b')).toBe(true)
@@ -130,13 +146,14 @@ describe('pathGlob', () => {
 describe('pathGlob against hostile paths', () => {
   const matches = (glob: string, path: string) => pathGlob(glob).test(routePath(path))
   // The RegExp pathGlob compiled before: the reference for what a glob matches. `**` was `.*`,
-  // which left out line terminators (`/api/%0A` escaped `/api/**`); `[^]` includes them.
+  // which left out line terminators (`/api/%0A` escaped `/api/**`); `[^]` includes them. A final
+  // `/*` is optional, as a final `/**` is: route form drops the empty segment of `/api/`.
   const reference = (glob: string) =>
     new RegExp(
       `^${routePath(glob)
         .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
-        .replace(/\/\*\*$|\*\*?/g, (star) =>
-          star === '*' ? '[^/]*' : star === '**' ? '[^]*' : '(/[^]*)?',
+        .replace(/\/\*\*?$|\*\*?/g, (star) =>
+          star === '*' ? '[^/]*' : star === '**' ? '[^]*' : star === '/*' ? '(/[^/]*)?' : '(/[^]*)?',
         )}$`,
     )
 

@@ -33,7 +33,8 @@ export function routePath(path: string): string {
 
 /**
  * A route glob compiled for `routePath` forms: `*` is one segment, `**` any number of them, and
- * a final `/**` also matches the path without it (`/api/**` covers `/api`). The glob is put in
+ * a final `/**` or `/*` also matches the path without it (`/api/**` covers `/api`; `/api/*` covers
+ * `/api/`, which Fastify and Hono route to it, and whose route form is `/api`). The glob is put in
  * route form itself (`/Login/` is `/login`, `/caf%C3%A9` is `/café`). A path is read in linear
  * time whatever the glob: a RegExp where its stars cannot compete for the same characters, else
  * a one-pass run over the glob's positions (a RegExp of several `.*` backtracks for seconds on a
@@ -43,14 +44,14 @@ export function routePath(path: string): string {
  */
 export function pathGlob(glob: string): { test(path: string): boolean } {
   const route = routePath(glob)
-  // A final `/**`, `**`, `*` or one character (a UTF-16 unit, as `path[i]` reads it).
-  const tokens = route.match(/\/\*\*$|\*\*?|./gs) ?? []
+  // A final `/**` or `/*`, `**`, `*` or one character (a UTF-16 unit, as `path[i]` reads it).
+  const tokens = route.match(/\/\*\*?$|\*\*?|./gs) ?? []
   // Stars compete when a `**` (not the final `/**`) has another star after it, or two runs of
   // stars share a segment; otherwise the RegExp cannot backtrack far.
   if (!/\*\*.*\*|\*[^/*]+\*/.test(route.replace(/\/\*\*$/, ''))) {
     // `s`: a decoded line terminator is a character like any other (`/api/%0A` is under `/api/**`).
     return RegExp(
-      `^${tokens.map((t) => (t === '*' ? '[^/]*' : t === '**' ? '.*' : t === '/**' ? '(/.*)?' : t.replace(/[.+?^${}()|[\]\\]/, '\\$&'))).join('')}$`,
+      `^${tokens.map((t) => (t === '*' ? '[^/]*' : t === '**' ? '.*' : t === '/**' ? '(/.*)?' : t === '/*' ? '(/[^/]*)?' : t.replace(/[.+?^${}()|[\]\\]/, '\\$&'))).join('')}$`,
       's',
     )
   }
@@ -65,7 +66,13 @@ export function pathGlob(glob: string): { test(path: string): boolean } {
           const t = tokens[j]
           // A star may match nothing (the Set visits what is added while it is iterated).
           if (t?.endsWith('*')) at.add(j + 1)
-          if (c === undefined ? j === tokens.length : t === '/**' && c === '/') return true
+          // A final `/**` takes the rest of the path; a final `/*`, the rest without a `/`.
+          if (
+            c === undefined
+              ? j === tokens.length
+              : c === '/' && (t === '/**' || (t === '/*' && !path.includes('/', i + 1)))
+          )
+            return true
           if (t === '**' || (t === '*' && c !== '/')) next.add(j)
           else if (t === c) next.add(j + 1)
         }

@@ -146,6 +146,14 @@ describe('key namespaces', () => {
     expect((await rl.check(request('192.0.2.3', {}, '/x/../Admin'))).key).toBeUndefined()
   })
 
+  it('a route ending in `/*` also limits its path with that segment empty (`/api/`), as Fastify and Hono route it', async () => {
+    const rl = createRateLimit({ routes: [{ path: '/api/*', name: 'api', limiter: perHour(1) }] })
+    expect((await rl.check(request('192.0.2.1', {}, '/api/x'))).action).toBe('continue')
+    for (const path of ['/api/', '/api//', '/API/', '/api'])
+      expect([path, (await rl.check(request('192.0.2.1', {}, path))).action]).toEqual([path, 'respond'])
+    expect((await rl.check(request('192.0.2.1', {}, '/api/x/y'))).key).toBeUndefined()
+  })
+
   it('a route for GET also limits HEAD, which frameworks route to the GET handler', async () => {
     const rl = createRateLimit({
       routes: [

@@ -42,10 +42,10 @@ export type CostOption = number | ((request: HttpRequest) => number | Promise<nu
 export interface RouteRule {
   /**
    * The full path (also under a mounted router or a prefixed plugin: `/auth/login`), exact or a
-   * glob (`/api/*`: one segment; `/files/**`: any depth, `/files` too), matched
-   * whatever the case, trailing `/` and spelling (`//`, `%6C`, `..`, `\`) of the request's path
-   * (`routePath` in `edgelimit/http`); or a RegExp (without the `g` or `y` flag), tested on the
-   * path as it came.
+   * glob (`/api/*`: one segment, `/api/` and so `/api` too; `/files/**`: any depth, `/files`
+   * too), matched whatever the case, trailing `/` and spelling (`//`, `%6C`, `..`, `\`) of the
+   * request's path (`routePath` in `edgelimit/http`); or a RegExp (without the `g` or `y` flag),
+   * tested on the path as it came.
    */
   path: string | RegExp
   /** Upper-case methods; all when omitted. `GET` covers `HEAD` too, as frameworks route it. */
@@ -286,10 +286,14 @@ function validateOptions(
     issues.list.push(...validateClientKeyOptions(options.identity, 'identity'))
   const h: unknown = options.headers
   const standards: unknown[] = h === false ? [] : h === undefined ? ['draft-10'] : [h].flat()
-  for (const standard of standards) {
-    const ok = STANDARDS.includes(standard as HeaderStandard)
-    issues.expect('headers', standard, ok, 'ERR_HEADER_STANDARD', `one of ${STANDARDS.join(', ')}`)
-  }
+  for (const standard of standards)
+    issues.expect(
+      'headers',
+      standard,
+      STANDARDS.includes(standard as HeaderStandard),
+      'ERR_HEADER_STANDARD',
+      `one of ${STANDARDS.join(', ')}`,
+    )
   const drafts = new Set(standards.filter((s) => s !== 'legacy'))
   if (drafts.size > 1) {
     issues.add(
@@ -327,11 +331,11 @@ function validateOptions(
   return { standards: standards as HeaderStandard[], allow }
 }
 
+// No address (undefined) is in either: `hosts` holds strings, and parseIp takes only strings.
 function isAllowed(allow: AllowList, ip: string | undefined): boolean {
-  if (ip === undefined) return false
-  if (allow.hosts.has(ip)) return true
+  if (allow.hosts.has(ip as string)) return true
   if (allow.networks.length === 0) return false
-  const parsed = parseIp(ip)
+  const parsed = parseIp(ip as string)
   return parsed !== undefined && allow.networks.some((network) => inNetwork(parsed, network))
 }
 

@@ -247,6 +247,13 @@ export const scenarios: readonly Scenario[] = [
         expect: { ratelimit: '"route";r=0;t=3600', 'retry-after': '3600' },
         problem: quotaExceeded('/api/y', ['route'], 3600),
       },
+      // `/api/` is under `/api/*` too (Fastify and Hono route it there), though its route form is `/api`.
+      {
+        path: '/api/',
+        status: 429,
+        expect: { ratelimit: '"route";r=0;t=3600', 'retry-after': '3600' },
+        problem: quotaExceeded('/api/', ['route'], 3600),
+      },
       // Same limiter, another route: its own shard.
       { method: 'POST', path: '/files/a/b', status: 200, expect: { ratelimit: '"route";r=0;t=3600' } },
       { method: 'GET', path: '/files/a/b', status: 200, expect: { ratelimit: '"global";r=4;t=3600' } },
