@@ -358,6 +358,24 @@ describe('problem+json', () => {
     expect(never.detail).toMatch(/can ever admit/)
   })
 
+  it('a request that can never pass names only the rules it costs too much for, beside the others that deny', async () => {
+    const { limiter } = setup([
+      { name: 'hourly', algorithm: fixedWindow({ limit: 10, window: '1h' }) },
+      { name: 'burst', algorithm: fixedWindow({ limit: 2, window: '1m' }) },
+    ])
+    await limiter.limit('k')
+    // Cost 10: hourly has 9 left (it admits 10 in the next hour); burst can never admit 10.
+    const denied = await limiter.limit('k', { cost: 10 })
+    expect(denied.rules.map((r) => [r.name, r.reason])).toEqual([
+      ['hourly', 'limit-exceeded'],
+      ['burst', 'cost-exceeds-limit'],
+    ])
+    const problem = problemFor(denied, '/x')
+    expect(problem['violated-policies']).toEqual(['hourly', 'burst'])
+    expect(problem.detail).toBe('This request costs more than burst can ever admit.')
+    expect(problem.retryAfter).toBeUndefined()
+  })
+
   it('a rule in shadow is not a violated policy: it does not block', async () => {
     const { limiter } = setup([
       { name: 'enforced', algorithm: gcra({ limit: 1, period: '1h', burst: 2 }) },

@@ -30,7 +30,7 @@ export function quotaPolicy(rule: StoreRule): QuotaPolicy {
 
 /** An sf-string (RFC 9651 §3.3.3). Rule names are validated as printable ASCII at config time. */
 export function sfString(value: string): string {
-  return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`
+  return `"${value.replace(/[\\"]/g, '\\$&')}"`
 }
 
 /** An sf-binary (RFC 9651 §3.3.5): `:base64:`. */

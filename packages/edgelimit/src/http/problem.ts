@@ -33,8 +33,8 @@ export function problemFor(decision: Decision, instance: string): ProblemDetails
     ? Math.max(1, ceilSeconds(decision.retryAfterMs))
     : undefined
   // A rule in shadow denies without blocking: it is not why this request was refused.
-  const violated = decision.rules.filter((r) => !r.allowed && !r.shadow).map((r) => r.name)
-  const names = violated.join(', ')
+  const denying = decision.rules.filter((r) => !r.allowed && !r.shadow)
+  const violated = denying.map((r) => r.name)
   const problem: { -readonly [K in keyof ProblemDetails]: ProblemDetails[K] } =
     (decision.reason as string | undefined) === 'store-unavailable'
       ? {
@@ -50,8 +50,12 @@ export function problemFor(decision: Decision, instance: string): ProblemDetails
           status: 429,
           detail:
             retryAfter === undefined
-              ? `This request costs more than ${names} can ever admit.`
-              : `Rate limit exceeded (${names}); retry in ${retryAfter} s.`,
+              ? // Only the rules that never admit this cost: another that denies admits it later.
+                `This request costs more than ${denying
+                  .filter((r) => !Number.isFinite(r.retryAfterMs))
+                  .map((r) => r.name)
+                  .join(', ')} can ever admit.`
+              : `Rate limit exceeded (${violated.join(', ')}); retry in ${retryAfter} s.`,
           instance,
           'violated-policies': violated,
         }
