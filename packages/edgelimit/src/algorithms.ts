@@ -255,7 +255,10 @@ function windowPolicy(
   const limit = issues.integer(`${path}.limit`, o.limit, 1)
   const windowMs = issues.duration(`${path}.window`, o.window)
   if (limit === undefined || windowMs === undefined) return undefined
-  if (!safe(limit * windowMs, `${path}.limit`, 'limit × window', issues)) return undefined
+  // Only the sliding counter multiplies a count by a time (prev · (W − e)): a fixed window and a
+  // log only add counts, so 1,000,000 per 30 days is exact for them.
+  if (algorithm === 'sliding-window' && !safe(limit * windowMs, `${path}.limit`, 'limit × window', issues))
+    return undefined
   return { algorithm, limit, windowMs }
 }
 

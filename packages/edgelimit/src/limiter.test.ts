@@ -5,6 +5,7 @@ import {
   fixedWindow,
   gcra,
   leakyBucket,
+  slidingLog,
   slidingWindow,
   tokenBucket,
 } from './algorithms.js'
@@ -323,8 +324,32 @@ describe('option validation', () => {
   })
   it('refuses policies whose arithmetic would leave the exact range', () => {
     expect(
-      issuesOf({ rules: [{ name: 'x', algorithm: fixedWindow({ limit: 2_000_000_000, window: '300d' }) }] }),
+      issuesOf({
+        rules: [{ name: 'x', algorithm: slidingWindow({ limit: 2_000_000_000, window: '300d' }) }],
+      }),
     ).toEqual(['rules[0].algorithm.limit ERR_RANGE'])
+  })
+  it('takes a fixed window or a log whose limit × window passes the exact bound: they add counts, never multiply one by a time', () => {
+    // 1,000,000 per 30 days: limit × window is 2.6e15, above the bound only the sliding counter needs.
+    for (const algorithm of [fixedWindow, slidingLog]) {
+      const clock = manualClock(0)
+      const limiter = createLimiter({
+        rules: [{ name: 'monthly', algorithm: algorithm({ limit: 1_000_000, window: '30d' }) }],
+        clock,
+      })
+      expect(limiter.limitSync('k', { cost: 999_999 }).remaining).toBe(1)
+      clock.set(1000)
+      expect(limiter.limitSync('k')).toMatchObject({ allowed: true, remaining: 0 })
+      expect(limiter.limitSync('k')).toMatchObject({ allowed: false, retryAfterMs: 30 * 86_400_000 - 1000 })
+      clock.set(30 * 86_400_000)
+      expect(limiter.limitSync('k', { cost: 1_000_000 }).allowed).toBe(algorithm === fixedWindow)
+    }
+    const big = (algorithm: typeof fixedWindow) => () =>
+      createLimiter({
+        rules: [{ name: 'x', algorithm: algorithm({ limit: 2_000_000_000, window: '366d' }) }],
+      })
+    expect(big(fixedWindow)).not.toThrow()
+    expect(big(slidingLog)).not.toThrow()
   })
 })
 
