@@ -6,12 +6,45 @@ import { ConfigError } from '../errors.js'
 import { createLimiter } from '../limiter.js'
 import { manualClock, storeConformance } from '../testing/index.js'
 import { type MemoryStore, type MemoryStoreOptions, memoryStore } from './memory.js'
+import type { Store } from './types.js'
 
 setFlagsFromString('--expose-gc')
 const gc = runInNewContext('gc') as () => void
 
 describe('memory store conformance', () => {
   for (const c of storeConformance({ store: () => memoryStore() })) it(c.name, c.run)
+})
+
+describe('the conformance suite', () => {
+  // A plausible custom store that never lets time go back: it decides at the latest time it saw.
+  // It decides like the core while the clock only moves forward, and differently once it lags.
+  const clamping = (): Store => {
+    const inner = memoryStore()
+    return {
+      name: 'clamping',
+      bind(rules) {
+        const bound = inner.bind(rules)
+        let latest = 0
+        const at = (now: number) => {
+          latest = Math.max(latest, now)
+          return latest
+        }
+        return {
+          evaluateSync: (key, cost, now, o) => bound.evaluateSync(key, cost, at(now), o),
+          evaluate: (key, cost, now, o) => bound.evaluate(key, cost, at(now), o),
+          reset: (key) => bound.reset(key),
+        }
+      },
+    }
+  }
+  it('catches a store that decides a lagging clock otherwise than the core (ADR 0002)', async () => {
+    const failed: string[] = []
+    for (const c of storeConformance({ store: clamping })) await c.run().catch(() => failed.push(c.name))
+    expect(failed.length).toBeGreaterThan(0)
+    expect(
+      failed.every((name) => name.endsWith("a clock stepping back gives the pure core's decisions")),
+    ).toBe(true)
+  })
 })
 
 describe('memory store', () => {

@@ -78,42 +78,53 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
   const key = (name: string) => `${prefix}:${name}:${n++}`
   const cases: ConformanceCase[] = []
 
+  /** A random trace of one algorithm through the store, decision by decision against `step()`. */
+  const trace = (name: string, algorithm: AlgorithmSpec, seed: number, back: boolean) => async () => {
+    const clock = manualClock(1_700_000_000_000)
+    const limiter = createLimiter({
+      rules: [{ name, algorithm }],
+      store: await options.store(),
+      clock,
+      ...PURE,
+    })
+    const policy = limiter.rules[0]?.policy ?? fail('no rule')
+    const rnd = lcg(seed)
+    const k = key(name)
+    let state: PlainState | undefined
+    for (let i = 0; i < 120; i++) {
+      // A clock stepping back (a lagging or skewed client clock, ADR 0002) by up to 1.5 s.
+      if (back && rnd() < 0.2) clock.advance(-Math.floor(rnd() * 1500))
+      else clock.advance(Math.floor(rnd() * (rnd() < 0.2 ? 900 : 150)))
+      const cost = rnd() < 0.8 ? 1 : Math.floor(rnd() * 7)
+      const expected = step(policy, state, clock.now(), cost)
+      state = cost > 0 ? expected.state : state
+      const d = await limiter.limit(k, { cost })
+      const v = expected.verdict
+      same(
+        fields(d),
+        {
+          allowed: v.allowed,
+          remaining: v.remaining,
+          resetAfterMs: v.resetAfterMs,
+          retryAfterMs: v.retryAfterMs,
+          delayMs: v.delayMs,
+          reason: v.reason ?? null,
+        },
+        `${name} step ${i} (t=${clock.now()}, cost=${cost})`,
+      )
+    }
+  }
+
   for (const [name, algorithm] of Object.entries(CONFORMANCE_ALGORITHMS)) {
     cases.push({
       name: `${name}: a random trace gives the pure core's decisions`,
-      async run() {
-        const clock = manualClock(1_700_000_000_000)
-        const limiter = createLimiter({
-          rules: [{ name, algorithm }],
-          store: await options.store(),
-          clock,
-          ...PURE,
-        })
-        const policy = limiter.rules[0]?.policy ?? fail('no rule')
-        const rnd = lcg(name.length * 7919)
-        const k = key(name)
-        let state: PlainState | undefined
-        for (let i = 0; i < 120; i++) {
-          clock.advance(Math.floor(rnd() * (rnd() < 0.2 ? 900 : 150)))
-          const cost = rnd() < 0.8 ? 1 : Math.floor(rnd() * 7)
-          const expected = step(policy, state, clock.now(), cost)
-          state = cost > 0 ? expected.state : state
-          const d = await limiter.limit(k, { cost })
-          const v = expected.verdict
-          same(
-            fields(d),
-            {
-              allowed: v.allowed,
-              remaining: v.remaining,
-              resetAfterMs: v.resetAfterMs,
-              retryAfterMs: v.retryAfterMs,
-              delayMs: v.delayMs,
-              reason: v.reason ?? null,
-            },
-            `${name} step ${i} (t=${clock.now()}, cost=${cost})`,
-          )
-        }
-      },
+      run: trace(name, algorithm, name.length * 7919, false),
+    })
+  }
+  for (const [name, algorithm] of Object.entries(CONFORMANCE_ALGORITHMS)) {
+    cases.push({
+      name: `${name}: a clock stepping back gives the pure core's decisions`,
+      run: trace(name, algorithm, name.length * 104_729, true),
     })
   }
 
