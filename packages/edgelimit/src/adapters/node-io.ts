@@ -9,11 +9,14 @@ export interface NodeRequestLike {
   readonly socket?: { readonly remoteAddress?: string | undefined } | null | undefined
 }
 
-/** The part of Node's `ServerResponse` the adapter writes. */
+/**
+ * The part of Node's `ServerResponse` the adapter writes (HTTP/2's `Http2ServerResponse` fits too:
+ * `end` is always given the body, so its overloads match).
+ */
 export interface NodeResponseLike {
   statusCode: number
   setHeader(name: string, value: string | string[]): unknown
-  end(body?: string): unknown
+  end(body: string): unknown
 }
 
 /**

@@ -2,6 +2,7 @@
 // arguments, mount paths, plugin scopes, error paths). The shared behaviour is in matrix.test.ts.
 import { execFile } from 'node:child_process'
 import { createServer } from 'node:http'
+import { connect as connectHttp2, createServer as createHttp2Server } from 'node:http2'
 import { type AddressInfo, connect } from 'node:net'
 import { join } from 'node:path'
 import express from 'express'
@@ -249,6 +250,38 @@ describe('node and express adapters', () => {
     expect(await setBeforeReturn('192.0.2.1')).toBe(false)
     expect(await setBeforeReturn('192.0.2.1')).toBe(true)
     expect(await setBeforeReturn('192.0.2.2')).toBe(false)
+  })
+
+  it('node on an HTTP/2 compatibility server (as documented): its request and response fit, headers on 200 and 429', async () => {
+    const limit = nodeRateLimit({ limiter: onePerHour() })
+    const server = createHttp2Server(async (req, res) => {
+      if (!(await limit(req, res))) return
+      res.end('ok')
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const client = connectHttp2(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)
+    const get = () =>
+      new Promise<[unknown, unknown, string]>((resolve, reject) => {
+        const stream = client.request({ ':path': '/' })
+        let body = ''
+        let head: Record<string, unknown> = {}
+        stream.on('response', (headers) => {
+          head = headers
+        })
+        stream.on('data', (chunk) => {
+          body += chunk
+        })
+        stream.on('end', () => resolve([head[':status'], head.ratelimit, body]))
+        stream.on('error', reject)
+      })
+    try {
+      expect(await get()).toEqual([200, '"hourly";r=0;t=3600', 'ok'])
+      const [status, ratelimit, body] = await get()
+      expect([status, ratelimit, JSON.parse(body).status]).toEqual([429, '"hourly";r=0;t=3600', 429])
+    } finally {
+      client.close()
+      await new Promise((resolve) => server.close(resolve))
+    }
   })
 
   it('node: a failing key function rejects, for the server to handle', async () => {
