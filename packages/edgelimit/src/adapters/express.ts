@@ -1,12 +1,13 @@
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import {
   fromNodeRequest,
+  holdNode,
   type NodeRequestLike,
   type NodeResponseLike,
   sendNodeAnswer,
   setNodeHeaders,
 } from './node-io.js'
-import { pathOf, sleep } from './shared.js'
+import { pathOf } from './shared.js'
 
 /** The part of Express's `Request` the middleware reads. */
 export interface ExpressRequestLike extends NodeRequestLike {
@@ -70,7 +71,11 @@ export function expressRateLimit(options: ExpressRateLimitOptions): ExpressMiddl
       return
     }
     if (!proceed) return
-    if (verdict.delayMs > 0) sleep(verdict.delayMs).then(() => next())
+    // A held request whose client left meanwhile is dropped: `next` is not called.
+    if (verdict.delayMs > 0)
+      holdNode(res, verdict.delayMs).then((here) => {
+        if (here) next()
+      })
     else next()
   }
   return (req, res, next) => {

@@ -1,6 +1,6 @@
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
-import { fromNodeRequest, type NodeRequestLike } from './node-io.js'
-import { fieldValues, lowerName, sleep } from './shared.js'
+import { fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
+import { fieldValues, lowerName } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
 export interface FastifyRequestLike {
@@ -15,7 +15,11 @@ export interface FastifyReplyLike {
   getHeader(name: string): unknown
   send(body: Uint8Array): unknown
   hijack(): unknown
-  readonly raw: { readonly headersSent: boolean; setHeader(name: string, value: never): unknown }
+  readonly raw: {
+    readonly headersSent: boolean
+    readonly destroyed?: boolean | undefined
+    setHeader(name: string, value: never): unknown
+  }
 }
 
 /** The part of a Fastify instance the plugin uses. */
@@ -103,7 +107,12 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
         done(error as Error)
         return
       }
-      if (verdict.delayMs > 0) sleep(verdict.delayMs).then(() => done())
+      // A held request whose client left meanwhile is dropped: Fastify's lifecycle already ended
+      // with the connection, and `done` is not called, so the route does not run for no one.
+      if (verdict.delayMs > 0)
+        holdNode(reply.raw, verdict.delayMs).then((here) => {
+          if (here) done()
+        })
       else done()
     }
     app.addHook('onRequest', (request, reply, done) => {

@@ -29,6 +29,19 @@ function nodeServerPeer(c: Context): string | undefined {
 }
 
 /**
+ * Holds a shaped request for `ms`, then goes on, unless its client left meanwhile (the request's
+ * signal, which @hono/node-server and Bun abort when the connection closes): that request
+ * is dropped, as the gateway and nginx drop it, with a 499 that reaches no one rather than a
+ * handler run for nobody.
+ */
+async function hold(c: Context, ms: number, go: Next): Promise<Response | undefined> {
+  await sleep(ms)
+  if (c.req.raw.signal?.aborted) return c.body(null, 499 as 429)
+  await go()
+  return undefined
+}
+
+/**
  * Rate limiting as Hono middleware: admitted requests get the rate-limit headers on the
  * handler's response; denied ones get the 429/503 answer instead.
  *
@@ -77,7 +90,7 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
         const h = headers[i] as readonly [string, string]
         outgoing.setHeader(h[0], h[1])
       }
-      return verdict.delayMs > 0 ? sleep(verdict.delayMs).then(next) : next()
+      return verdict.delayMs > 0 ? hold(c, verdict.delayMs, next) : next()
     }
     // Set before the handler runs, the headers join whatever response it builds, which keeps
     // @hono/node-server on its fast path (no Response rebuilt afterwards).
@@ -85,7 +98,7 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
       const h = headers[i] as readonly [string, string]
       c.header(h[0], h[1])
     }
-    if (verdict.delayMs > 0) return sleep(verdict.delayMs).then(() => next().then(() => after(c, headers)))
+    if (verdict.delayMs > 0) return hold(c, verdict.delayMs, () => next().then(() => after(c, headers)))
     return next().then(() => after(c, headers))
   }
 

@@ -15,6 +15,10 @@ export interface NodeRequestLike {
  */
 export interface NodeResponseLike {
   statusCode: number
+  /** `true` once the connection is gone (the client left): a held request is then dropped. */
+  readonly destroyed?: boolean | undefined
+  /** HTTP/2 compatibility: the stream, `destroyed` once the client reset it or left. */
+  readonly stream?: { readonly destroyed?: boolean | undefined } | undefined
   setHeader(name: string, value: string | string[]): unknown
   end(body: string): unknown
 }
@@ -89,8 +93,18 @@ const PROCEED: Promise<boolean> = Promise.resolve(true)
 const ANSWERED: Promise<boolean> = Promise.resolve(false)
 
 /**
+ * Holds a shaped request for `ms`; resolves whether its client is still there. One that left
+ * meanwhile is dropped, as the gateway and nginx drop it: its handler would answer no one, and
+ * its turn in the queue (already charged) would do work for nobody.
+ */
+export function holdNode(res: Pick<NodeResponseLike, 'destroyed' | 'stream'>, ms: number): Promise<boolean> {
+  return sleep(ms).then(() => !(res.destroyed || res.stream?.destroyed))
+}
+
+/**
  * Applies a verdict to a Node response: the rate-limit headers, or the whole 429/503 answer.
- * Resolves `true` when the request may go on (after the shaping delay), `false` once answered.
+ * Resolves `true` when the request may go on (after the shaping delay), `false` once answered
+ * or when the client left while the request was held.
  */
 export function applyNodeVerdict(res: NodeResponseLike, verdict: HttpVerdict): Promise<boolean> {
   if (verdict.action === 'respond' && verdict.response !== undefined) {
@@ -98,7 +112,7 @@ export function applyNodeVerdict(res: NodeResponseLike, verdict: HttpVerdict): P
     return ANSWERED
   }
   setNodeHeaders(res, verdict.headers)
-  return verdict.delayMs > 0 ? sleep(verdict.delayMs).then(() => true) : PROCEED
+  return verdict.delayMs > 0 ? holdNode(res, verdict.delayMs) : PROCEED
 }
 
 /**

@@ -9,7 +9,8 @@ export type NodeRateLimitOptions = RateLimitOptions
 /**
  * Rate limiting for `node:http` (and anything built on it). The returned function sets the
  * rate-limit headers and resolves `true` when the request may go on, or writes the 429/503
- * answer and resolves `false`. The peer is `req.socket.remoteAddress`. With the memory store and a
+ * answer and resolves `false` (`false` too for a request held for a shaping delay whose client
+ * left meanwhile: drop it). The peer is `req.socket.remoteAddress`. With the memory store and a
  * client seen before, the headers are set before it returns (only the boolean waits for the
  * promise); a new client's address is first hashed into its key asynchronously.
  *

@@ -1,10 +1,15 @@
 // What only one adapter can get wrong: its runtime's shapes (immutable Responses, extra handler
 // arguments, mount paths, plugin scopes, error paths). The shared behaviour is in matrix.test.ts.
 import { execFile } from 'node:child_process'
-import { createServer } from 'node:http'
-import { connect as connectHttp2, createServer as createHttp2Server } from 'node:http2'
+import { createServer, type Server } from 'node:http'
+import {
+  connect as connectHttp2,
+  createServer as createHttp2Server,
+  constants as http2Constants,
+} from 'node:http2'
 import { type AddressInfo, connect } from 'node:net'
 import { join } from 'node:path'
+import { serve } from '@hono/node-server'
 import express from 'express'
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import { Hono } from 'hono'
@@ -14,7 +19,7 @@ import { fastifyRateLimit } from '../../src/adapters/fastify.js'
 import { bunPeer, denoPeer, withRateLimit } from '../../src/adapters/fetch.js'
 import { honoRateLimit } from '../../src/adapters/hono.js'
 import { nodeRateLimit } from '../../src/adapters/node.js'
-import { ConfigError, createLimiter, gcra } from '../../src/index.js'
+import { ConfigError, createLimiter, gcra, leakyBucket } from '../../src/index.js'
 import { manualClock } from '../../src/testing/index.js'
 
 /** One request per hour, no burst: the second request from the same client is denied. */
@@ -23,6 +28,11 @@ function onePerHour(name = 'hourly') {
     rules: [{ name, algorithm: gcra({ limit: 1, period: '1h' }) }],
     clock: manualClock(0),
   })
+}
+
+function closeAll(server: Server): Promise<void> {
+  server.closeAllConnections()
+  return new Promise((resolve) => server.close(() => resolve()))
 }
 
 const req = (path = '/') => new Request(`http://127.0.0.1${path}`)
@@ -658,5 +668,165 @@ describe('hono adapter', () => {
         '10;w=60',
       ])
     }
+  })
+})
+
+describe('shaping: a held request whose client leaves is dropped, not handed on', () => {
+  // Delays 0, 300 and 600 ms on a frozen clock: one request a 300 ms interval.
+  const shaped = () =>
+    createLimiter({
+      rules: [
+        {
+          name: 'smooth',
+          algorithm: leakyBucket({ capacity: 5, leakRate: 1, leakInterval: '300ms', mode: 'shape' }),
+        },
+      ],
+      clock: manualClock(0),
+    })
+
+  /** A server per adapter, serving `/` with `handled()`; `server` is its `node:http` server. */
+  const targets: {
+    name: string
+    start(
+      handled: () => void,
+      proceeded: (go: boolean) => void,
+    ): Promise<{ server: Server; close(): Promise<unknown> }>
+  }[] = [
+    {
+      name: 'node',
+      async start(handled, proceeded) {
+        const limit = nodeRateLimit({ limiter: shaped() })
+        const server = createServer(async (req, res) => {
+          const go = await limit(req, res)
+          proceeded(go)
+          if (!go) return
+          handled()
+          res.end('ok')
+        })
+        await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+        return { server, close: () => closeAll(server) }
+      },
+    },
+    {
+      name: 'express',
+      async start(handled) {
+        const app = express()
+        app.use(expressRateLimit({ limiter: shaped() }))
+        app.get('/', (_req, res) => {
+          handled()
+          res.send('ok')
+        })
+        const server = createServer(app)
+        await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+        return { server, close: () => closeAll(server) }
+      },
+    },
+    {
+      name: 'fastify',
+      async start(handled) {
+        const app = Fastify()
+        await app.register(fastifyRateLimit, { limiter: shaped() })
+        app.get('/', async () => {
+          handled()
+          return 'ok'
+        })
+        await app.listen({ port: 0, host: '127.0.0.1' })
+        return { server: app.server, close: () => app.close() }
+      },
+    },
+    {
+      name: 'hono (@hono/node-server)',
+      async start(handled) {
+        const app = new Hono()
+        app.use(honoRateLimit({ limiter: shaped() }))
+        app.get('/', (c) => {
+          handled()
+          return c.text('ok')
+        })
+        const server = await new Promise<Server>((resolve) => {
+          const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server))
+        })
+        return { server, close: () => closeAll(server) }
+      },
+    },
+  ]
+
+  it.each(targets)('$name', async (target) => {
+    let handled = 0
+    const proceeded: boolean[] = []
+    const { server, close } = await target.start(
+      () => handled++,
+      (go) => proceeded.push(go),
+    )
+    const { port } = server.address() as AddressInfo
+    try {
+      expect((await fetch(`http://127.0.0.1:${port}/`)).status).toBe(200)
+      // The second request, held 300 ms: its client leaves as soon as the server has it.
+      const arrived = new Promise((resolve) => server.once('request', resolve))
+      const socket = connect(port, '127.0.0.1', () => socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n'))
+      socket.on('error', () => {})
+      await arrived
+      socket.destroy()
+      // The third, held 600 ms: when it is answered, the second's hold has ended.
+      const third = await fetch(`http://127.0.0.1:${port}/`)
+      expect([third.status, await third.text()]).toEqual([200, 'ok'])
+      expect(handled).toBe(2)
+      if (target.name === 'node') expect(proceeded).toEqual([true, false, true])
+    } finally {
+      await close()
+    }
+  })
+
+  it('node on an HTTP/2 compatibility server: a held stream the client cancels resolves false', async () => {
+    let handled = 0
+    const proceeded: boolean[] = []
+    const limit = nodeRateLimit({ limiter: shaped() })
+    const server = createHttp2Server(async (req, res) => {
+      const go = await limit(req, res)
+      proceeded.push(go)
+      if (!go) return
+      handled++
+      res.end('ok')
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const client = connectHttp2(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)
+    const get = () =>
+      new Promise<number>((resolve, reject) => {
+        const stream = client.request({ ':path': '/' })
+        stream.on('response', (headers) => resolve(headers[':status'] as number))
+        stream.on('error', reject)
+        stream.resume()
+      })
+    try {
+      expect(await get()).toBe(200)
+      // The second request, held 300 ms: its client cancels the stream as soon as the server has it.
+      const arrived = new Promise((resolve) => server.once('request', resolve))
+      const cancelled = client.request({ ':path': '/' })
+      cancelled.on('error', () => {})
+      await arrived
+      cancelled.close(http2Constants.NGHTTP2_CANCEL)
+      // The third, held 600 ms: when it is answered, the second's hold has ended.
+      expect(await get()).toBe(200)
+      expect([handled, proceeded]).toEqual([2, [true, false, true]])
+    } finally {
+      client.close()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  })
+
+  it('hono on other runtimes (the request signal): a held request whose signal aborts gets no handler', async () => {
+    let handled = 0
+    const app = new Hono()
+    app.use(honoRateLimit({ limiter: shaped(), peer: () => '192.0.2.1' }))
+    app.get('/', (c) => {
+      handled++
+      return c.text('ok')
+    })
+    expect((await app.request('/')).status).toBe(200)
+    const gone = new AbortController()
+    const held = app.request(new Request('http://127.0.0.1/', { signal: gone.signal }))
+    gone.abort()
+    expect((await held).status).toBe(499)
+    expect([(await app.request('/')).status, handled]).toEqual([200, 2])
   })
 })
