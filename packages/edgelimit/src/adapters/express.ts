@@ -1,5 +1,6 @@
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import {
+  checkFailure,
   fromNodeRequest,
   holdNode,
   type NodeRequestLike,
@@ -67,7 +68,7 @@ export function expressRateLimit(options: ExpressRateLimitOptions): ExpressMiddl
     try {
       proceed = apply(res, verdict)
     } catch (error) {
-      next(error)
+      next(checkFailure(error))
       return
     }
     if (!proceed) return
@@ -83,10 +84,14 @@ export function expressRateLimit(options: ExpressRateLimitOptions): ExpressMiddl
     try {
       verdict = core.run(fromNodeRequest(req, routedUrl(req), req.originalUrl))
     } catch (error) {
-      next(error)
+      next(checkFailure(error))
       return
     }
-    if (pending(verdict)) verdict.then((v) => later(res, v, next), next)
+    if (pending(verdict))
+      verdict.then(
+        (v) => later(res, v, next),
+        (error: unknown) => next(checkFailure(error)),
+      )
     else later(res, verdict, next)
   }
 }

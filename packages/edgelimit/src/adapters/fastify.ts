@@ -1,5 +1,5 @@
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
-import { fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
+import { checkFailure, fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
 import { fieldValues, lowerName } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
@@ -104,7 +104,7 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
         }
         if (headers.length > 0) keepOnHijack(reply, headers)
       } catch (error) {
-        done(error as Error)
+        done(checkFailure(error))
         return
       }
       // A held request whose client left meanwhile is dropped: Fastify's lifecycle already ended
@@ -125,7 +125,11 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
           ? fromNodeRequest(request.raw, url)
           : fromNodeRequest(request.raw, url.slice(0, semicolon), url),
       )
-      if (pending(verdict)) verdict.then((v) => apply(reply, v, done), done)
+      if (pending(verdict))
+        verdict.then(
+          (v) => apply(reply, v, done),
+          (error: unknown) => done(checkFailure(error)),
+        )
       else apply(reply, verdict, done)
     })
   },

@@ -19,6 +19,7 @@ import { fastifyRateLimit } from '../../src/adapters/fastify.js'
 import { bunPeer, denoPeer, withRateLimit } from '../../src/adapters/fetch.js'
 import { honoRateLimit } from '../../src/adapters/hono.js'
 import { nodeRateLimit } from '../../src/adapters/node.js'
+import type { RateLimitOptions } from '../../src/http/rate-limit.js'
 import { ConfigError, createLimiter, gcra, leakyBucket } from '../../src/index.js'
 import { manualClock } from '../../src/testing/index.js'
 
@@ -828,5 +829,87 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
     gone.abort()
     expect((await held).status).toBe(499)
     expect([(await app.request('/')).status, handled]).toEqual([200, 2])
+  })
+})
+
+describe('a check that fails with a value that is not an Error still goes to the error path', () => {
+  // What Express takes for "no error" (or for an order: 'route', 'router') and Fastify for "go on".
+  const failures: [string, Partial<RateLimitOptions>][] = [
+    [
+      'a key function that throws undefined',
+      {
+        key: () => {
+          throw undefined
+        },
+      },
+    ],
+    ['a key function that rejects with no reason', { key: () => Promise.reject() }],
+    [
+      'a skip function that throws null',
+      {
+        skip: () => {
+          throw null
+        },
+      },
+    ],
+    ['a cost function that rejects with ""', { cost: () => Promise.reject('') }],
+    [
+      "a key function that throws 'route'",
+      {
+        key: () => {
+          throw 'route'
+        },
+      },
+    ],
+    [
+      "a key function that throws 'router'",
+      {
+        key: () => {
+          throw 'router'
+        },
+      },
+    ],
+  ]
+  it.each(failures)('express: %s', async (_name, options) => {
+    let handled = 0
+    const seen: unknown[] = []
+    const app = express()
+    const router = express.Router()
+    router.use(expressRateLimit({ limiter: onePerHour(), ...options }))
+    router.get('/', (_req, res) => {
+      handled++
+      res.send('ok')
+    })
+    app.use(router)
+    app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      seen.push(error)
+      res.status(500).send('failed')
+    })
+    const server = createServer(app)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`)
+      expect([res.status, await res.text(), handled]).toEqual([500, 'failed', 0])
+      expect(seen).toEqual([expect.objectContaining({ code: 'ERR_EDGELIMIT_THROWN' })])
+    } finally {
+      await closeAll(server)
+    }
+  })
+
+  it.each(failures)('fastify: %s', async (_name, options) => {
+    let handled = 0
+    const app = Fastify()
+    await app.register(fastifyRateLimit, { limiter: onePerHour(), ...options })
+    app.get('/', async () => {
+      handled++
+      return 'ok'
+    })
+    const url = await app.listen({ port: 0, host: '127.0.0.1' })
+    try {
+      const res = await fetch(url)
+      expect([res.status, (await res.json()).code, handled]).toEqual([500, 'ERR_EDGELIMIT_THROWN', 0])
+    } finally {
+      await app.close()
+    }
   })
 })
