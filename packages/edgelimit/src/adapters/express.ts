@@ -1,6 +1,5 @@
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import {
-  checkFailure,
   fromNodeRequest,
   holdNode,
   type NodeRequestLike,
@@ -8,7 +7,7 @@ import {
   sendNodeAnswer,
   setNodeHeaders,
 } from './node-io.js'
-import { pathOf } from './shared.js'
+import { checkFailure, pathOf } from './shared.js'
 
 /** The part of Express's `Request` the middleware reads. */
 export interface ExpressRequestLike extends NodeRequestLike {

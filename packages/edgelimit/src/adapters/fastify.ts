@@ -1,6 +1,6 @@
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
-import { checkFailure, fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
-import { fieldValues, lowerName } from './shared.js'
+import { fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
+import { checkFailure, fieldValues, lowerName } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
 export interface FastifyRequestLike {

@@ -6,7 +6,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { addFields, fieldValues, sleep, urlPath } from './shared.js'
+import { addFields, checkFailure, fieldValues, sleep, urlPath } from './shared.js'
 
 /** Options of `honoRateLimit`. */
 export interface HonoRateLimitOptions extends RateLimitOptions {
@@ -105,10 +105,14 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
   return (c, next) => {
     try {
       const verdict = core.run(new HonoRequest(c, peer(c) ?? undefined))
-      if (pending(verdict)) return verdict.then((v) => apply(c, next, v))
+      if (pending(verdict))
+        return verdict.then(
+          (v) => apply(c, next, v),
+          (error: unknown) => Promise.reject(checkFailure(error)),
+        )
       return Promise.resolve(apply(c, next, verdict))
     } catch (error) {
-      return Promise.reject(error)
+      return Promise.reject(checkFailure(error))
     }
   }
 }

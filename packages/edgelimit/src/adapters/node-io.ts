@@ -1,4 +1,3 @@
-import { describe, EdgelimitError } from '../errors.js'
 import { type HttpRequest, type HttpVerdict, pending, type RateLimitCore } from '../http/rate-limit.js'
 import { fieldValues, pathOf, sleep } from './shared.js'
 
@@ -71,24 +70,6 @@ export function fromNodeRequest(
   original?: string,
 ): HttpRequest {
   return new NodeHttpRequest(req, target, original)
-}
-
-/**
- * A failed check as a framework's error path takes it. Express reads `next(undefined)`,
- * `next(null)`, `next(0)` or `next('')` as "no error" and `next('route')` / `next('router')` as
- * orders, Fastify `done(undefined)` / `done(null)` as "go on": passed on as they are, a key (or
- * cost, skip, onLimited) function that throws `undefined` or rejects with no reason would let the
- * request through unlimited. A thrown value that is not an object is therefore passed on as an
- * `EdgelimitError` (`ERR_EDGELIMIT_THROWN`, the value as its `cause`); errors go on as they are.
- */
-export function checkFailure(reason: unknown): Error {
-  if (typeof reason === 'object' && reason !== null) return reason as Error
-  const error = new EdgelimitError(
-    'ERR_EDGELIMIT_THROWN',
-    `The rate-limit check failed with ${describe(reason)}, not an Error (thrown or rejected by a key, cost, skip or onLimited function)`,
-  )
-  error.cause = reason
-  return error
 }
 
 /** Sets the verdict's rate-limit headers, one `setHeader` each (Node has no cheaper public call). */

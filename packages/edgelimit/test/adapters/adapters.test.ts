@@ -896,6 +896,31 @@ describe('a check that fails with a value that is not an Error still goes to the
     }
   })
 
+  it.each(failures)('hono (@hono/node-server): %s reaches app.onError', async (_name, options) => {
+    let handled = 0
+    const seen: unknown[] = []
+    const app = new Hono()
+    app.use(honoRateLimit({ limiter: onePerHour(), ...options }))
+    app.get('/', (c) => {
+      handled++
+      return c.text('ok')
+    })
+    app.onError((error, c) => {
+      seen.push(error)
+      return c.text('failed', 500)
+    })
+    const server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server))
+    })
+    try {
+      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`)
+      expect([res.status, await res.text(), handled]).toEqual([500, 'failed', 0])
+      expect(seen).toEqual([expect.objectContaining({ code: 'ERR_EDGELIMIT_THROWN' })])
+    } finally {
+      await closeAll(server)
+    }
+  })
+
   it.each(failures)('fastify: %s', async (_name, options) => {
     let handled = 0
     const app = Fastify()
