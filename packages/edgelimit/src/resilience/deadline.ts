@@ -6,6 +6,9 @@ const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).
 const defer: (f: () => void) => void =
   immediate === undefined ? (f) => void setTimeout(f, 0) : (f) => void immediate(f)
 
+/** The longest delay a timer holds (2^31 - 1 ms): a longer one fires at once. */
+const MAX_TIMER = 2_147_483_647
+
 /** The error of a store call that missed its deadline of `ms`. */
 export const timedOut = (ms: number | undefined) =>
   new EdgelimitError('ERR_EDGELIMIT_TIMEOUT', `The store did not answer within ${ms} ms`)
@@ -186,7 +189,13 @@ export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
 export function within(work: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: ReturnType<typeof setTimeout> | undefined
   const late = new Promise<boolean>((resolve) => {
-    timer = setTimeout(resolve, ms, false)
+    // A timer holds at most 2^31 - 1 ms (about 24.8 days; a longer one fires after 1 ms): a
+    // longer wait (a '30d' timeout, 4 intervals of '7d') is timed in steps.
+    const wait = (left: number) => {
+      timer =
+        left > MAX_TIMER ? setTimeout(wait, MAX_TIMER, left - MAX_TIMER) : setTimeout(resolve, left, false)
+    }
+    wait(ms)
   })
   return Promise.race([work.then(() => true), late]).then((settled) => {
     clearTimeout(timer)

@@ -12,7 +12,7 @@ import type { BoundRules, Store } from '../stores/types.js'
 import { manualClock } from '../testing/index.js'
 import { approximate } from './approximate.js'
 import { createBreaker } from './breaker.js'
-import { createDeadline, withDeadline } from './deadline.js'
+import { createDeadline, withDeadline, within } from './deadline.js'
 import { cachedDenial, type Denial } from './deny-cache.js'
 import { remoteDecider } from './remote.js'
 import { enforcedFor } from './rollout.js'
@@ -201,6 +201,27 @@ describe('deadline', () => {
     await vi.advanceTimersByTimeAsync(10)
     await lateCheck
     fail(new Error('too late'))
+  })
+
+  it('within waits as long as asked, also beyond the 2^31 - 1 ms one timer holds', async () => {
+    // A timer of more than 2^31 - 1 ms fires after 1 ms (Node, browsers; the fake timers too):
+    // a wait of 30 days was over at once.
+    vi.useFakeTimers()
+    const day = 86_400_000
+    let result: boolean | undefined
+    void within(new Promise(() => {}), 30 * day).then((settled) => {
+      result = settled
+    })
+    await vi.advanceTimersByTimeAsync(1000)
+    expect(result).toBeUndefined()
+    await vi.advanceTimersByTimeAsync(30 * day - 1001)
+    expect(result).toBeUndefined()
+    await vi.advanceTimersByTimeAsync(1)
+    expect(result).toBe(false)
+    expect(vi.getTimerCount()).toBe(0)
+    // Work that settles first clears the step's timer.
+    expect(await within(Promise.resolve(), 30 * day)).toBe(true)
+    expect(vi.getTimerCount()).toBe(0)
   })
 })
 
@@ -659,6 +680,39 @@ describe('consistency modes', () => {
     clock.advance(1000)
     await limiter.flush()
     expect(await stored()).toBe(6)
+  })
+
+  it('a flush waits its whole time for a sync in flight, also beyond the 2^31 - 1 ms one timer holds', async () => {
+    // With no deadline a flush waits 4 sync intervals: 28 days for '7d', a timer that fired
+    // after 1 ms, so the flush rejected ("went unanswered in time") while the store was answering.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    const { limiter, faults, release, clock } = remote(
+      [
+        {
+          name: 'api',
+          algorithm: fixedWindow({ limit: 10, window: '1h' }),
+          consistency: approximate,
+          syncInterval: '7d',
+        },
+      ],
+      { timeout: false },
+    )
+    for (let i = 0; i < 3; i++) expect((await limiter.limit('k')).allowed).toBe(true)
+    faults.hang = true
+    let flushed: string | undefined
+    const flush = limiter.flush().then(
+      () => (flushed = 'resolved'),
+      (error: { code?: string }) => (flushed = error.code),
+    )
+    await vi.advanceTimersByTimeAsync(10_000)
+    expect(flushed).toBeUndefined()
+    release()
+    await flush
+    expect(flushed).toBe('resolved')
+    // The batch of 2 reached the store once: 3 of 10 charged.
+    faults.hang = false
+    clock.advance(1)
+    expect((await limiter.peek('k')).remaining).toBe(7)
   })
 
   it("requests waiting for a key's first call are answered within their own deadline when it fails", async () => {

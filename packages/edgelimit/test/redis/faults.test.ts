@@ -9,7 +9,7 @@ import {
   tokenBucket,
 } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
-import { type RedisServer, startRedis } from '../support/redis.js'
+import { type RedisServer, startDelayProxy, startRedis } from '../support/redis.js'
 import { stateKey } from '../support/state-key.js'
 
 // These tests are about the store itself: no deadline, breaker or denial cache in between.
@@ -250,6 +250,28 @@ describe('reset', () => {
     } finally {
       client.disconnect()
       await own.stop()
+    }
+  })
+})
+
+describe('reset with a long deadline', () => {
+  it('a reset the store answers in a few ms succeeds under a timeout beyond what one timer holds', async () => {
+    // `timeout: '30d'` is a valid deadline, but a timer of more than 2^31 - 1 ms fires after 1 ms:
+    // every reset through a store 2 ms away failed with "did not answer within 2592000000 ms".
+    const proxy = await startDelayProxy({ host: redis.host, port: redis.port }, 2)
+    const client = new Redis({ port: proxy.port, host: redis.host, lazyConnect: true })
+    try {
+      await client.connect()
+      const limiter = createLimiter({
+        rules,
+        store: redisStore({ client, prefix: 'reset-long' }),
+        timeout: '30d',
+        breaker: false,
+      })
+      await expect(limiter.reset('k')).resolves.toBeUndefined()
+    } finally {
+      client.disconnect()
+      await proxy.close()
     }
   })
 })
