@@ -129,7 +129,9 @@ export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
       return
     }
     if (timer === undefined) {
-      timer = setTimeout(expire, Math.max(0, (queue[head] as Watch).at - now)) as Timer
+      // At most 2e9 ms: a timer above 2^31 - 1 ms fires at once (the sweep arms it again until the
+      // deadline). A delay below 0 is 0.
+      timer = setTimeout(expire, Math.min(2e9, (queue[head] as Watch).at - now)) as Timer
     }
   }
 

@@ -163,6 +163,30 @@ describe('deadline', () => {
     expect(vi.getTimerCount()).toBe(0)
   })
 
+  it('a deadline beyond the 2^31 - 1 ms one timer holds is armed in steps, not every millisecond', async () => {
+    // A timer of more than 2^31 - 1 ms fires after 1 ms: under `timeout: '30d'` the shared timer
+    // fired and was armed again every millisecond while a call was pending (in Node, each time
+    // with a TimeoutOverflowWarning on stderr).
+    vi.useFakeTimers()
+    const day = 86_400_000
+    const deadline = createDeadline(30 * day)
+    const arm = vi.spyOn(globalThis, 'setTimeout')
+    let outcome = 'pending'
+    const slow = deadline(new Promise(() => {})).then(
+      () => (outcome = 'ok'),
+      (e: { code?: string }) => (outcome = String(e.code)),
+    )
+    await vi.advanceTimersByTimeAsync(1000)
+    expect(arm.mock.calls.length).toBe(1)
+    await vi.advanceTimersByTimeAsync(30 * day - 1001)
+    expect(outcome).toBe('pending')
+    await vi.advanceTimersByTimeAsync(1)
+    await slow
+    expect(outcome).toBe('ERR_EDGELIMIT_TIMEOUT')
+    expect(arm.mock.calls.length).toBeLessThanOrEqual(3)
+    expect(vi.getTimerCount()).toBe(0)
+  })
+
   it('watch/end: a call ended in time never fails; one past its deadline fails once and cannot end', async () => {
     vi.useFakeTimers()
     const deadline = createDeadline(45)
