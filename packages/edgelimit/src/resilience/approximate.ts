@@ -37,6 +37,8 @@ interface Entry {
   syncing: Promise<boolean> | undefined
   /** The sync whose answer `remaining` holds: an earlier sync's answer, coming later, is stale. */
   answered: number
+  /** The key's shadow rules (bit i = rule i of the group), the same on every call for the key. */
+  shadow: number
 }
 
 /**
@@ -57,12 +59,18 @@ export interface StoreAnswer {
 /** What the remote decision path lends the approximate counter. */
 export interface ApproximateContext {
   /**
-   * Charges `cost` to the store for `key` (forced), through the path's breaker and deadline,
-   * which report a failure. Settles with the store call, not the deadline: with its verdicts when
+   * Charges `cost` to the store for `key` (forced; a rule in `shadow`, the key's shadow rules,
+   * only if it admits the whole cost, as it would not count what it denies), through the path's
+   * breaker and deadline, which report a failure. Settles with the store call, not the deadline: with its verdicts when
    * the store answers, also after the deadline (the charge counted there); `undefined` when it was
    * not sent (the breaker is open); rejects when the store failed (whether it counted is unknown).
    */
-  readonly sync: (key: string, cost: number, now: number) => Promise<readonly RuleVerdict[] | undefined>
+  readonly sync: (
+    key: string,
+    cost: number,
+    now: number,
+    shadow: number,
+  ) => Promise<readonly RuleVerdict[] | undefined>
   /** The group's rules. */
   readonly rules: readonly StoreRule[]
   readonly intervalMs: number
@@ -185,7 +193,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     }
     // The next sync is due an interval after this one starts, however it ends.
     entry.syncedAt = now
-    const run = send(key, cost, now)
+    const run = send(key, cost, now, entry.shadow)
       .then(
         (verdicts) => {
           land()
@@ -200,7 +208,9 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
           windowsOf(entry, verdicts, now)
           const flying = entry.flying.reduce((sum, f) => sum + f.cost, 0)
           verdicts.forEach((v, i) => {
-            // A forced charge that the rule would have denied reports the state before it.
+            // A forced charge that the rule would have denied reports the state before it (a rule
+            // in shadow that denied was not charged: what it would have admitted of the batch is
+            // not known here, and it is taken as spent until the next sync).
             const after = v.allowed || cost === 0 ? v.remaining : Math.max(0, v.remaining - cost)
             // Less what was admitted here since: pending, and sent in syncs not answered (nor given up) yet.
             entry.remaining[i] = Math.max(0, after - entry.pending - flying)
@@ -298,7 +308,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
   }
 
   /** Records the strict verdicts of a first call, which also charged the store. */
-  function seed(key: string, verdicts: readonly RuleVerdict[], now: number): void {
+  function seed(key: string, verdicts: readonly RuleVerdict[], now: number, shadow: number): void {
     evict(now)
     const entry: Entry = {
       remaining: verdicts.map((v) => v.remaining),
@@ -312,6 +322,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       syncedAt: now,
       syncing: undefined,
       answered: 0,
+      shadow,
     }
     windowsOf(entry, verdicts, now)
     entries.set(key, entry)
@@ -352,7 +363,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     seeding.set(key, run)
     try {
       const answer = await run
-      if (answer.source === 'store' && seeding.get(key) === run) seed(key, answer.verdicts, now)
+      if (answer.source === 'store' && seeding.get(key) === run) seed(key, answer.verdicts, now, shadow)
       return answer
     } finally {
       if (seeding.get(key) === run) seeding.delete(key)

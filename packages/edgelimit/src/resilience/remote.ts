@@ -5,7 +5,7 @@ import type { DecisionSource } from '../events.js'
 import type { RuleConfig } from '../options.js'
 import { remember } from '../remember.js'
 import { memoryStore } from '../stores/memory.js'
-import type { BoundRules, Decider, EvaluateOptions, RuleVerdict } from '../stores/types.js'
+import type { BoundRules, Decider, RuleVerdict } from '../stores/types.js'
 import type { ApproximateConsistency, StoreAnswer } from './approximate.js'
 import { createBreaker } from './breaker.js'
 import { type DeadlineClock, deadlineClock, type Watch } from './deadline.js'
@@ -26,7 +26,6 @@ interface Outcome<T> {
   ): T | Promise<T>
 }
 
-const FORCE: EvaluateOptions = Object.freeze({ force: true })
 const BREAKER_OPEN = /* @__PURE__ */ new EdgelimitError('ERR_EDGELIMIT_STORE', 'The store breaker is open')
 
 /**
@@ -122,8 +121,9 @@ export const remoteDecider: Decider = (context) => {
       : // The counter comes with the rules' `approximate` (an import), not with this module.
         ((rules[approxIndex[0] as number] as RuleConfig).approximate as ApproximateConsistency).create({
           // Syncs: forced charges through the breaker and the deadline, their failures reported
-          // like decisions' (see SYNC for what a failed sync settles with).
-          sync: (key, cost, now) => attempt(approxGroup, key, cost, now, 0, SYNC, FORCE),
+          // like decisions' (see SYNC for what a failed sync settles with); the key's shadow rules
+          // are charged only when they admit the batch.
+          sync: (key, cost, now, shadow) => attempt(approxGroup, key, cost, now, shadow, SYNC, true),
           rules: approxIndex.map((i) => rules[i] as RuleConfig),
           intervalMs: Math.min(...approxIndex.map((i) => (rules[i] as RuleConfig).syncIntervalMs)),
           clock,
@@ -218,8 +218,9 @@ export const remoteDecider: Decider = (context) => {
    * store's answer and the deadline race to settle one promise (the deadline has no promise of
    * its own), and `outcome` turns the verdicts — or, when the store failed or missed the deadline,
    * each rule's fallback (a sync: the store call itself) — into the result (with `timeout: false`,
-   * against a clock that never expires). No async frames and no closures per call but the
-   * deadline's: this is every strict decision's path.
+   * against a clock that never expires). `mask`: the group's shadow rules for the key; `force`: a
+   * sync's forced charge. No async frames and no closures per call but the deadline's: this is
+   * every strict decision's path.
    */
   function attempt<T>(
     g: Group,
@@ -228,7 +229,7 @@ export const remoteDecider: Decider = (context) => {
     now: number,
     mask: number,
     outcome: Outcome<T>,
-    options: EvaluateOptions | undefined = mask === 0 ? undefined : { shadow: mask },
+    force?: true,
   ): Promise<T> {
     // The breaker's ticket for recording this call's outcome (none without a breaker).
     const ticket = breaker?.allow(now)
@@ -240,7 +241,7 @@ export const remoteDecider: Decider = (context) => {
     const started = emit === undefined ? 0 : monotonic()
     let work: Promise<readonly RuleVerdict[]>
     try {
-      work = g.bound.evaluate(key, cost, now, options)
+      work = g.bound.evaluate(key, cost, now, mask === 0 && !force ? undefined : { shadow: mask, force })
     } catch (error) {
       // A store that throws instead of rejecting fails like one that rejects.
       work = Promise.reject(error)

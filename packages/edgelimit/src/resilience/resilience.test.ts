@@ -739,6 +739,45 @@ describe('consistency modes', () => {
     expect((await limiter.peek('k')).remaining).toBe(7)
   })
 
+  it('an approximate rule in shadow is synced only what it admits: enforced later, the key is not held by a debt', async () => {
+    // Syncs charged every rule of the batch, a shadow rule too: a bucket in shadow for a key sent
+    // 5 a second against a refill of 1 ran 31 tokens into debt, and, once the rule was enforced
+    // for the key, denied it for 21 s where the same traffic in strict mode leaves it full.
+    const clock = manualClock(1_000_000)
+    const memory = memoryStore()
+    const tables: BoundRules[] = []
+    const { store } = faultyStore({
+      ...memory,
+      bind: (rules) => tables[tables.push(memory.bind(rules)) - 1] as BoundRules,
+    })
+    const limiter = createLimiter({
+      rules: [
+        {
+          name: 'tb',
+          algorithm: tokenBucket({ capacity: 10, refillRate: 1 }),
+          mode: 'shadow',
+          consistency: approximate,
+          syncInterval: '100ms',
+        },
+      ],
+      store,
+      clock,
+    })
+    let shadowDenied = 0
+    for (let i = 0; i < 50; i++) {
+      const d = await limiter.limit('k')
+      expect(d.allowed).toBe(true)
+      if (!d.rules[0]?.allowed) shadowDenied++
+      clock.advance(200)
+    }
+    await limiter.flush()
+    // Strict denies 31 of them; approximate takes a denied batch's part as spent until its sync.
+    expect(shadowDenied).toBeGreaterThanOrEqual(31)
+    clock.advance(10_000)
+    const [state] = await (tables.at(-1) as BoundRules).evaluate('k', 0, clock.now())
+    expect(state).toMatchObject({ allowed: true, remaining: 10 })
+  })
+
   it("requests waiting for a key's first call are answered within their own deadline when it fails", async () => {
     // On the deadline's clock, as above: a waiting request used to make a call of its own once the
     // first one failed, with a fresh deadline — decided 2 × 20 ms after the first request.

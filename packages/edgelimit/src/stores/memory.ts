@@ -226,8 +226,8 @@ function createTable(rules: readonly CompiledRule[], maxKeys: number): MemoryRul
     for (let r = 0; r < count; r++) {
       const rule = rules[r] as CompiledRule
       const out = outs[r] as Verdict
-      // Admitted: every enforced rule admitted; a shadow rule is charged only when it admits.
-      if (!force && !out.allowed) continue
+      // Admitted (every enforced rule admitted) or forced: a shadow rule is charged only when it admits.
+      if (!out.allowed && (shadow >> r) & 1) continue
       if (rule.kind === 'numeric') {
         const base = slot * width + (offsets[r] as number)
         for (let i = 0; i < rule.width; i++) rows[base + i] = out.next[i] as number

@@ -41,8 +41,10 @@ export interface EvaluateOptions {
    */
   readonly shadow?: number
   /**
-   * Charge every rule whatever it decides: syncing counts that were already admitted elsewhere
-   * (approximate consistency). The verdicts still report what the rules decided.
+   * Charge every enforced rule whatever it decides: syncing counts that were already admitted
+   * elsewhere (approximate consistency). A shadow rule is still charged only when it admits (the
+   * whole cost), so it never counts what it would have denied. The verdicts still report what the
+   * rules decided.
    */
   readonly force?: boolean
 }

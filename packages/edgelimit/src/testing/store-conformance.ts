@@ -266,6 +266,47 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
   })
 
   cases.push({
+    name: 'a forced charge spares a shadow rule that denies: it counts only what it admits',
+    async run() {
+      const store = await options.store()
+      const limiter = createLimiter({
+        rules: [
+          { name: 'fw', algorithm: fixedWindow({ limit: 2, window: '1h' }) },
+          { name: 'tb', algorithm: tokenBucket({ capacity: 2, refillRate: 1, refillInterval: '1h' }) },
+          { name: 'log', algorithm: slidingLog({ limit: 5, window: '1h' }) },
+        ],
+        store,
+      })
+      const bound = store.bind(limiter.rules)
+      const k = key('force-shadow')
+      const now = 1_700_000_000_000
+      // An approximate sync of 3 for a key whose tb and log rules are in shadow.
+      const forced = await bound.evaluate(k, 3, now, { force: true, shadow: 0b110 })
+      same(
+        forced.map((v) => [v.allowed, v.reason]),
+        [
+          [false, 'cost-exceeds-limit'],
+          [false, 'cost-exceeds-limit'],
+          [true, undefined],
+        ],
+        'forced verdicts',
+      )
+      // fw holds the forced 3 (and denies); tb, which denied in shadow, holds nothing (not a debt
+      // of 3 tokens); log, which admitted, holds 3.
+      const after = await bound.evaluate(k, 1, now + 1)
+      same(
+        after.map((v) => [v.allowed, v.remaining]),
+        [
+          [false, 0],
+          [true, 2],
+          [true, 2],
+        ],
+        'the enforced rule holds the forced cost, a shadow rule only what it admitted',
+      )
+    },
+  })
+
+  cases.push({
     name: 'a forced charge counts whatever the rules decide',
     async run() {
       const store = await options.store()

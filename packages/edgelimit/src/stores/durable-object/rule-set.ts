@@ -14,9 +14,9 @@ export interface RuleSet {
   /**
    * Decides one request for one key from `states` (one per rule, `undefined` = fresh), all or
    * nothing, exactly as the memory store does: the request is charged to every rule only if every
-   * enforced rule admits it (a shadow rule is charged only when it admits; `force` charges all).
-   * Sets `writes[i]` to the new state of each charged rule, and leaves the others (pass a fresh
-   * array).
+   * enforced rule admits it (a shadow rule is charged only when it admits; `force` charges every
+   * enforced rule). Sets `writes[i]` to the new state of each charged rule, and leaves the others
+   * (pass a fresh array).
    */
   evaluate(
     states: readonly (RuleState | undefined)[],
@@ -71,7 +71,8 @@ export function compileRuleSet(spec: RuleSpec, compilers: Compilers): RuleSet {
         for (let r = 0; r < rules.length; r++) {
           const rule = rules[r] as CompiledRule
           const out = outs[r] as Verdict
-          if (!force && !out.allowed) continue
+          // Every enforced rule admitted, or the charge is forced: a shadow rule that denies is not charged.
+          if (!out.allowed && (shadow >> r) & 1) continue
           writes[r] =
             rule.kind === 'log'
               ? rule.commit(states[r] as LogState | undefined, now, cost)

@@ -182,7 +182,9 @@ export function compileScript(policies: readonly Policy[]): CompiledScript {
           )
           .join('\n')
   // Every charged rule's TTL checked before the first write, then the writes until one is refused.
-  const charged = (n: number) => `(${v(n, 'code')} == 0 or force)`
+  // Here every enforced rule admitted, or the charge is forced: a rule that denies is charged
+  // unless it is in shadow.
+  const charged = (n: number) => `(${v(n, 'code')} == 0 or not ${isShadow(n)})`
   const write = [
     ...rules.map(
       (_, i) => `if not err and ${charged(i + 1)} then err = ttlerr(${v(i + 1, 'ttl')} + slack) end`,

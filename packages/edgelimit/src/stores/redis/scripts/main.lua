@@ -11,9 +11,10 @@
 --          edge locations), 'c' when each decision carries its own time (client clock).
 -- ARGV[2..P+1]: every rule's params in order (`--@params` of its algorithm file).
 -- ARGV[P+2..]: per decision, its time in ms first when ARGV[1] is 'c', then its cost: '<cost>'
---          or '<cost>,<force>,<shadow>' where force '1' charges every rule whatever it decides
---          (syncing counts admitted elsewhere) and shadow has one character per rule ('1' = a
---          shadow rule: its denial does not block, and it is charged only when it admits).
+--          or '<cost>,<force>,<shadow>' where force '1' charges every enforced rule whatever it
+--          decides (syncing counts admitted elsewhere) and shadow has one character per rule
+--          ('1' = a shadow rule: its denial does not block, and it is charged only when it admits,
+--          forced or not).
 --          A cost of 0 is a peek: it decides and writes nothing.
 -- Returns 4 integers per rule per decision: code (0 admitted, 1 limit-exceeded,
 -- 2 cost-exceeds-limit), remaining, resetAfterMs, and retryAfterMs when denied (-1: never) or
