@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js'
+import { gcd } from '../core/math.js'
 import { EdgelimitError } from '../errors.js'
 import type { DecisionSource } from '../events.js'
 import type { RuleVerdict, StoreRule } from '../stores/types.js'
@@ -16,6 +17,14 @@ interface Entry {
   resetAt: number[]
   /** When the store may admit one more unit, as its last answer tells (see `unitAfter`). */
   retryAt: number[]
+  /**
+   * A shaping leaky bucket's queue (`mode: 'shape'`), per rule (0 for the others): its virtual
+   * finish time (TAT) as the store's last answer tells, pushed out by what was admitted here since,
+   * as `(TAT - base) · r` (see `Step`), so that every delay is exact integer arithmetic.
+   */
+  tat: number[]
+  /** When the key was seeded: the origin of `tat`. */
+  base: number
   /** Admitted here, not sent yet. */
   pending: number
   /**
@@ -102,6 +111,12 @@ function unitAfter(rule: StoreRule, v: RuleVerdict, forced: number): number {
   )
 }
 
+/** A shaping leaky bucket's unit of queue, `T = p / r` ms (the reduced fraction). */
+interface Step {
+  readonly r: number
+  readonly p: number
+}
+
 /** A first call that rejected: the waiting requests fall back as when it failed. */
 const FAILED: StoreAnswer = { verdicts: [], source: 'fallback' }
 
@@ -160,6 +175,21 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
   const { sync: send, intervalMs, timeoutMs } = context
   const rules = context.rules.length
   const windows = context.rules.every((r) => r.policy.algorithm === 'fixed-window')
+  // Shaping rules: each request is held `delayMs`, its place in the queue, which the store's
+  // answers and the admissions here since tell.
+  const steps = context.rules.map(({ policy }): Step | undefined => {
+    if (policy.algorithm !== 'leaky-bucket' || policy.mode !== 'shape') return undefined
+    const g = gcd(policy.leakRate, policy.leakIntervalMs)
+    return { r: policy.leakRate / g, p: policy.leakIntervalMs / g }
+  })
+  /**
+   * Sets a shaping rule's queue from the store's verdict `v` for a call made at `now` (the TAT is
+   * `resetAfterMs` away: the queue is empty then), plus `units` admitted here and not in it.
+   */
+  const queue = (entry: Entry, i: number, v: RuleVerdict, now: number, units: number) => {
+    const s = steps[i]
+    if (s !== undefined) entry.tat[i] = (now - entry.base + v.resetAfterMs) * s.r + units * s.p
+  }
   const timed = timeoutMs !== undefined
   const entries = new Map<string, Entry>()
   let syncs = 0
@@ -215,6 +245,8 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
             // Less what was admitted here since: pending, and sent in syncs not answered (nor given up) yet.
             entry.remaining[i] = Math.max(0, after - entry.pending - flying)
             entry.resetAt[i] = now + v.resetAfterMs
+            // The forced batch is in the queue, also when the rule denied it (reported before it).
+            queue(entry, i, v, now, (v.allowed ? 0 : cost) + entry.pending + flying)
             entry.retryAt[i] = now + unitAfter(context.rules[i] as StoreRule, v, cost)
           })
           return true
@@ -263,16 +295,28 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     }
     return entry.remaining.map((left, i) => {
       const admits = cost <= left
-      if (allowed && admits && cost > 0) entry.remaining[i] = left - cost
+      const charged = allowed && admits && cost > 0
+      if (charged) entry.remaining[i] = left - cost
+      let resetAfterMs = Math.max(0, (entry.resetAt[i] as number) - now)
+      let delayMs = 0
+      const s = steps[i]
+      if (s !== undefined) {
+        // REFERENCE §2 shape: delay = max(0, TAT - now), then TAT = max(TAT, now) + cost·T.
+        const at = (now - entry.base) * s.r
+        const tat = entry.tat[i] as number
+        delayMs = Math.max(0, Math.ceil((tat - at) / s.r))
+        if (charged) entry.tat[i] = Math.max(tat, at) + cost * s.p
+        resetAfterMs = Math.max(0, Math.ceil(((entry.tat[i] as number) - at) / s.r))
+      }
       return {
         allowed: admits,
         remaining: allowed && admits ? left - cost : left,
-        resetAfterMs: Math.max(0, (entry.resetAt[i] as number) - now),
+        resetAfterMs,
         // The exact wait is known only to the store: the next sync is when it can change; with no
         // sync coming (quota spent, nothing pending), when the store's last answer says one more
         // unit may pass (the window's end; a bucket's next token).
         retryAfterMs: admits ? 0 : idle ? (entry.retryAt[i] as number) - now : wait,
-        delayMs: 0,
+        delayMs: admits ? delayMs : 0,
         reason: admits ? undefined : 'limit-exceeded',
       }
     })
@@ -314,6 +358,8 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       remaining: verdicts.map((v) => v.remaining),
       resetAt: verdicts.map((v) => now + v.resetAfterMs),
       retryAt: verdicts.map((v, i) => now + unitAfter(context.rules[i] as StoreRule, v, 0)),
+      tat: verdicts.map(() => 0),
+      base: now,
       pending: 0,
       early: 0,
       closes: Number.NEGATIVE_INFINITY,
@@ -325,6 +371,9 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       shadow,
     }
     windowsOf(entry, verdicts, now)
+    verdicts.forEach((v, i) => {
+      queue(entry, i, v, now, 0)
+    })
     entries.set(key, entry)
   }
 

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { faultyStore } from '../../test/support/faulty-store.js'
-import { fixedWindow, gcra, tokenBucket } from '../algorithms.js'
+import { fixedWindow, gcra, leakyBucket, tokenBucket } from '../algorithms.js'
 import type { Decision } from '../decision.js'
 import { type LimiterEvent, meterSink } from '../events.js'
 import { quotaPolicy, rateLimitHeaders } from '../http/headers.js'
@@ -776,6 +776,38 @@ describe('consistency modes', () => {
     clock.advance(10_000)
     const [state] = await (tables.at(-1) as BoundRules).evaluate('k', 0, clock.now())
     expect(state).toMatchObject({ allowed: true, remaining: 10 })
+  })
+
+  it('an approximate shaping leaky bucket holds each request for its place in the queue, as strict does', async () => {
+    // Decided in-process, every request was admitted with delayMs 0: REFERENCE vector 6's three
+    // requests at t=0 all passed at once, where shaping holds them 0, 1 and 2 s.
+    const shape = (consistency: Rule['consistency']) =>
+      remote([
+        {
+          name: 'shape',
+          algorithm: leakyBucket({ capacity: 2, leakRate: 1, mode: 'shape' }),
+          consistency,
+          syncInterval: '1s',
+        },
+      ])
+    for (const consistency of ['strict', approximate] as const) {
+      const { limiter, clock } = shape(consistency)
+      const seen = []
+      for (let i = 0; i < 4; i++) {
+        const d = await limiter.limit('k')
+        seen.push(d.allowed ? d.delayMs : `denied, retry ${d.retryAfterMs > 0}`)
+      }
+      expect(seen).toEqual([0, 1000, 2000, 'denied, retry true'])
+      // A second later one unit has left the queue: behind the other two, 2 s. (Approximate: once
+      // the sync that this request starts has brought the store the two admitted here.)
+      clock.advance(1000)
+      if (consistency !== 'strict') {
+        await limiter.limit('k')
+        await limiter.flush()
+      }
+      const later = await limiter.limit('k')
+      expect([later.allowed, later.delayMs, later.resetAfterMs]).toEqual([true, 2000, 3000])
+    }
   })
 
   it("requests waiting for a key's first call are answered within their own deadline when it fails", async () => {
