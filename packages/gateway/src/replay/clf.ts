@@ -71,7 +71,10 @@ export function clfParser(needs: Needs = {}): ClfParser {
     const month = MONTHS.get(
       ((buf[p + 3] as number) << 16) | ((buf[p + 4] as number) << 8) | (buf[p + 5] as number),
     )
-    const year = two(p + 7) * 100 + two(p + 9)
+    // Each pair checked alone: a letter in the second (`201x`) must not be borrowed from the first.
+    const century = two(p + 7)
+    const yy = two(p + 9)
+    const year = century < 0 || yy < 0 ? -1 : century * 100 + yy
     const h = two(p + 12)
     const m = two(p + 15)
     const sec = two(p + 18)
@@ -104,7 +107,8 @@ export function clfParser(needs: Needs = {}): ClfParser {
     const sign = buf[q + 1] === 0x2d ? -1 : buf[q + 1] === 0x2b ? 1 : 0
     const zh = two(q + 2)
     const zm = two(q + 4)
-    if (sign === 0 || zh < 0 || zm < 0 || buf[q + 6] !== RBRACKET) return -1
+    // An offset is at most 23:59 (ISO 8601); beyond it, it would be read as days away.
+    if (sign === 0 || zh < 0 || zh > 23 || zm < 0 || zm > 59 || buf[q + 6] !== RBRACKET) return -1
     const zone = sign * (zh * 60 + zm)
     const key = ((year * 16 + month) * 32 + day) * 4096 + zone + 2048
     if (key !== dayKey) {

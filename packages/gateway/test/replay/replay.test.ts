@@ -196,6 +196,28 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
     expect(io.out()).toContain('far2.log:2: bad time 9000000000000000')
   })
 
+  test('an access-log time with a letter in its year or an offset beyond 23:59 is a bad timestamp, not another year', async () => {
+    const at = (time: string) => `10.0.0.1 - - [${time}] "GET / HTTP/1.1" 200 512\n`
+    const content = [
+      at('17/May/2015:10:05:03 +0000'),
+      at('17/May/201x:10:05:04 +0000'),
+      at('17/May/20x5:10:05:04 +0000'),
+      at('17/May/2015:10:05:04 +0099'),
+      at('17/May/2015:10:05:04 +9900'),
+      at('17/May/2015:10:05:04 -2400'),
+      // The same instant in the zones furthest apart, then a second later.
+      at('18/May/2015:00:05:03 +1400'),
+      at('16/May/2015:22:05:03 -1200'),
+      at('17/May/2015:15:35:04 +0530'),
+    ]
+    const r = await replayLog({ inputs: [file('zones.log', content.join(''))], rules: perIp(100) })
+    expect(r.requests).toBe(4)
+    expect(r.malformed.byReason).toEqual({ 'bad timestamp': 5 })
+    expect(r.malformed.examples.map((m) => m.line)).toEqual([2, 3, 4, 5, 6])
+    expect([r.firstTs, r.lastTs]).toEqual([Date.UTC(2015, 4, 17, 10, 5, 3), Date.UTC(2015, 4, 17, 10, 5, 4)])
+    expect(r.outOfOrder.count).toBe(0)
+  })
+
   test('isoTime never throws: a time outside the Date range is shown as a dash', () => {
     expect(isoTime(Date.UTC(2015, 4, 17, 10, 5, 3))).toBe('2015-05-17T10:05:03Z')
     expect(isoTime(9e15)).toBe('—')
