@@ -1,5 +1,6 @@
 import type { Needs } from './clf.js'
 import { emptyRecord, get, type LogRecord, text } from './record.js'
+import { toMs } from './time.js'
 
 /** Where each record field is read from in a JSON line: candidate names, first present wins. */
 export interface JsonFields {
@@ -93,27 +94,6 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
   }
 
   return { record, parse }
-}
-
-/** The Date range: ±100,000,000 days from the epoch, in ms. */
-const MAX_MS = 8.64e15
-
-/**
- * Epoch ms from epoch seconds or ms (number or numeric string), ISO 8601, or CLF time; undefined
- * for a time outside the Date range (it could not be shown, or bucketed in the timeline).
- */
-export function toMs(v: unknown): number | undefined {
-  if (typeof v === 'number') {
-    const ms = Math.floor(v < 1e11 ? v * 1000 : v)
-    return Math.abs(ms) <= MAX_MS ? ms : undefined
-  }
-  if (typeof v !== 'string' || v.length === 0) return undefined
-  if (/^\d+(\.\d+)?$/.test(v)) return toMs(Number(v))
-  const clf = /^(\d{2})\/(\w{3})\/(\d{4}):(\d{2}):(\d{2}):(\d{2}) ([+-]\d{4})$/.exec(v)
-  const parsed = Date.parse(
-    clf === null ? v : `${clf[2]} ${clf[1]} ${clf[3]} ${clf[4]}:${clf[5]}:${clf[6]} ${clf[7]}`,
-  )
-  return Number.isNaN(parsed) ? undefined : parsed
 }
 
 function pick(obj: Record<string, unknown>, names: readonly string[]): unknown {

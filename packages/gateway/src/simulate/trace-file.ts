@@ -1,6 +1,6 @@
 import { clfParser } from '../replay/clf.js'
-import { toMs } from '../replay/json-line.js'
 import { forEachLine } from '../replay/lines.js'
+import { toMs } from '../replay/time.js'
 import { UsageError } from '../report/io.js'
 import { type Trace, type TraceField, traceBuilder } from './trace.js'
 

@@ -264,6 +264,41 @@ describe('JSON lines', () => {
     expect(m.rules[0]?.topKeys[0]?.[0]).toBe('10.9.9.9')
   })
 
+  test("a time without an offset is UTC whatever the machine's zone; free text is a bad time, not a guess", async () => {
+    const json = (time: unknown) => `${JSON.stringify({ time, ip: '10.0.0.1', path: '/' })}\n`
+    const t = Date.UTC(2015, 4, 17, 10, 5, 3)
+    const content = [
+      json('2015-05-17T10:05:03'),
+      json('2015-05-17 10:05:03.250'),
+      json('2015-05-17T15:35:03+05:30'),
+      json('2015-05-17T02:05:03.5-0800'),
+      json('Sun, 17 May 2015 10:05:03 GMT'),
+      json('17/May/2015:10:05:03 +0000'),
+      json('hello 7'),
+      json('Sun 3'),
+      json('2015-02-31T10:05:03Z'),
+      json('2015-05-17T10:05:03+25:00'),
+      json('17/May/2015:10:05:03 +9900'),
+    ].join('')
+    const zone = process.env.TZ
+    process.env.TZ = 'Asia/Kolkata'
+    try {
+      const r = await replayLog({ inputs: [file('zones.jsonl', content)], rules: perIp(100) })
+      expect(r.requests).toBe(6)
+      expect([r.firstTs, r.lastTs]).toEqual([t, t + 500])
+      expect(r.malformed.examples.map((m) => [m.line, m.reason])).toEqual([
+        [7, 'bad time "hello 7"'],
+        [8, 'bad time "Sun 3"'],
+        [9, 'bad time "2015-02-31T10:05:03Z"'],
+        [10, 'bad time "2015-05-17T10:05:03+25:00"'],
+        [11, 'bad time "17/May/2015:10:05:03 +9900"'],
+      ])
+    } finally {
+      if (zone === undefined) delete process.env.TZ
+      else process.env.TZ = zone
+    }
+  })
+
   test('header and query keys read JSON fields; a missing one falls back to the client', async () => {
     const t = Date.UTC(2026, 0, 1)
     const lines = [

@@ -1,0 +1,93 @@
+/** The Date range: ±100,000,000 days from the epoch, in ms. */
+const MAX_MS = 8.64e15
+
+const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec']
+
+// 2015-05-17, then optionally T (or a space) 10:05[:03[.123]], then optionally Z, ±05, ±0530 or ±05:30.
+const ISO =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?)?$/
+// 17/May/2015:10:05:03 +0000, the access-log time.
+const CLF = /^(\d{2})\/([A-Za-z]{3})\/(\d{4}):(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))? ([+-])(\d{2})(\d{2})$/
+// Sun, 17 May 2015 10:05:03 GMT, the HTTP date (always UTC).
+const HTTP_DATE = /^[A-Za-z]{3}, (\d{2}) ([A-Za-z]{3}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/
+
+/**
+ * The epoch ms of a calendar time and its offset east of UTC in minutes, or undefined when a field
+ * is out of range (31 February, 25:00, an offset beyond ±23:59).
+ */
+function civil(
+  y: number,
+  mo: number,
+  d: number,
+  h: number,
+  mi: number,
+  s: number,
+  fraction: string | undefined,
+  offsetMin: number,
+): number | undefined {
+  if (mo < 0 || mo > 11 || d < 1 || h > 23 || mi > 59 || s > 60 || Math.abs(offsetMin) > 23 * 60 + 59)
+    return undefined
+  // Not Date.UTC: it reads years 0–99 as 1900–1999.
+  const base = new Date(0)
+  base.setUTCFullYear(y, mo, d)
+  if (base.getUTCDate() !== d) return undefined
+  const ms = fraction === undefined ? 0 : Math.floor(Number(`0.${fraction}`) * 1000)
+  return base.getTime() + h * 3_600_000 + mi * 60_000 + s * 1000 + ms - offsetMin * 60_000
+}
+
+/** Minutes east of UTC of `±hh[mm]`; a time without an offset is UTC. */
+function offset(sign: string | undefined, hh: string | undefined, mm: string | undefined): number {
+  if (sign === undefined) return 0
+  const minutes = Number(hh) * 60 + Number(mm ?? 0)
+  return sign === '-' ? -minutes : minutes
+}
+
+function dateString(v: string): number | undefined {
+  const iso = ISO.exec(v)
+  if (iso !== null) {
+    const [, y, mo, d, h, mi, s, f, , sign, oh, om] = iso
+    return civil(
+      Number(y),
+      Number(mo) - 1,
+      Number(d),
+      Number(h ?? 0),
+      Number(mi ?? 0),
+      Number(s ?? 0),
+      f,
+      offset(sign, oh, om),
+    )
+  }
+  const clf = CLF.exec(v)
+  if (clf !== null) {
+    const [, d, mon, y, h, mi, s, f, sign, oh, om] = clf
+    const mo = MONTHS.indexOf((mon as string).toLowerCase())
+    return civil(Number(y), mo, Number(d), Number(h), Number(mi), Number(s), f, offset(sign, oh, om))
+  }
+  const http = HTTP_DATE.exec(v)
+  if (http !== null) {
+    const [, d, mon, y, h, mi, s] = http
+    const mo = MONTHS.indexOf((mon as string).toLowerCase())
+    return civil(Number(y), mo, Number(d), Number(h), Number(mi), Number(s), undefined, 0)
+  }
+  return undefined
+}
+
+/**
+ * Epoch ms from epoch seconds (a number under 10¹¹) or ms, as a number or numeric string; or from
+ * an ISO 8601 time (`2015-05-17T10:05:03.123+05:30`; a space for the `T` too; without an offset,
+ * UTC, whatever the machine's time zone), an access-log time (`17/May/2015:10:05:03 +0000`) or an
+ * HTTP date (`Sun, 17 May 2015 10:05:03 GMT`). Undefined for anything else (no guessing at free
+ * text), and for a time outside the Date range (it could not be shown, or bucketed in the timeline).
+ *
+ * @example toMs('2015-05-17T10:05:03Z') // 1431857103000
+ */
+export function toMs(v: unknown): number | undefined {
+  if (typeof v === 'number') {
+    const ms = Math.floor(v < 1e11 ? v * 1000 : v)
+    return Math.abs(ms) <= MAX_MS ? ms : undefined
+  }
+  if (typeof v !== 'string' || v.length === 0) return undefined
+  if (/^\d+(\.\d+)?$/.test(v)) return toMs(Number(v))
+  const ms = dateString(v.trim())
+  return ms !== undefined && Math.abs(ms) <= MAX_MS ? ms : undefined
+}
