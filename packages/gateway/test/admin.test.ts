@@ -196,6 +196,49 @@ describe('admin bodies', () => {
     expect((await post(gw, '/admin/peek', { rule: 'api', tier: 'gold' })).status).toBe(404)
   })
 
+  test('a misspelt field, a field of the wrong type or an ip that is no address: 400, not a peek or reset of another key', async () => {
+    const login = async () => (await rawRequest(`${gw.url}/login`)).status
+    // Login counts all three (its limit), api (free: 2) denies the third.
+    expect([await login(), await login(), await login()]).toEqual([200, 200, 429])
+    const who = { rule: 'login', method: 'GET', path: '/login' }
+    for (const [body, code, detail] of [
+      [{ ...who, IP: '203.0.113.7' }, 'ERR_BODY', /^unknown field "IP"; expected rule, tier, key, ip, /],
+      [{ ...who, client: '203.0.113.7' }, 'ERR_BODY', /^unknown field "client"/],
+      [
+        { ...who, ip: '203.0.113.777' },
+        'ERR_BODY',
+        /^ip: expected an IPv4 or IPv6 address, got "203.0.113.777"$/,
+      ],
+      [{ ...who, ip: ' 203.0.113.7' }, 'ERR_BODY', /^ip: expected an IPv4 or IPv6 address/],
+      [{ ...who, ip: 2130706433 }, 'ERR_STRING', /^ip: expected a string, got 2130706433 \(number\)$/],
+      [
+        { ...who, ip: '127.0.0.1', path: ['/login'] },
+        'ERR_STRING',
+        /^path: expected a string, got an array$/,
+      ],
+      [{ rule: 'api', headers: 'x-plan: pro' }, 'ERR_BODY', /^headers: expected an object of strings/],
+      [{ rule: 'api', headers: { 'x-plan': 1 } }, 'ERR_STRING', /^headers\.x-plan: expected a string, got 1/],
+      [{ rule: 'api', query: ['a'] }, 'ERR_BODY', /^query: expected an object of strings/],
+    ] as const) {
+      for (const path of ['/admin/peek', '/admin/reset']) {
+        const response = await post(gw, path, body)
+        expect(response.status, `${path} ${JSON.stringify(body)}`).toBe(400)
+        const problem = (await response.json()) as { detail: string; code: string }
+        expect(problem.code).toBe(code)
+        expect(problem.detail).toMatch(detail)
+      }
+    }
+    // Nothing was reset, and the client's own state is what a peek naming it shows.
+    expect(gw.logs.filter((l) => l.msg === 'admin: key reset')).toEqual([])
+    const peek = (await (await post(gw, '/admin/peek', { ...who, ip: '127.0.0.1' })).json()) as {
+      plans: { decision: { remaining: number } }[]
+    }
+    expect(peek.plans[0]?.decision.remaining).toBe(0)
+    // An address in either form is a request from that client.
+    for (const ip of ['127.0.0.1', '::ffff:127.0.0.1', '2001:db8::1'])
+      expect((await post(gw, '/admin/peek', { ...who, ip })).status).toBe(200)
+  })
+
   test('a known path with another method: 405 with Allow; HEAD answers as GET without a body', async () => {
     for (const [method, path, allow] of [
       ['GET', '/admin/peek', 'POST'],

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { type AddressInfo, isIP } from 'node:net'
 import type { Decision } from 'edgelimit'
 import type { Logger } from 'pino'
 import { describe } from '../library.js'
@@ -44,6 +44,9 @@ interface KeyQuery {
 }
 
 const MAX_BODY = 64 * 1024
+
+/** The fields of a `KeyQuery`: any other name is refused, as a misspelt `ip` would key another client. */
+const QUERY_FIELDS = ['rule', 'tier', 'key', 'ip', 'method', 'path', 'host', 'headers', 'query']
 
 /** The methods each path of the operations port answers (others get 405 with `Allow`). */
 const ALLOW = new Map([
@@ -149,6 +152,50 @@ function strings(value: unknown): Map<string, string> {
     for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out.set(k.toLowerCase(), v)
   }
   return out
+}
+
+/**
+ * The body of a peek or reset, checked: an unknown field, a field of the wrong type or an `ip` that
+ * is no address is a 400, never ignored — ignored, it would describe a request without it, keyed
+ * as every request without an address is (a reset would empty that shared bucket instead).
+ */
+function keyQuery(body: Record<string, unknown>): KeyQuery {
+  const unknown = Object.keys(body).find((name) => !QUERY_FIELDS.includes(name))
+  if (unknown !== undefined) {
+    throw answered(
+      400,
+      'ERR_BODY',
+      `unknown field ${JSON.stringify(unknown)}; expected ${QUERY_FIELDS.join(', ')}`,
+    )
+  }
+  for (const name of ['key', 'ip', 'method', 'path', 'host']) {
+    const value = body[name]
+    if (value !== undefined && typeof value !== 'string')
+      throw answered(400, 'ERR_STRING', `${name}: expected a string, got ${describe(value)}`)
+  }
+  if (typeof body.ip === 'string' && isIP(body.ip) === 0) {
+    throw answered(
+      400,
+      'ERR_BODY',
+      `ip: expected an IPv4 or IPv6 address, got ${JSON.stringify(body.ip.slice(0, 100))}`,
+    )
+  }
+  for (const name of ['headers', 'query']) {
+    const value = body[name]
+    if (value === undefined) continue
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw answered(
+        400,
+        'ERR_BODY',
+        `${name}: expected an object of strings such as {"x-api-key": "key-123"}, got ${describe(value)}`,
+      )
+    }
+    for (const [field, v] of Object.entries(value)) {
+      if (typeof v !== 'string')
+        throw answered(400, 'ERR_STRING', `${name}.${field}: expected a string, got ${describe(v)}`)
+    }
+  }
+  return body
 }
 
 /** A request as described in an admin call, for keying it as the proxy would. */
@@ -316,7 +363,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       })
     }
     if (req.method === 'POST' && (path === '/admin/peek' || path === '/admin/reset')) {
-      const body: KeyQuery = await readBody(req)
+      const body = keyQuery(await readBody(req))
       const found = target(policy, body)
       if (path === '/admin/peek') {
         const peeks = await Promise.all(found.plans.map((p) => p.inspect(found.key)))
