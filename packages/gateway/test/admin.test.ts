@@ -144,6 +144,24 @@ describe('the admin token', () => {
     }
   })
 
+  test('a token with non-ASCII characters admits the client that sends it (in UTF-8, as curl does), and no other', async () => {
+    const token = 'pässwörd-€-à'
+    const gw = await startInProcess(MEMORY, { upstream: origin.url, adminToken: token })
+    // Header strings go out as Latin-1: these are the UTF-8 bytes of each token on the wire.
+    const wire = (text: string) => Buffer.from(text, 'utf8').toString('latin1')
+    const status = async (authorization: string) =>
+      (await rawRequest(`${gw.admin}/admin/rules`, { headers: { authorization } })).status
+    try {
+      expect(await status(`Bearer ${wire(token)}`)).toBe(200)
+      expect(await status(`bearer \t${wire(token)} `)).toBe(200)
+      // Without its last byte (0xA0, the end of `à`), or with one letter changed, it is another token.
+      expect(await status(`Bearer ${wire(token).slice(0, -1)}`)).toBe(401)
+      expect(await status(`Bearer ${wire('passwörd-€-à')}`)).toBe(401)
+    } finally {
+      await gw.close()
+    }
+  })
+
   test('a token of only whitespace leaves the admin API off', async () => {
     const gw = await startInProcess(MEMORY, { upstream: origin.url, adminToken: ' \n' })
     try {

@@ -65,11 +65,17 @@ function json(res: ServerResponse, status: number, body: unknown): void {
   res.end(text)
 }
 
-/** `Authorization: Bearer <token>`, the scheme in any case (RFC 7235), against a trimmed token. */
+/**
+ * `Authorization: Bearer <token>`, the scheme in any case (RFC 7235), against a trimmed token,
+ * byte for byte: Node reads a header's bytes as Latin-1, so they are taken back as sent and
+ * compared with the token's UTF-8 (what curl and shells send for `pässwörd`).
+ */
 function authorized(req: IncomingMessage, token: string): boolean {
   const bearer = /^bearer[ \t]+(.*)$/is.exec(req.headers.authorization ?? '')
-  const given = Buffer.from(bearer?.[1]?.trim() ?? '')
-  const expected = Buffer.from(token)
+  // Only spaces and tabs around it (HTTP's whitespace): trim() would also take a 0xA0 byte, the
+  // end of a UTF-8 character such as `à`.
+  const given = Buffer.from((bearer?.[1] ?? '').replace(/^[ \t]+|[ \t]+$/g, ''), 'latin1')
+  const expected = Buffer.from(token, 'utf8')
   return given.length === expected.length && timingSafeEqual(given, expected)
 }
 
