@@ -66,6 +66,13 @@ export async function serve(args: readonly string[]): Promise<number> {
     pino.destination({ dest: 1, sync: true }),
   )
   let gateway: Gateway
+  // A SIGHUP while starting (up to the store's 10 s wait) would end the process, its default:
+  // it is kept for a reload once the gateway is up, as the file may have changed since it was read.
+  let hupWhileStarting = false
+  const earlyHup = () => {
+    hupWhileStarting = true
+  }
+  process.on('SIGHUP', earlyHup)
   try {
     gateway = await startGateway({
       config: values.config,
@@ -80,6 +87,7 @@ export async function serve(args: readonly string[]): Promise<number> {
       drainTimeoutMs,
     })
   } catch (error) {
+    process.off('SIGHUP', earlyHup)
     if (error instanceof PolicyError) {
       process.stderr.write(
         `${error.issues.map((i) => formatIssue(i)).join('\n')}\n✖ ${values.config}: not started\n`,
@@ -133,5 +141,7 @@ export async function serve(args: readonly string[]): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'))
     process.once('SIGINT', () => stop('SIGINT'))
     process.on('SIGHUP', () => void gateway.reload('SIGHUP'))
+    process.off('SIGHUP', earlyHup)
+    if (hupWhileStarting) void gateway.reload('SIGHUP')
   })
 }

@@ -1,6 +1,6 @@
 // The `edgelimit serve` process: what `npm start` runs, SIGHUP reloads, graceful shutdown.
 import { mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
-import { type AddressInfo, createServer } from 'node:net'
+import { type AddressInfo, createServer, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -167,6 +167,61 @@ describe('signals', () => {
       expect(await gateway.stop()).toBe(0)
     } finally {
       await gateway.stop('SIGKILL')
+    }
+  })
+
+  test('a SIGHUP while it starts (waiting for its store) does not end the process: it reloads once started', async () => {
+    // A Redis that answers nothing until released: the gateway waits for it before it listens.
+    let released = false
+    const held: Socket[] = []
+    const answer = (socket: Socket, text: string) => {
+      // One reply per command (RESP arrays): INFO, which tells ready, then anything else.
+      for (const command of text.split(/\*\d+\r\n/).slice(1)) {
+        const info = /^\$4\r\ninfo\r\n/i.test(command)
+        const body = 'redis_version:7.2.0\r\nloading:0\r\n'
+        socket.write(info ? `$${body.length}\r\n${body}\r\n` : '+OK\r\n')
+      }
+    }
+    const redis = createServer((socket) => {
+      let pending = ''
+      held.push(socket)
+      socket.on('error', () => {})
+      socket.on('data', (chunk) => {
+        if (released) answer(socket, chunk.toString('latin1'))
+        else pending += chunk.toString('latin1')
+      })
+      socket.on('release', () => answer(socket, pending))
+    })
+    await new Promise<void>((resolve) => redis.listen(0, '127.0.0.1', resolve))
+    const connected = new Promise<void>((resolve) => redis.once('connection', () => resolve()))
+    const file = writePolicy(
+      tempDir(),
+      `store: redis://127.0.0.1:${(redis.address() as AddressInfo).port}\nrules: []\n`,
+    )
+    let hup: Promise<void> | undefined
+    const started = spawnGateway(['--config', file, '--upstream', origin.url, '--no-watch'], {
+      onSpawn: (child) => {
+        // Once its store client is connecting (the process is up, not listening yet): SIGHUP, then
+        // let the store answer.
+        hup = connected.then(async () => {
+          child.kill('SIGHUP')
+          await new Promise((r) => setTimeout(r, 200))
+          released = true
+          for (const socket of held) socket.emit('release')
+        })
+      },
+    })
+    try {
+      const gateway = await started
+      await hup
+      const reloaded = await gateway.waitForLog((l) => l.msg === 'policy reloaded')
+      expect(reloaded).toMatchObject({ reason: 'SIGHUP', generation: 2, storeKept: true })
+      expect((await fetch(`${gateway.admin}/healthz`)).status).toBe(200)
+      expect(await gateway.stop()).toBe(0)
+    } finally {
+      await started.then((g) => g.stop('SIGKILL')).catch(() => {})
+      for (const socket of held) socket.destroy()
+      await new Promise((r) => redis.close(r))
     }
   })
 

@@ -139,7 +139,12 @@ process.on('exit', () => {
 /** Runs `edgelimit <args>` and waits for its "listening" line (port 0 and admin port 0 unless given). */
 export async function spawnGateway(
   args: readonly string[],
-  options: { env?: Record<string, string>; cwd?: string } = {},
+  options: {
+    env?: Record<string, string>
+    cwd?: string
+    /** Called with the process as soon as it is spawned (before it listens). */
+    onSpawn?: (child: ChildProcess) => void
+  } = {},
 ): Promise<Spawned> {
   const cli = await cliPath()
   const full = ['serve', ...args]
@@ -151,6 +156,7 @@ export async function spawnGateway(
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   children.add(child)
+  options.onSpawn?.(child)
   const logs: LogLine[] = []
   const waiters = new Set<{ test: (l: LogLine) => boolean; resolve: (l: LogLine) => void }>()
   let errText = ''
