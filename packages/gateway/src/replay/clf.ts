@@ -20,6 +20,9 @@ export interface ClfParser {
   clientCounts(): Map<string, number>
 }
 
+/** Why a line that logs a connection without a request is not decided. */
+export const NO_REQUEST = 'no request ("-" or "": the connection sent none)'
+
 const SPACE = 0x20
 const QUOTE = 0x22
 const BACKSLASH = 0x5c
@@ -152,6 +155,9 @@ export function clfParser(needs: Needs = {}): ClfParser {
     const reqS = p + 3
     const reqE = closing(reqS, e)
     if (reqE < 0) return 'unterminated request'
+    // `"-"` (Apache) or `""` (nginx): a connection that sent no request (a browser's preconnect
+    // timing out, 408 or 400). No rule of a gateway would see it.
+    if (reqE === reqS || (reqE === reqS + 1 && b[reqS] === 0x2d)) return NO_REQUEST
     if (b[reqE + 1] !== SPACE) return 'missing status'
     const st = reqE + 2
     if (st + 3 > e) return 'bad status'

@@ -1,4 +1,4 @@
-import { clfParser } from '../replay/clf.js'
+import { clfParser, NO_REQUEST } from '../replay/clf.js'
 import { forEachLine } from '../replay/lines.js'
 import { toMs } from '../replay/time.js'
 import { UsageError } from '../report/io.js'
@@ -66,12 +66,14 @@ export async function readTrace(
         })
         return
       }
-      if (clf.parse(buf, s, e) === undefined) {
+      const why = clf.parse(buf, s, e)
+      if (why === undefined) {
         const r = clf.record
         const fields = { ua: r.ua === '-' ? undefined : r.ua, query: r.query }
         rows.push({ t: r.ts, key: r.ip, cost: 1, path: r.path, method: r.method, fields })
         return
       }
+      if (why === NO_REQUEST) return skip(line, why)
       const parts = buf
         .toString('utf8', s, e)
         .trim()

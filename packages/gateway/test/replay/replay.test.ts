@@ -218,6 +218,23 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
     expect(r.outOfOrder.count).toBe(0)
   })
 
+  test('a connection logged without a request ("-" from Apache, "" from nginx) is not decided: no rule sees it', async () => {
+    const t = Date.UTC(2026, 0, 1)
+    // A browser that preconnects and sends nothing: Apache logs `"-" 408`, nginx `"" 400`.
+    const content = [
+      line('10.0.0.1', t),
+      line('10.0.0.1', t + 1, '-', 408),
+      line('10.0.0.1', t + 2, '', 400),
+      line('10.0.0.1', t + 3, '-', 408),
+      line('10.0.0.1', t + 4),
+      line('10.0.0.1', t + 5, '- /', 400),
+    ].join('')
+    const r = await replayLog({ inputs: [file('preconnect.log', content)], rules: perIp(2) })
+    expect([r.lines, r.requests, r.rules[0]?.matched, r.rules[0]?.denied]).toEqual([6, 3, 3, 1])
+    expect(r.malformed.byReason).toEqual({ 'no request ("-" or "": the connection sent none)': 3 })
+    expect(r.malformed.examples.map((m) => m.line)).toEqual([2, 3, 4])
+  })
+
   test('isoTime never throws: a time outside the Date range is shown as a dash', () => {
     expect(isoTime(Date.UTC(2015, 4, 17, 10, 5, 3))).toBe('2015-05-17T10:05:03Z')
     expect(isoTime(9e15)).toBe('—')

@@ -155,6 +155,28 @@ describe('edgelimit simulate', () => {
       'fixed-window',
     ])
     expect(j.results[0]?.algorithms[0]).toMatchObject({ admitted: 2, denied: 1 })
+    // An access log line of a connection that sent no request (`"-" 408`) is no request either.
+    const at = (s: number, request: string) =>
+      `10.0.0.1 - - [${clfTime(Date.UTC(2026, 0, 1) + s * 100)}] "${request}" 200 5\n`
+    const preconnects = file(
+      'preconnect.log',
+      `${at(0, 'GET / HTTP/1.1')}${at(1, '-')}${at(2, '-')}${at(3, 'GET / HTTP/1.1')}`,
+    )
+    const p = await simulateJson([
+      '--trace',
+      preconnects,
+      '--limit',
+      '2',
+      '--window',
+      '1s',
+      '--algorithms',
+      'sliding-log',
+    ])
+    expect(p.results[0]?.requests).toBe(2)
+    expect(p.results[0]?.algorithms[0]).toMatchObject({ admitted: 2, denied: 0 })
+    expect(p.err).toContain(
+      '2 malformed line(s) skipped: line 2: no request ("-" or "": the connection sent none)',
+    )
   })
 
   test('--trace with --config: rules read the user agent and query of an access log; a field the trace lacks is warned about', async () => {
