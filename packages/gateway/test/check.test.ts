@@ -872,6 +872,11 @@ describe('the JSON Schema and `check` agree', () => {
     env_quoted_in_plan: tiers(`    a: { limit: "\${L:-1}" }`),
     env_quoted_in_shape: rule(`algorithm: leaky-bucket\ncapacity: 0\nleakRate: 1\nshape: "\${S:-true}"`),
     env_quoted_in_timeout: rule(`${fw}\ntimeout: "\${T:-false}"`),
+    timeout_24d_ms: rule(`${fw}\ntimeout: 2073600000`),
+    timeout_past_24d_ms: rule(`${fw}\ntimeout: 2073600001`),
+    upstash_timeout_past_24d_ms: top(
+      'store: { type: upstash, url: "https://x.upstash.io", token: t, timeout: 2147483648 }',
+    ),
     env_quoted_in_hops: top(`identity: { trustedProxies: "\${T:-2}" }`),
     env_quoted_in_headers: top(`headers: "\${H:-false}"`),
   }
@@ -902,6 +907,14 @@ describe('the JSON Schema and `check` agree', () => {
       'ERR_RANGE',
     ],
     ['a keep-alive timeout past Node’s timer limit', top('clients: { keepAliveTimeout: 25d }'), 'ERR_RANGE'],
+    // A store deadline or an Upstash timeout of more than 2^31 - 1 ms: its timer fires at once.
+    ['a store deadline past Node’s timer limit', rule(`${fw}\ntimeout: 25d`), 'ERR_RANGE'],
+    ['a default store deadline past Node’s timer limit', top('defaults: { timeout: 600h }'), 'ERR_RANGE'],
+    [
+      'an Upstash timeout past Node’s timer limit',
+      top('store: { type: upstash, url: "https://x.upstash.io", token: t, timeout: 25d }'),
+      'ERR_RANGE',
+    ],
     [
       'a WebSocket idle timeout past Node’s timer limit',
       top('clients: { websocketIdleTimeout: 25d }'),

@@ -1,5 +1,6 @@
 import { describe } from '../library.js'
 import type { Checker } from './checker.js'
+import { timerDuration } from './timer.js'
 import type { ClientsConfig } from './types.js'
 
 /**
@@ -22,8 +23,6 @@ export const CLIENT_FIELDS = [
   'websocketIdleTimeout',
 ]
 
-// Node arms the keep-alive timeout with a timer, which fires at once beyond 2^31 - 1 ms.
-const MAX_TIMEOUT_MS = 24 * 86_400_000
 const SIZE = /^(\d+)(b|kb|mb|gb)$/i
 const UNITS: Readonly<Record<string, number>> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 }
 
@@ -40,14 +39,8 @@ export function readClients(c: Checker, value: unknown): ClientsConfig | undefin
   c.fields(['clients'], value, CLIENT_FIELDS)
   const timeout = (field: string, fallback: number): number | undefined => {
     if (value[field] === undefined) return fallback
-    const ms = c.duration(['clients', field], value[field])
-    if (ms === undefined || ms <= MAX_TIMEOUT_MS) return ms
-    c.add(
-      ['clients', field],
-      'ERR_RANGE',
-      `expected at most 24d (Node's timer limit), got ${describe(value[field])}`,
-    )
-    return undefined
+    // Node arms each of them with a timer.
+    return timerDuration(c, ['clients', field], value[field])
   }
   const requestTimeoutMs = timeout('requestTimeout', CLIENT_DEFAULTS.requestTimeoutMs)
   const headersTimeoutMs = timeout(

@@ -8,6 +8,7 @@ import { type Issue, type Path, PolicyError, parsePath } from './issues.js'
 import { readRule } from './rule.js'
 import { describeUrl } from './secret.js'
 import { type PolicySource, readPolicySource } from './source.js'
+import { timerDuration } from './timer.js'
 import type { GatewayConfig, RuleConfig, StoreConfig, UpstreamConfig } from './types.js'
 
 /**
@@ -246,7 +247,8 @@ function readStore(c: Checker, value: unknown): StoreConfig | undefined {
       const url = required('url') ? upstashUrl(c, value.url) : undefined
       const token = required('token') ? c.secret(['store', 'token'], value.token) : undefined
       const p = prefix()
-      const timeoutMs = value.timeout === undefined ? 5_000 : c.duration(['store', 'timeout'], value.timeout)
+      const timeoutMs =
+        value.timeout === undefined ? 5_000 : timerDuration(c, ['store', 'timeout'], value.timeout)
       return url === undefined || token === undefined || p === undefined || timeoutMs === undefined
         ? undefined
         : { type, url, token, prefix: p, timeoutMs }
