@@ -1,4 +1,4 @@
-import type { Needs } from './clf.js'
+import { type Needs, NO_REQUEST } from './clf.js'
 import { emptyRecord, get, type LogRecord, text } from './record.js'
 import { toMs } from './time.js'
 
@@ -72,6 +72,9 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
     record.user = text(pick(obj, fields.user))
     let method = text(pick(obj, fields.method))
     let path = text(pick(obj, fields.path))
+    // A request field the line has, empty (nginx's `"request": ""` for a connection that sent
+    // none): the access-log `""`, no request a rule would see. A line with no such field is kept.
+    if (path === '-' && fields.path.some((f) => get(obj, f) === '' || get(obj, f) === '-')) return NO_REQUEST
     // `request` may be a whole request line: "GET /x HTTP/1.1".
     const space = path.indexOf(' ')
     if (space > 0) {

@@ -233,6 +233,21 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
     expect([r.lines, r.requests, r.rules[0]?.matched, r.rules[0]?.denied]).toEqual([6, 3, 3, 1])
     expect(r.malformed.byReason).toEqual({ 'no request ("-" or "": the connection sent none)': 3 })
     expect(r.malformed.examples.map((m) => m.line)).toEqual([2, 3, 4])
+    // nginx's JSON lines say so with an empty request; a line without any request field is kept.
+    const json = (fields: object) =>
+      `${JSON.stringify({ time: t / 1000, remote_addr: '10.0.0.1', ...fields })}\n`
+    const lines = [
+      json({ request: 'GET / HTTP/1.1', status: 200 }),
+      json({ request: '', request_uri: '', status: 400 }),
+      json({ path: '-', status: 408 }),
+      json({ status: 200 }),
+    ]
+    const j = await replayLog({ inputs: [file('preconnect.jsonl', lines.join(''))], rules: perIp(2) })
+    expect([j.requests, j.malformed.count, j.rules[0]?.matched]).toEqual([2, 2, 2])
+    expect(j.malformed.examples.map((m) => [m.line, m.reason])).toEqual([
+      [2, 'no request ("-" or "": the connection sent none)'],
+      [3, 'no request ("-" or "": the connection sent none)'],
+    ])
   })
 
   test('isoTime never throws: a time outside the Date range is shown as a dash', () => {
