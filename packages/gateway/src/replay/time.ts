@@ -3,13 +3,16 @@ const MAX_MS = 8.64e15
 
 const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec']
 
-// 2015-05-17, then optionally T (or a space) 10:05[:03[.123]], then optionally Z, ±05, ±0530 or ±05:30.
+// 2015-05-17, then optionally T (or a space) 10:05[:03[.123]], then optionally Z, ±05, ±0530 or
+// ±05:30; or, after a space, ±0000, UTC or GMT (Ruby's and Rails' `2015-05-17 10:05:03 +0000`),
+// the offset followed by its zone's name as Go's time.String writes it (`+0000 UTC`).
 const ISO =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?)?$/
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz]| UTC| GMT)|\x20?([+-])(\d{2})(?::?(\d{2}))?(?: [A-Z]{3,5})?)?)?$/
 // 17/May/2015:10:05:03 +0000, the access-log time.
 const CLF = /^(\d{2})\/([A-Za-z]{3})\/(\d{4}):(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))? ([+-])(\d{2})(\d{2})$/
-// Sun, 17 May 2015 10:05:03 GMT, the HTTP date (always UTC).
-const HTTP_DATE = /^[A-Za-z]{3}, (\d{2}) ([A-Za-z]{3}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/
+// Sun, 17 May 2015 10:05:03 GMT, the HTTP date, or with an offset as mail writes it (RFC 5322).
+const HTTP_DATE =
+  /^(?:[A-Za-z]{3}, )?(\d{1,2}) ([A-Za-z]{3}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) (?:GMT|UTC|([+-])(\d{2})(\d{2}))$/
 
 /**
  * The epoch ms of a calendar time and its offset east of UTC in minutes, or undefined when a field
@@ -65,9 +68,9 @@ function dateString(v: string): number | undefined {
   }
   const http = HTTP_DATE.exec(v)
   if (http !== null) {
-    const [, d, mon, y, h, mi, s] = http
+    const [, d, mon, y, h, mi, s, sign, oh, om] = http
     const mo = MONTHS.indexOf((mon as string).toLowerCase())
-    return civil(Number(y), mo, Number(d), Number(h), Number(mi), Number(s), undefined, 0)
+    return civil(Number(y), mo, Number(d), Number(h), Number(mi), Number(s), undefined, offset(sign, oh, om))
   }
   return undefined
 }
@@ -76,7 +79,7 @@ function dateString(v: string): number | undefined {
  * Epoch ms from epoch seconds (a number under 10¹¹) or ms, as a number or numeric string; or from
  * an ISO 8601 time (`2015-05-17T10:05:03.123+05:30`; a space for the `T` too; without an offset,
  * UTC, whatever the machine's time zone), an access-log time (`17/May/2015:10:05:03 +0000`) or an
- * HTTP date (`Sun, 17 May 2015 10:05:03 GMT`). Undefined for anything else (no guessing at free
+ * HTTP or mail date (`Sun, 17 May 2015 10:05:03 GMT`, `… +0000`). Undefined for anything else (no guessing at free
  * text), and for a time outside the Date range (it could not be shown, or bucketed in the timeline).
  *
  * @example toMs('2015-05-17T10:05:03Z') // 1431857103000

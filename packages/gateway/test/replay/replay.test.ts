@@ -296,6 +296,27 @@ describe('JSON lines', () => {
     expect(m.rules[0]?.topKeys[0]?.[0]).toBe('10.9.9.9')
   })
 
+  test('times as Ruby, Go and mail write them, with their offset or zone, are read, as before the strict parser', async () => {
+    const json = (time: unknown) => `${JSON.stringify({ time, ip: '10.0.0.1', path: '/' })}\n`
+    const content = [
+      json('2015-05-17 10:05:03 +0000'),
+      json('2015-05-17 15:35:03 +05:30'),
+      json('2015-05-17 10:05:03 UTC'),
+      json('2015-05-17 10:05:03 GMT'),
+      json('2015-05-17 10:05:03.123456789 +0000 UTC'),
+      json('Sun, 17 May 2015 12:05:03 +0200'),
+      json('17 May 2015 10:05:03 UTC'),
+      // A local time without a zone (Go's log package) is refused, not read in the machine's zone.
+      json('2015/05/17 10:05:03'),
+    ].join('')
+    const r = await replayLog({ inputs: [file('ruby.jsonl', content)], rules: perIp(100) })
+    expect([r.requests, r.malformed.count]).toEqual([7, 1])
+    expect([r.firstTs, r.lastTs]).toEqual([
+      Date.UTC(2015, 4, 17, 10, 5, 3),
+      Date.UTC(2015, 4, 17, 10, 5, 3, 123),
+    ])
+  })
+
   test("a time without an offset is UTC whatever the machine's zone; free text is a bad time, not a guess", async () => {
     const json = (time: unknown) => `${JSON.stringify({ time, ip: '10.0.0.1', path: '/' })}\n`
     const t = Date.UTC(2015, 4, 17, 10, 5, 3)
