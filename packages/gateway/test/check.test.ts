@@ -522,41 +522,6 @@ describe('check and serve agree', () => {
   )
 })
 
-describe('a rule that shapes is refused approximate consistency', () => {
-  test('with consistency: approximate its own, from defaults, or on a plan that shapes; strict and local shape', () => {
-    const text = `version: 1
-defaults: { consistency: approximate }
-rules:
-  - { name: a, algorithm: leaky-bucket, capacity: 2, leakRate: 1, shape: true }
-  - { name: b, algorithm: leaky-bucket, capacity: 2, leakRate: 1, shape: true, consistency: approximate }
-  - name: c
-    algorithm: leaky-bucket
-    leakRate: 1
-    tiers: { header: x, default: p, plans: { p: { capacity: 2 }, q: { capacity: 2, shape: true } } }
-  - { name: police, algorithm: leaky-bucket, capacity: 2, leakRate: 1 }
-  - { name: strict, algorithm: leaky-bucket, capacity: 2, leakRate: 1, shape: true, consistency: strict }
-  - { name: local, algorithm: leaky-bucket, capacity: 2, leakRate: 1, shape: true, consistency: local }
-`
-    const { config, issues } = checkSource(parsePolicyText(text, 'shape.yaml', {}))
-    expect(config).toBeUndefined()
-    const why =
-      "an approximate rule decides from counts kept in the process, without the store's queue, so it would hold no request and admit capacity + 1 at once; use strict (the default) or local"
-    expect(issues.map((i) => [i.path.join('.'), i.code, i.line, i.message])).toEqual([
-      ['rules.0.shape', 'ERR_CHOICE', 4, `consistency: approximate (from defaults) cannot shape: ${why}`],
-      ['rules.1.consistency', 'ERR_CHOICE', 5, `approximate cannot shape: ${why}`],
-      [
-        'rules.2.tiers.plans.q.shape',
-        'ERR_CHOICE',
-        9,
-        `consistency: approximate (from defaults) cannot shape (plan q): ${why}`,
-      ],
-    ])
-    // serve refuses the same file, with the same problems.
-    const file = writePolicy(tempDir(), text)
-    expect(() => loadPolicy(file, {})).toThrow(/rules\[1\]\.consistency: approximate cannot shape/)
-  })
-})
-
 describe('check and serve agree on Redis URLs', () => {
   let redis: RedisServer
   beforeAll(async () => {
@@ -925,12 +890,6 @@ describe('the JSON Schema and `check` agree', () => {
       'a cost above what the rule can ever admit',
       rule('algorithm: fixed-window\nlimit: 3\nwindow: 1m\ncost: 4'),
       'ERR_COST_NEVER_ADMITTED',
-    ],
-    // Nor a setting that one algorithm's parameters rule out, when it may come from `defaults`.
-    [
-      'approximate consistency on a rule that shapes',
-      rule('algorithm: leaky-bucket\ncapacity: 2\nleakRate: 1\nshape: true\nconsistency: approximate'),
-      'ERR_CHOICE',
     ],
     // Nor a size's bound, which depends on its unit.
     ['a body size past 2^53 - 1 bytes', top('clients: { maxBodySize: 8388608gb }'), 'ERR_RANGE'],

@@ -57,7 +57,6 @@ export function readRule(
       tiers = read.tiers
       plans = read.plans
     }
-    checkShaping(c, path, rule, plans, settings.consistency)
     if (name !== undefined && RULE_NAME.test(name)) {
       const costAt = rule.cost !== undefined ? [...path, 'cost'] : (defaultCostAt ?? path)
       for (const plan of plans) {
@@ -82,29 +81,4 @@ export function readRule(
     consistency: settings.consistency,
     syncIntervalMs: settings.syncIntervalMs,
   }
-}
-
-/**
- * Refuses `consistency: approximate` on a rule that shapes (`shape: true`, the rule's or a plan's):
- * an approximate rule decides from counts kept in the process, which have no queue, so it would
- * admit `capacity + 1` requests at once and hold none of them — the rule would no longer shape.
- */
-function checkShaping(
-  c: Checker,
-  path: Path,
-  rule: Record<string, unknown>,
-  plans: readonly PlanConfig[],
-  consistency: Defaults['consistency'],
-): void {
-  if (consistency !== 'approximate') return
-  const shaping = plans.find((p) => p.algorithm.options.mode === 'shape')
-  if (shaping === undefined) return
-  const what = rule.consistency === undefined ? 'consistency: approximate (from defaults)' : 'approximate'
-  const shapeAt: Path =
-    rule.shape === undefined ? [...path, 'tiers', 'plans', shaping.tier, 'shape'] : [...path, 'shape']
-  c.add(
-    rule.consistency === undefined ? shapeAt : [...path, 'consistency'],
-    'ERR_CHOICE',
-    `${what} cannot shape${shaping.tier === '' ? '' : ` (plan ${shaping.tier})`}: an approximate rule decides from counts kept in the process, without the store's queue, so it would hold no request and admit capacity + 1 at once; use strict (the default) or local`,
-  )
 }
