@@ -68,7 +68,8 @@ export interface MeterLike {
  * allowed, denied, shadow_denied, and unknown for a rule whose state is not known here, see
  * `RuleDecision.unknown`; peeks, `cost: 0`, charge nothing and are not counted),
  * `edgelimit.store.errors` (by kind), `edgelimit.fallbacks` (by mode), `edgelimit.breaker.open`
- * (1 while open), `edgelimit.store.latency` (ms histogram).
+ * (how many of the breakers it observes are open: 1 while a limiter's is; one sink may serve
+ * several limiters), `edgelimit.store.latency` (ms histogram).
  *
  * @example
  * import { metrics } from '@opentelemetry/api'
@@ -85,13 +86,12 @@ export function meterSink(meter: MeterLike): EventSink {
     description: 'Rules decided by their onStoreError mode',
   })
   const breaker = meter.createUpDownCounter('edgelimit.breaker.open', {
-    description: '1 while the store breaker is open',
+    description: 'Store breakers open (1 per limiter whose breaker is open)',
   })
   const latency = meter.createHistogram('edgelimit.store.latency', {
     description: 'Store round trip',
     unit: 'ms',
   })
-  let open = false
   return (event) => {
     switch (event.type) {
       case 'decision':
@@ -115,12 +115,13 @@ export function meterSink(meter: MeterLike): EventSink {
       case 'fallback':
         fallbacks.add(1, { mode: event.mode, rule: event.rule })
         break
-      case 'breaker': {
-        const nowOpen = event.state === 'open'
-        if (nowOpen !== open) breaker.add(nowOpen ? 1 : -1)
-        open = nowOpen
+      // Each breaker goes closed → open → half-open → closed or open again: it enters open from
+      // closed or half-open and leaves it only for half-open. Counted by transition, not by a
+      // state of the sink's own, so that a sink shared by several limiters sums their breakers.
+      case 'breaker':
+        if (event.state === 'open') breaker.add(1)
+        else if (event.state === 'half-open') breaker.add(-1)
         break
-      }
       case 'store-latency':
         latency.record(event.ms)
         break

@@ -1,3 +1,10 @@
+import {
+  AggregationTemporality,
+  type DataPoint,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { faultyStore } from '../../test/support/faulty-store.js'
 import { fixedWindow, gcra, leakyBucket, tokenBucket } from '../algorithms.js'
@@ -390,6 +397,45 @@ describe('store errors', () => {
       'o:unknown:1',
       'loc:allowed:1',
     ])
+  })
+
+  it('meterSink shared by several limiters counts each open breaker: edgelimit.breaker.open is how many are open', async () => {
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 60_000 })
+    const provider = new MeterProvider({ readers: [reader] })
+    const onEvent = meterSink(provider.getMeter('edgelimit-breakers'))
+    const breaker = { minimumCalls: 1, sampleSize: 1, failureRatio: 1, openMs: 1000 }
+    const a = remote([rule('open')], { breaker, onEvent })
+    const b = remote([rule('open')], { breaker, onEvent })
+    const open = async () => {
+      await provider.forceFlush()
+      const gauge = exporter
+        .getMetrics()
+        .at(-1)
+        ?.scopeMetrics.flatMap((s) => s.metrics)
+        .find((m) => m.descriptor.name === 'edgelimit.breaker.open')
+      return (gauge?.dataPoints as DataPoint<number>[] | undefined)?.reduce((n, p) => n + p.value, 0)
+    }
+    const seen = []
+    a.faults.fail = new Error('down')
+    await a.limiter.limit('k') // a opens
+    seen.push(await open())
+    b.faults.fail = new Error('down')
+    await b.limiter.limit('k') // b opens
+    seen.push(await open())
+    a.faults.fail = undefined
+    a.clock.advance(1000)
+    await a.limiter.limit('k') // a's probe succeeds: closed
+    seen.push(await open())
+    b.clock.advance(1000)
+    await b.limiter.limit('k') // b's probe fails: half-open, then open again
+    seen.push(await open())
+    b.faults.fail = undefined
+    b.clock.advance(1000)
+    await b.limiter.limit('k') // b closes
+    seen.push(await open())
+    await provider.shutdown()
+    expect(seen).toEqual([1, 2, 1, 1, 0])
   })
 
   it('a store that does not answer is abandoned at the deadline', async () => {
