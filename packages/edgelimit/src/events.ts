@@ -51,7 +51,7 @@ export interface MeterLike {
   }
   createHistogram(
     name: string,
-    options?: { description?: string; unit?: string },
+    options?: { description?: string; unit?: string; advice?: { explicitBucketBoundaries?: number[] } },
   ): {
     record(value: number, attributes?: Record<string, string>): void
   }
@@ -69,7 +69,7 @@ export interface MeterLike {
  * `RuleDecision.unknown`; peeks, `cost: 0`, charge nothing and are not counted),
  * `edgelimit.store.errors` (by kind), `edgelimit.fallbacks` (by mode), `edgelimit.breaker.open`
  * (how many of the breakers it observes are open: 1 while a limiter's is; one sink may serve
- * several limiters), `edgelimit.store.latency` (ms histogram).
+ * several limiters), `edgelimit.store.latency` (ms histogram, buckets from 0.1 ms to 1 s).
  *
  * @example
  * import { metrics } from '@opentelemetry/api'
@@ -91,6 +91,10 @@ export function meterSink(meter: MeterLike): EventSink {
   const latency = meter.createHistogram('edgelimit.store.latency', {
     description: 'Store round trip',
     unit: 'ms',
+    // The SDK's default boundaries (0, 5, 10, 25, … ms) put every healthy round trip (a Redis call
+    // takes well under a millisecond) in its first bucket, and every quantile near 5 ms. These
+    // follow the gateway's edgelimit_store_latency_seconds, up to a Durable Object's 1 s deadline.
+    advice: { explicitBucketBoundaries: [0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 45, 100, 250, 500, 1000] },
   })
   return (event) => {
     switch (event.type) {

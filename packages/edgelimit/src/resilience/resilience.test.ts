@@ -1,6 +1,7 @@
 import {
   AggregationTemporality,
   type DataPoint,
+  type Histogram,
   InMemoryMetricExporter,
   MeterProvider,
   PeriodicExportingMetricReader,
@@ -436,6 +437,31 @@ describe('store errors', () => {
     seen.push(await open())
     await provider.shutdown()
     expect(seen).toEqual([1, 2, 1, 1, 0])
+  })
+
+  it('meterSink records store latency in buckets fine enough for a sub-millisecond store, not one 0–5 ms bucket', async () => {
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 60_000 })
+    const provider = new MeterProvider({ readers: [reader] })
+    const sink = meterSink(provider.getMeter('edgelimit-latency'))
+    // Round trips of 0.3 ms (a Redis on the same network) and 3 ms, as the remote path reports them.
+    for (let i = 0; i < 99; i++) sink({ type: 'store-latency', ms: 0.3 })
+    sink({ type: 'store-latency', ms: 3 })
+    await provider.forceFlush()
+    const point = exporter
+      .getMetrics()
+      .at(-1)
+      ?.scopeMetrics.flatMap((s) => s.metrics)
+      .find((m) => m.descriptor.name === 'edgelimit.store.latency')?.dataPoints[0] as DataPoint<Histogram>
+    await provider.shutdown()
+    const { boundaries, counts } = point.value.buckets
+    // Each latency is in a bucket of its own, whose upper bound is close to it.
+    const bucketOf = (ms: number) => boundaries.findIndex((b) => ms <= b)
+    expect(counts[bucketOf(0.3)]).toBe(99)
+    expect(counts[bucketOf(3)]).toBe(1)
+    expect(boundaries[bucketOf(0.3)]).toBeLessThanOrEqual(0.5)
+    expect(boundaries[bucketOf(3)]).toBeLessThanOrEqual(5)
+    expect(boundaries.at(-1)).toBeGreaterThanOrEqual(1000)
   })
 
   it('a store that does not answer is abandoned at the deadline', async () => {
