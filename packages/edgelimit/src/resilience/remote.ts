@@ -1,6 +1,6 @@
 import { monotonic } from '../clock.js'
 import type { Decision } from '../decision.js'
-import { EdgelimitError } from '../errors.js'
+import type { EdgelimitError } from '../errors.js'
 import type { DecisionSource } from '../events.js'
 import type { RuleConfig } from '../options.js'
 import { remember } from '../remember.js'
@@ -21,12 +21,9 @@ interface Outcome<T> {
     cost: number,
     now: number,
     mask: number,
-    error: unknown,
     work?: Promise<readonly RuleVerdict[]>,
   ): T | Promise<T>
 }
-
-const BREAKER_OPEN = /* @__PURE__ */ new EdgelimitError('ERR_EDGELIMIT_STORE', 'The store breaker is open')
 
 /**
  * The verdict of a rule whose state is not known here: one not asked (a cheaper group denied
@@ -50,7 +47,7 @@ const UNKNOWN: RuleVerdict = Object.freeze({
  */
 const SYNC: Outcome<readonly RuleVerdict[] | undefined> = {
   ok: (_key, _cost, _now, _mask, verdicts) => verdicts,
-  fail: (_g, _key, _cost, _now, _mask, _error, work) => work,
+  fail: (_g, _key, _cost, _now, _mask, work) => work,
 }
 
 /** A group of rules decided the same way, and where their verdicts go in the decision. */
@@ -236,7 +233,7 @@ export const remoteDecider: Decider = (context) => {
     if (ticket === 0) {
       emit?.({ type: 'store-error', kind: 'breaker-open', latencyMs: 0 })
       // Not sent: the outcome settles it with no store call (callers turn a throw into a rejection).
-      return Promise.resolve(outcome.fail(g, key, cost, now, mask, BREAKER_OPEN))
+      return Promise.resolve(outcome.fail(g, key, cost, now, mask))
     }
     const started = emit === undefined ? 0 : monotonic()
     let work: Promise<readonly RuleVerdict[]>
@@ -257,7 +254,7 @@ export const remoteDecider: Decider = (context) => {
             error,
             latencyMs: monotonic() - started,
           })
-          resolve(outcome.fail(g, key, cost, now, mask, error, work))
+          resolve(outcome.fail(g, key, cost, now, mask, work))
         } catch (thrown) {
           reject(thrown)
         }
@@ -311,7 +308,7 @@ export const remoteDecider: Decider = (context) => {
       const mask = sub(shadow, approxIndex)
       const answer = await approx.decide(key, cost, now, mask, (failed) =>
         failed
-          ? GROUP.fail(approxGroup as Group, key, cost, now, mask, 0)
+          ? GROUP.fail(approxGroup as Group, key, cost, now, mask)
           : attempt(approxGroup as Group, key, cost, now, mask, GROUP),
       )
       source = answer.source

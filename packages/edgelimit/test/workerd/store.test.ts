@@ -87,6 +87,37 @@ describe('durableObjectStore options', () => {
     expect(durableObjectStore({ namespace }).name).toBe('durable-object')
   })
 
+  it("reset waits for the object within the limiter's deadline, also one beyond what a timer holds, and leaves no timer behind", async () => {
+    // An object that answers a reset after 30 ms.
+    const slow = {
+      idFromName: (name: string) => name,
+      get: () => ({
+        evaluate: async () => [],
+        reset: () => new Promise<void>((resolve) => setTimeout(resolve, 30)),
+      }),
+    }
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length
+    const outcomes = []
+    for (const timeout of ['1h', '30d'] as const) {
+      const limiter = createLimiter({
+        rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1s' }) }],
+        store: durableObjectStore({ namespace: slow }),
+        timeout,
+      })
+      const before = timers()
+      // '30d' is more than a timer holds (2^31 - 1 ms): such a timer fires after 1 ms.
+      outcomes.push(
+        await limiter.reset('k').then(
+          () => `${timeout}: reset`,
+          (error: Error) => `${timeout}: ${error.message}`,
+        ),
+      )
+      // The deadline's timer goes with the answer: a process that is done can exit.
+      expect(timers(), timeout).toBe(before)
+    }
+    expect(outcomes).toEqual(['1h: reset', '30d: reset'])
+  })
+
   it('shards keys stably and evenly', () => {
     expect([shardOf('', 16), shardOf('a', 16), shardOf('ip:203.0.113.7', 1000)]).toEqual([5, 12, 913])
     const counts = new Array<number>(16).fill(0)

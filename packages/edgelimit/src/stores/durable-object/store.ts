@@ -111,17 +111,19 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
             // `shadow` and `force`, when given.
             ...opts,
           }),
-        // Within the limiter's deadline, as on Redis: a hung object must not hold a reset forever
-        // (the timer is left to run out: on Workers it ends with the request).
-        reset: (key, waitMs) =>
-          Promise.race([
+        // Within the limiter's deadline, as on Redis: a hung object must not hold a reset forever.
+        reset(key, waitMs) {
+          let timer: ReturnType<typeof setTimeout> | undefined
+          return Promise.race([
             call(key, 'reset', { rules: spec, key }),
-            new Promise<void>(
-              (_, reject) =>
-                // No timer without a deadline (`undefined >= 0` is false).
-                (waitMs as number) >= 0 && setTimeout(reject, waitMs, timedOut(waitMs)),
-            ),
-          ]),
+            new Promise<void>((_, reject) => {
+              // No timer without a deadline (`undefined >= 0` is false). A timer above 2^31 - 1 ms
+              // fires at once: a longer deadline ('30d') waits 2e9 ms (23 days) at most.
+              if ((waitMs as number) >= 0)
+                timer = setTimeout(reject, Math.min(2e9, waitMs as number), timedOut(waitMs))
+            }),
+          ]).finally(() => clearTimeout(timer))
+        },
       }
     },
   }
