@@ -12,13 +12,14 @@ export function sleep(ms: number): Promise<void> {
  * A failed check as a framework's error path takes it. Express reads `next(undefined)`,
  * `next(null)`, `next(0)` or `next('')` as "no error" and `next('route')` / `next('router')` as
  * orders, Fastify `done(undefined)` / `done(null)` as "go on", and Hono hands no such value to
- * `onError` (the app's promise rejects with it instead): passed on as they are, a key (or
- * cost, skip, onLimited) function that throws `undefined` or rejects with no reason would let the
- * request through unlimited. A thrown value that is not an object is therefore passed on as an
- * `EdgelimitError` (`ERR_EDGELIMIT_THROWN`, the value as its `cause`); errors go on as they are.
+ * `onError` unless it is an `Error` (the app's promise rejects with it instead: a plain object
+ * too): passed on as they are, a key (or cost, skip, onLimited) function that throws `undefined`
+ * or rejects with no reason would let the request through unlimited. A thrown value that is not
+ * an `Error` is therefore passed on as an `EdgelimitError` (`ERR_EDGELIMIT_THROWN`, the value as
+ * its `cause`); errors go on as they are.
  */
 export function checkFailure(reason: unknown): Error {
-  if (typeof reason === 'object' && reason !== null) return reason as Error
+  if (reason instanceof Error) return reason
   const error = new EdgelimitError(
     'ERR_EDGELIMIT_THROWN',
     `The rate-limit check failed with ${describe(reason)}, not an Error (thrown or rejected by a key, cost, skip or onLimited function)`,

@@ -869,6 +869,15 @@ describe('a check that fails with a value that is not an Error still goes to the
         },
       },
     ],
+    // Hono hands only an Error to onError: a plain object rejected app.request() as it was.
+    [
+      'a key function that throws a plain object',
+      {
+        key: () => {
+          throw { message: 'plain object' }
+        },
+      },
+    ],
   ]
   it.each(failures)('express: %s', async (_name, options) => {
     let handled = 0
