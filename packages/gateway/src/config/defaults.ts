@@ -2,7 +2,6 @@ import { describe } from '../library.js'
 import type { Checker } from './checker.js'
 import type { Path } from './issues.js'
 import { readKey } from './key.js'
-import { timerDuration } from './timer.js'
 import type { RuleConfig } from './types.js'
 
 /** Settings a rule takes from `defaults` when it does not set them. */
@@ -48,7 +47,7 @@ export function readDefaults(c: Checker, path: Path, o: Record<string, unknown>,
       (p, v) => c.choice(p, v, ['open', 'closed', 'local'] as const),
       base.onStoreError,
     ),
-    timeout: pick('timeout', (p, v) => (v === false ? false : timerDuration(c, p, v)), base.timeout),
+    timeout: pick('timeout', (p, v) => (v === false ? false : c.duration(p, v)), base.timeout),
     mode: pick('mode', (p, v) => c.choice(p, v, ['enforce', 'shadow'] as const), base.mode),
     enforce: pick(
       'enforce',
