@@ -74,7 +74,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const now = (): number => whole(clock.now(), 'clock.now()', 'ERR_EDGELIMIT_CLOCK')
   const store = options.store ?? memoryStore()
   const build = decisionBuilder(rules)
-  const sinks = options.onEvent === undefined ? [] : [options.onEvent].flat()
+  const sinks = [options.onEvent ?? []].flat()
   const emit =
     sinks.length === 0
       ? undefined
@@ -104,23 +104,34 @@ export function createLimiter(options: LimiterOptions): Limiter {
     return decision
   }
 
-  // The limiter around either decision path: `reset` checks the key, then resets it in `resets`.
+  // The limiter around either decision path: `limit` is the path's own promise (the store path's,
+  // or an already-settled one around an in-process decision), without an async frame or a second
+  // promise around it; `reset` checks the key, then resets it in `resets`.
   const limiter = (
-    limit: Limiter['limit'],
+    decide: (key: string, cost: number) => Decision | Promise<Decision>,
     limitSync: Limiter['limitSync'],
     resets: { reset(key: string): Promise<unknown> },
     flush: () => Promise<void>,
-  ): Limiter => ({
-    rules,
-    limit,
-    limitSync,
-    peek: (key) => limit(key, { cost: 0 }),
-    async reset(key) {
-      checkCall(key, undefined)
-      await resets.reset(key)
-    },
-    flush,
-  })
+  ): Limiter => {
+    const limit = (key: string, opts?: LimitOptions): Promise<Decision> => {
+      try {
+        return Promise.resolve(decide(key, checkCall(key, opts)))
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
+    return {
+      rules,
+      limit,
+      limitSync,
+      peek: (key) => limit(key, { cost: 0 }),
+      async reset(key) {
+        checkCall(key)
+        await resets.reset(key)
+      },
+      flush,
+    }
+  }
 
   const bound = store.bind(rules)
   const evaluateSync = bound.evaluateSync
@@ -133,16 +144,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
       )
     }
     const path = decider({ rules, config, store, bound, clock: { now }, build, shadowOf, emit, report })
-    // Not an async function: the store path's own promise, without a second one around it.
-    const limit = (key: string, opts?: LimitOptions): Promise<Decision> => {
-      try {
-        return path.decide(key, checkCall(key, opts))
-      } catch (error) {
-        return Promise.reject(error)
-      }
-    }
     return limiter(
-      limit,
+      (key, cost) => path.decide(key, cost),
       () => {
         throw new EdgelimitError(
           'ERR_EDGELIMIT_SYNC_UNSUPPORTED',
@@ -163,22 +166,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
       : (key: string, cost: number): Decision => {
           const shadow = shadowOf(key)
           const verdicts = evaluateSync.call(bound, key, cost, now(), shadow === 0 ? undefined : { shadow })
-          const decision = build(verdicts, shadow)
-          return emit === undefined ? decision : report(key, cost, decision, 'store')
+          return report(key, cost, build(verdicts, shadow), 'store')
         }
   const limitSync = (key: string, opts?: LimitOptions): Decision => decide(key, checkCall(key, opts))
-  const limit = (key: string, opts?: LimitOptions): Promise<Decision> => {
-    // An already-settled promise: no async frame and no extra promise hop per call.
-    try {
-      return Promise.resolve(decide(key, checkCall(key, opts)))
-    } catch (error) {
-      return Promise.reject(error)
-    }
-  }
-  return limiter(limit, limitSync, bound, () => Promise.resolve())
+  return limiter(decide, limitSync, bound, () => Promise.resolve())
 }
 
-function checkCall(key: unknown, opts: LimitOptions | undefined): number {
+function checkCall(key: unknown, opts?: LimitOptions): number {
   if (typeof key !== 'string') {
     throw new EdgelimitError('ERR_EDGELIMIT_KEY', `Expected \`key\` to be a string, got ${describe(key)}`)
   }
