@@ -51,7 +51,7 @@ function define<O>(
   const definition: AlgorithmDefinition = {
     name,
     options,
-    policy: (o, path, issues) => policy(name as never, o, path, issues),
+    policy: policy.bind(undefined, name as never),
     compile: compile as (policy: Policy) => CompiledRule,
   }
   const factory = (options: O): AlgorithmSpec => ({
@@ -59,7 +59,8 @@ function define<O>(
     options: { ...options } as Record<string, unknown>,
     definition,
   })
-  return Object.assign(factory, { definition })
+  factory.definition = definition
+  return factory
 }
 
 /**

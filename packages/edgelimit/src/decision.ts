@@ -41,11 +41,6 @@ export interface Decision extends Omit<RuleDecision, 'name' | 'shadow' | 'unknow
   readonly rules: readonly RuleDecision[]
 }
 
-/** The quota a rule reports as `limit`. */
-export function limitOf(rule: Pick<RuleConfig, 'compiled'>): number {
-  return rule.compiled.limit
-}
-
 /**
  * The index of the rule that binds a decision, among enforced rules when there are any (else the
  * first failing open, else the first): when
@@ -85,7 +80,7 @@ export interface DecisionBuilder {
 export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
   const count = rules.length
   const names = rules.map((r) => r.name)
-  const limits = rules.map(limitOf)
+  const limits = rules.map((r) => r.compiled.limit)
   const shaping = rules.map((r) => r.policy.algorithm === 'leaky-bucket' && r.policy.mode === 'shape')
   const anyShaping = shaping.includes(true)
 
@@ -100,7 +95,7 @@ export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
       remaining: v.remaining,
       resetAfterMs: v.resetAfterMs,
       retryAfterMs: v.retryAfterMs,
-      delayMs: shaping[i] === true && v.allowed ? v.delayMs : undefined,
+      delayMs: shaping[i] && v.allowed ? v.delayMs : undefined,
       reason: v.reason,
     }
   }
@@ -136,16 +131,19 @@ export function decisionBuilder(rules: readonly RuleConfig[]): DecisionBuilder {
   function build(verdicts: readonly RuleVerdict[], shadow: number): Decision {
     if (shadow === 0 && count === 1) return one(verdicts)
     let allowed = true
+    let delay = 0
     const parts: RuleDecision[] = []
     for (let i = 0; i < verdicts.length; i++) {
       const p = part(i, verdicts[i] as RuleVerdict, shadow & (1 << i))
-      if (!p.allowed && !p.shadow) allowed = false
+      if (!p.shadow) {
+        if (!p.allowed) allowed = false
+        // (`undefined > delay` is false.)
+        if ((p.delayMs as number) > delay) delay = p.delayMs as number
+      }
       parts.push(p)
     }
-    let delay = 0
-    // (`undefined > delay` is false.)
-    for (const p of parts) if (!p.shadow && (p.delayMs as number) > delay) delay = p.delayMs as number
     return decision(allowed, parts[bindingRule(parts, allowed)] as RuleDecision, delay, parts)
   }
-  return Object.assign(build, { one: count === 1 ? one : undefined })
+  build.one = count === 1 ? one : undefined
+  return build
 }

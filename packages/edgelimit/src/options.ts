@@ -137,8 +137,11 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
         'ERR_PERCENT',
         'a percentage from 0 to 100',
       )
-      const c: unknown = rule.consistency ?? 'strict'
-      const approximate = isApproximate(c) ? c : undefined
+      const c = (rule.consistency ?? 'strict') as Partial<ApproximateConsistency> | string | null
+      const approximate =
+        typeof c === 'object' && c?.mode === 'approximate' && typeof c.create === 'function'
+          ? (c as ApproximateConsistency)
+          : undefined
       const consistency =
         approximate !== undefined ? 'approximate' : c === 'strict' || c === 'local' ? c : undefined
       issues.expect(
@@ -153,8 +156,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       if (algorithm !== undefined) {
         rules.push({
           name: name as string,
-          policy: algorithm.policy,
-          compiled: algorithm.compiled,
+          ...algorithm,
           onStoreError: onStoreError as StoreErrorMode,
           shadow: mode === 'shadow',
           enforce: enforce as number,
@@ -165,20 +167,20 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       }
     })
   }
-  issues.expect(
-    'clock',
-    options.clock,
-    optional(options.clock, 'now'),
-    'ERR_CLOCK',
-    'an object with a now() method',
-  )
-  issues.expect(
-    'store',
-    options.store,
-    optional(options.store, 'bind'),
-    'ERR_STORE',
-    'a store such as memoryStore()',
-  )
+  // Each absent, or an object with its method.
+  for (const [name, method, code, what] of [
+    ['clock', 'now', 'ERR_CLOCK', 'an object with a now() method'],
+    ['store', 'bind', 'ERR_STORE', 'a store such as memoryStore()'],
+  ] as const) {
+    const value = options[name] as Record<string, unknown> | null | undefined
+    issues.expect(
+      name,
+      value,
+      value === undefined || (typeof value === 'object' && typeof value?.[method] === 'function'),
+      code,
+      what,
+    )
+  }
   const timeoutMs = options.timeout === false ? undefined : issues.duration('timeout', options.timeout ?? 45)
   const b = options.breaker ?? {}
   let breaker: BreakerConfig | undefined
@@ -217,19 +219,4 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
     })
   if (issues.list.length > 0) throw new ConfigError(issues.list)
   return { rules, timeoutMs, breaker, denyCacheKeys: denyCacheKeys as number }
-}
-
-/** Whether `value` is absent or an object with the method `name`. */
-function optional(value: unknown, name: string): boolean {
-  return (
-    value === undefined ||
-    (typeof value === 'object' &&
-      value !== null &&
-      typeof (value as Record<string, unknown>)[name] === 'function')
-  )
-}
-
-function isApproximate(value: unknown): value is ApproximateConsistency {
-  const a = value as Partial<ApproximateConsistency> | null
-  return typeof a === 'object' && a?.mode === 'approximate' && typeof a.create === 'function'
 }
