@@ -125,8 +125,7 @@ export function validateClientKeyOptions(options: unknown, path?: string): Confi
     )
   )
     return issues.list
-  const { trustedProxies, header, trustPlatform, ipv6Prefix, ipv4Prefix, secret, fallback } =
-    options as Record<string, unknown>
+  const { trustedProxies, header, ipv6Prefix, ipv4Prefix } = options
   if (Array.isArray(trustedProxies)) {
     trustedProxies.forEach((cidr, i) => {
       issues.expect(
@@ -146,11 +145,11 @@ export function validateClientKeyOptions(options: unknown, path?: string): Confi
       'ERR_HEADER',
       'a header name like "x-forwarded-for"',
     )
-  issues.boolean(at('trustPlatform'), trustPlatform)
+  issues.boolean(at('trustPlatform'), options.trustPlatform)
   if (ipv6Prefix !== undefined) issues.integer(at('ipv6Prefix'), ipv6Prefix, 0, 128)
   if (ipv4Prefix !== undefined) issues.integer(at('ipv4Prefix'), ipv4Prefix, 0, 32)
-  issues.string(at('secret'), secret)
-  issues.string(at('fallback'), fallback)
+  issues.string(at('secret'), options.secret)
+  issues.string(at('fallback'), options.fallback)
   return issues.list
 }
 
@@ -232,19 +231,20 @@ function xffEntries(raw: string): string[] {
     .filter((entry) => entry !== '')
 }
 
-const found = (ip: ParsedIp, source: 'peer' | 'header'): ClientIpResult => ({ ip: formatIp(ip), source })
-const none = (source: 'peer' | 'header', reason: 'missing' | 'malformed'): ClientIpResult => ({
-  ip: undefined,
-  source,
-  reason,
-})
+// The address found at `source`, or none, for `reason`.
+const result = (
+  ip: ParsedIp | undefined,
+  source: 'peer' | 'header',
+  reason: 'missing' | 'malformed',
+): ClientIpResult => (ip === undefined ? { ip, source, reason } : { ip: formatIp(ip), source })
 
 function fromHeader(raw: string, c: CompiledIdentity): ClientIpResult {
   const entries = c.chain === undefined ? [raw] : c.chain(raw)
   let client: ParsedIp | undefined
   // With a hop count, the entry that many from the right (fewer entries than hops: the left-most
   // one, still written by a trusted proxy); `trusted` is then empty, so the walk stops there.
-  for (let i = c.hops > 0 ? Math.max(0, entries.length - c.hops) : entries.length - 1; i >= 0; i--) {
+  // Without, the right-most. (No entries: `entries[0]` is none, malformed.)
+  for (let i = Math.max(0, entries.length - (c.hops || 1)); i >= 0; i--) {
     // `unknown`, obfuscated identifiers and garbage stop the walk: nothing left of them is vouched for.
     client = parseIp(entries[i] ?? '')
     if (
@@ -256,7 +256,7 @@ function fromHeader(raw: string, c: CompiledIdentity): ClientIpResult {
   }
   // No entries, or garbage where the client is: malformed. Every entry trusted: the request
   // started inside your network, at the left-most hop.
-  return client === undefined ? none('header', 'malformed') : found(client, 'header')
+  return result(client, 'header', 'malformed')
 }
 
 /**
@@ -285,7 +285,7 @@ export function resolveWith(input: ClientIpInput, c: CompiledIdentity): ClientIp
     // client, as with express's `trust proxy` and nginx's realip.
     if (typeof raw === 'string' && raw.trim() !== '') return fromHeader(raw, c)
   }
-  return peer === undefined ? none('peer', text === '' ? 'missing' : 'malformed') : found(peer, 'peer')
+  return result(peer, 'peer', text === '' ? 'missing' : 'malformed')
 }
 
 /**

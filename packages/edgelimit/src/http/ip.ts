@@ -75,13 +75,14 @@ function parseV6(text: string): Uint8Array | undefined {
   // An embedded IPv4 address may only be the last group: it stands in for two zero groups here.
   const colon = text.lastIndexOf(':')
   const v4 = text.includes('.') ? parseV4(text.slice(colon + 1)) : undefined
-  const [head = '', tail, extra] = (v4 ? `${text.slice(0, colon + 1)}0:0` : text).split('::')
-  const split = (half: string) => (half === '' ? [] : half.split(':'))
-  const left = split(head)
-  const right = split(tail ?? '')
+  const halves = (v4 ? `${text.slice(0, colon + 1)}0:0` : text).split('::')
+  const split = (half: string | undefined) => (half ? half.split(':') : [])
+  const left = split(halves[0])
+  const right = split(halves[1])
   // No need to bound the length first: past 45 characters the groups cannot add up.
   const gap = 8 - left.length - right.length
-  if (extra !== undefined || (tail === undefined ? gap !== 0 : gap < 1)) return undefined
+  // Without `::` the groups are all there; with it, it stands for at least one.
+  if (halves.length > 2 || (halves.length < 2 ? gap !== 0 : gap < 1)) return undefined
   const bytes = new Uint8Array(16)
   for (let i = 0; i < 8; i++) {
     // Group i is on the left, in the gap (zero) or on the right.
@@ -172,10 +173,8 @@ export function normalizeIp(text: string): string | undefined {
 
 function mask(bytes: Uint8Array, prefix: number): Uint8Array {
   const out = bytes.slice()
-  for (let i = 0; i < out.length; i++) {
-    const keep = Math.min(8, Math.max(0, prefix - 8 * i))
-    out[i] = (out[i] as number) & (0xff << (8 - keep))
-  }
+  for (let i = 0; i < out.length; i++)
+    out[i] = (out[i] as number) & (0xff << (8 - Math.min(8, Math.max(0, prefix - 8 * i))))
   return out
 }
 
