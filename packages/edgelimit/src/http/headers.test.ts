@@ -2,6 +2,7 @@ import fc from 'fast-check'
 import { parseDictionary, parseItem, parseList } from 'structured-headers'
 import { describe, expect, it } from 'vitest'
 import { fixedWindow, gcra, leakyBucket, slidingWindow, tokenBucket } from '../algorithms.js'
+import { ConfigError } from '../errors.js'
 import { bindingRule, createLimiter, type Decision, type Rule, type RuleDecision } from '../limiter.js'
 import { remoteDecider } from '../resilience/remote.js'
 import type { Store } from '../stores/types.js'
@@ -86,6 +87,20 @@ function untilMs(rule: RuleDecision): number {
 }
 function until(rule: RuleDecision): number {
   return ceil(untilMs(rule))
+}
+
+/** `path → code` of every issue a ConfigError lists. */
+function issuesOf(make: () => unknown): Record<string, string[]> {
+  try {
+    make()
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError)
+    const out: Record<string, string[]> = {}
+    for (const issue of (error as ConfigError).issues)
+      out[issue.path] = [...(out[issue.path] ?? []), issue.code]
+    return out
+  }
+  throw new Error('expected a ConfigError')
 }
 
 function setup(rules: Rule[]) {
@@ -321,6 +336,28 @@ describe('rate-limit headers', () => {
         },
       ),
       { numRuns: 200 },
+    )
+  })
+
+  it('rateLimitHeaders takes one standard by name, as createRateLimit does, and refuses a name it does not render', async () => {
+    const { limiter } = setup([{ name: 'api', algorithm: fixedWindow({ limit: 2, window: '1m' }) }])
+    const d = await limiter.limit('k')
+    const policies = limiter.rules.map(quotaPolicy)
+    // A name, not a list: draft-7's two fields, once (they were draft-6's four, once per character).
+    expect(rateLimitHeaders(d, policies, { standards: 'draft-7', nowMs: 0 })).toEqual(
+      rateLimitHeaders(d, policies, { standards: ['draft-7'], nowMs: 0 }),
+    )
+    // A name it does not know rendered draft-6's fields; now a ConfigError naming the choices.
+    for (const standards of [['Draft-10'], ['draft-10', 'draft-9'], 'x-ratelimit'] as never[])
+      expect(issuesOf(() => rateLimitHeaders(d, policies, { standards, nowMs: 0 }))).toEqual({
+        standards: ['ERR_HEADER_STANDARD'],
+      })
+    // The legacy reset is an epoch time: without nowMs it read NaN.
+    expect(issuesOf(() => rateLimitHeaders(d, policies, { standards: ['legacy'] } as never))).toEqual({
+      nowMs: ['ERR_INTEGER'],
+    })
+    expect(Object.fromEntries(rateLimitHeaders(d, policies, { nowMs: Number.NaN }))).toHaveProperty(
+      'ratelimit',
     )
   })
 

@@ -1,6 +1,8 @@
+import { ConfigError } from '../errors.js'
 import type { Decision, RuleDecision } from '../limiter.js'
 import { bindingRule } from '../limiter.js'
 import type { StoreRule } from '../stores/types.js'
+import { createIssues, type Issues } from '../validate.js'
 
 /**
  * Which rate-limit header fields to emit (REFERENCE §4):
@@ -11,6 +13,21 @@ import type { StoreRule } from '../stores/types.js'
  * - `legacy`: `X-RateLimit-Limit`, `-Remaining`, `-Reset` (epoch seconds).
  */
 export type HeaderStandard = 'draft-10' | 'draft-7' | 'draft-6' | 'legacy'
+
+/** Every `HeaderStandard`. */
+export const STANDARDS: readonly HeaderStandard[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
+
+/** Reports each of `standards` that is not a `HeaderStandard`, at `path`. */
+export function checkStandards(issues: Issues, path: string, standards: readonly unknown[]): void {
+  for (const standard of standards)
+    issues.expect(
+      path,
+      standard,
+      STANDARDS.includes(standard as HeaderStandard),
+      'ERR_HEADER_STANDARD',
+      `one of ${STANDARDS.join(', ')}`,
+    )
+}
 
 /** A rule as advertised to clients: quota `q` per window `w` seconds. */
 export interface QuotaPolicy {
@@ -57,9 +74,9 @@ function msUntil(rule: RuleDecision): number {
 
 /** Options of `rateLimitHeaders`. */
 export interface HeaderOptions {
-  /** @default ['draft-10'] */
-  standards?: readonly HeaderStandard[]
-  /** Epoch ms, for the legacy `X-RateLimit-Reset`. */
+  /** One standard or a list, as `createRateLimit`'s `headers` takes them. @default ['draft-10'] */
+  standards?: HeaderStandard | readonly HeaderStandard[]
+  /** Epoch ms (an integer), for the legacy `X-RateLimit-Reset`. */
   nowMs: number
   /** A hashed partition key (never the raw key): `pk` in the draft-10 fields. */
   partitionKey?: Uint8Array
@@ -68,6 +85,9 @@ export interface HeaderOptions {
 /**
  * The rate-limit header fields for a decision, allowed or not, plus `Retry-After` (whole seconds,
  * rounded up) when it is denied with a finite wait.
+ *
+ * @throws {ConfigError} for a standard it does not render (`ERR_HEADER_STANDARD`), and with
+ * `legacy`, for a `nowMs` that is not an integer.
  *
  * @example
  * rateLimitHeaders(decision, limiter.rules.map(quotaPolicy), { nowMs: systemClock.now() })
@@ -78,8 +98,14 @@ export function rateLimitHeaders(
   policies: readonly QuotaPolicy[],
   options: HeaderOptions,
 ): [string, string][] {
-  const pk = options.partitionKey ? `;pk=${sfBinary(options.partitionKey)}` : ''
-  return headerRenderer(policies, options.standards)(decision, options.nowMs, pk)
+  const { standards = 'draft-10', nowMs, partitionKey } = options
+  const list = [standards].flat()
+  const issues = createIssues()
+  checkStandards(issues, 'standards', list)
+  if (list.includes('legacy')) issues.integer('nowMs', nowMs, 0, Number.MAX_SAFE_INTEGER)
+  if (issues.list.length > 0) throw new ConfigError(issues.list)
+  const pk = partitionKey ? `;pk=${sfBinary(partitionKey)}` : ''
+  return headerRenderer(policies, list)(decision, nowMs, pk)
 }
 
 /** Renders one decision's header fields: `pk` is the rendered parameter (`;pk=:…:`) or `''`. */

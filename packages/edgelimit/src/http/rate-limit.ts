@@ -3,7 +3,14 @@ import { ConfigError, describe, EdgelimitError } from '../errors.js'
 import type { Decision, Limiter } from '../limiter.js'
 import { remember } from '../remember.js'
 import { createIssues, type Issues } from '../validate.js'
-import { type HeaderRenderer, type HeaderStandard, headerRenderer, quotaPolicy, sfBinary } from './headers.js'
+import {
+  checkStandards,
+  type HeaderRenderer,
+  type HeaderStandard,
+  headerRenderer,
+  quotaPolicy,
+  sfBinary,
+} from './headers.js'
 import {
   base64url,
   CIDR_OR_ADDRESS,
@@ -160,7 +167,6 @@ const FALLBACK = 'unknown-client'
 const KNOWN_ADDRESSES = 10_000
 /** Longest key from a key function stored as it is (`k:<key>`); longer ones are stored hashed (`kh:<hash>`). */
 const MAX_RAW_KEY = 128
-const STANDARDS: readonly HeaderStandard[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
 // Upper-case HTTP method tokens (RFC 9110 §9.1): request methods are compared as sent.
 const METHOD = /^[!#$%&'*+.^_`|~0-9A-Z-]+$/
 // An allowList entry shaped like an address or network is one, and must parse: bracketed, or made
@@ -286,14 +292,7 @@ function validateOptions(
     issues.list.push(...validateClientKeyOptions(options.identity, 'identity'))
   const h: unknown = options.headers
   const standards: unknown[] = h === false ? [] : h === undefined ? ['draft-10'] : [h].flat()
-  for (const standard of standards)
-    issues.expect(
-      'headers',
-      standard,
-      STANDARDS.includes(standard as HeaderStandard),
-      'ERR_HEADER_STANDARD',
-      `one of ${STANDARDS.join(', ')}`,
-    )
+  checkStandards(issues, 'headers', standards)
   const drafts = new Set(standards.filter((s) => s !== 'legacy'))
   if (drafts.size > 1) {
     issues.add(
