@@ -38,7 +38,10 @@ export type LimiterEvent =
   | { readonly type: 'breaker'; readonly state: BreakerState }
   | { readonly type: 'store-latency'; readonly ms: number }
 
-/** Receives a limiter's events (`onEvent`). */
+/**
+ * Receives a limiter's events (`onEvent`). An async sink fits too (`void` takes any result): a
+ * rejection is dropped, as a synchronous sink's throw is, and never changes a decision.
+ */
 export type EventSink = (event: LimiterEvent) => void
 
 /** The slice of an OpenTelemetry `Meter` edgelimit uses (from `@opentelemetry/api`). */

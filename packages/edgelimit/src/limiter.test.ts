@@ -579,3 +579,37 @@ describe('decisions', () => {
     expect(d.retryAfterMs).toBeGreaterThan(3_590_000)
   })
 })
+
+describe('observers', () => {
+  it('an observer that throws or rejects changes no decision and leaves no unhandled rejection', async () => {
+    // An async onEvent (an EventSink returns void, so an async function fits) that rejected left
+    // its promise unhandled: Node ended the process with exit code 1.
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const clock = manualClock(1_000_000)
+      const rules = [{ name: 'r', algorithm: fixedWindow({ limit: 2, window: '1m' }) }]
+      const plain = createLimiter({ rules, clock })
+      const observed = createLimiter({
+        rules,
+        clock,
+        onEvent: [
+          async () => {
+            throw new Error('log backend down')
+          },
+          () => {
+            throw new Error('sync observer down')
+          },
+        ],
+      })
+      for (let i = 0; i < 4; i++) expect(await observed.limit('k')).toEqual(await plain.limit('k'))
+      expect(observed.limitSync('k')).toEqual(plain.limitSync('k'))
+      // Node reports an unhandled rejection once the microtask queue has drained.
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+  })
+})

@@ -82,7 +82,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
           // An observer's failure never changes a decision.
           for (const sink of sinks) {
             try {
-              sink(event)
+              ;(sink(event) as unknown as Promise<void> | undefined)?.catch?.(String)
             } catch {}
           }
         }
