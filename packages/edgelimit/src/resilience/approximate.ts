@@ -20,7 +20,9 @@ interface Entry {
   /**
    * A shaping leaky bucket's queue (`mode: 'shape'`), per rule (0 for the others): its virtual
    * finish time (TAT) as the store's last answer tells, pushed out by what was admitted here since,
-   * as `(TAT - base) · r` (see `Step`), so that every delay is exact integer arithmetic.
+   * as `(TAT - base) · r` (see `Step`), in integer arithmetic. The store's TAT is read from its
+   * `resetAfterMs`, rounded up to whole ms: where `T` is not whole ms, a delay can come out up to
+   * 1 ms longer than the store's own (never shorter; each sync reads it again, so it does not add up).
    */
   tat: number[]
   /** When the key was seeded: the origin of `tat`. */
@@ -245,8 +247,15 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
             // Less what was admitted here since: pending, and sent in syncs not answered (nor given up) yet.
             entry.remaining[i] = Math.max(0, after - entry.pending - flying)
             entry.resetAt[i] = now + v.resetAfterMs
-            // The forced batch is in the queue, also when the rule denied it (reported before it).
-            queue(entry, i, v, now, (v.allowed ? 0 : cost) + entry.pending + flying)
+            // The forced batch is in the queue, also when the rule denied it (reported before it),
+            // but for a rule in shadow for the key, which a batch it denies is not charged to.
+            queue(
+              entry,
+              i,
+              v,
+              now,
+              (v.allowed || (entry.shadow >> i) & 1 ? 0 : cost) + entry.pending + flying,
+            )
             entry.retryAt[i] = now + unitAfter(context.rules[i] as StoreRule, v, cost)
           })
           return true
