@@ -77,28 +77,25 @@ export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
   // Workers: each call's timer is set, and cleared, in the request that made the call.
   const own = globalThis.navigator?.userAgent === 'Cloudflare-Workers'
 
-  function settle(p: Watch): void {
+  // Stops `p`'s clock: `false` when it had stopped already.
+  function end(p: Watch): boolean {
+    if (p.settled) return false
     p.settled = true
     if (p.t) clearTimeout(p.t as number)
-    if (--live > 0) return
+    if (--live > 0) return true
     // Nothing pending: forget the queue (one call at a time: a pop, cheaper than setting the
     // length). An unref'd timer may stay armed (it no longer holds the process, and re-arming
     // one per call costs more than letting it fire once); else it goes.
     if (queue.length === 1) queue.pop()
     else queue.length = 0
     head = 0
-    if (timer === undefined) return
+    if (timer === undefined) return true
     if (keep && typeof timer.unref === 'function') timer.unref()
     else {
       clearTimeout(timer as ReturnType<typeof setTimeout>)
       timer = undefined
     }
-  }
-
-  function expire(): void {
-    // After a pause of the event loop (a long GC, a busy CPU) the timer fires before replies that
-    // already arrived are read: let one I/O turn pass before calling anything late.
-    defer(sweep)
+    return true
   }
 
   function sweep(): void {
@@ -108,10 +105,7 @@ export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
       const p = queue[head] as Watch
       if (!p.settled && p.at > now) break
       head++
-      if (!p.settled) {
-        settle(p)
-        p.fail(timedOut(ms))
-      }
+      if (end(p)) p.fail(timedOut(ms))
     }
     if (head > 1024 && head * 2 > queue.length) {
       queue = queue.slice(head)
@@ -121,17 +115,15 @@ export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
   }
 
   function arm(now: number): void {
-    // Settled calls at the front no longer need the timer.
+    // Settled calls at the front no longer need the timer (with none pending, the last one to
+    // settle emptied the queue).
     while (head < queue.length && (queue[head] as Watch).settled) head++
-    if (head === queue.length) {
-      queue.length = 0
-      head = 0
-      return
-    }
-    if (timer === undefined) {
-      // At most 2e9 ms: a timer above 2^31 - 1 ms fires at once (the sweep arms it again until the
+    if (head < queue.length && timer === undefined) {
+      // After a pause of the event loop (a long GC, a busy CPU) the timer fires before replies
+      // that already arrived are read: one I/O turn passes before anything late is called. At
+      // most 2e9 ms: a timer above 2^31 - 1 ms fires at once (the sweep arms it again until the
       // deadline). A delay below 0 is 0.
-      timer = setTimeout(expire, Math.min(2e9, (queue[head] as Watch).at - now)) as Timer
+      timer = setTimeout(() => defer(sweep), Math.min(2e9, (queue[head] as Watch).at - now)) as Timer
     }
   }
 
@@ -146,12 +138,6 @@ export function deadlineClock(ms: number, keep: boolean): DeadlineClock {
       if (timer === undefined) arm(now)
     }
     return pending
-  }
-
-  function end(pending: Watch): boolean {
-    if (pending.settled) return false
-    settle(pending)
-    return true
   }
 
   return { watch, end }
