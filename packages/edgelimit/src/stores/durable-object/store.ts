@@ -44,8 +44,9 @@ export interface DurableObjectStoreOptions {
  */
 export function durableObjectStore(options: DurableObjectStoreOptions): Store {
   const issues = createIssues()
+  // Read once; checked when `options` is an object.
+  const { namespace, shards, clock, prefix = 'edgelimit', locationHint } = options ?? {}
   if (issues.object('options', options, 'namespace shards clock prefix locationHint')) {
-    const { namespace, shards, clock, prefix, locationHint } = options
     const ns = namespace as Partial<DurableObjectNamespaceLike> | undefined
     issues.expect(
       'namespace',
@@ -60,10 +61,8 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
     issues.string('locationHint', locationHint)
   }
   if (issues.list.length > 0) throw new ConfigError(issues.list)
-  const { namespace, shards } = options
-  const prefix = options.prefix ?? 'edgelimit'
-  const clientClock = options.clock === 'client'
-  const getOptions = options.locationHint === undefined ? undefined : { locationHint: options.locationHint }
+  const clientClock = clock === 'client'
+  const getOptions = locationHint === undefined ? undefined : { locationHint }
   const nameOf =
     shards === undefined
       ? (key: string) => `${prefix}:k:${key}`
