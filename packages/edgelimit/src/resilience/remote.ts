@@ -163,7 +163,7 @@ export const remoteDecider: Decider = (context) => {
       const now = clock.now()
       const shadow = shadowOf(key)
       const hit = allStrict && cost > 0 && cache && cachedDenial(cache, key, cost, now)
-      if (hit) return Promise.resolve(report(key, cost, aged(hit.decision, now - hit.at), 'cache'))
+      if (hit) return Promise.resolve(report(key, cost, hit, 'cache'))
       // All strict: there is a strict group (a limiter has rules).
       return allStrict
         ? attempt(strict as Group, key, cost, now, shadow, STRICT)
@@ -290,7 +290,7 @@ export const remoteDecider: Decider = (context) => {
     // still stands (a denial the store would repeat, aged: see `note`), else unknown.
     const denied = (source: DecisionSource) => {
       const hit = cache && cachedDenial(cache, key, cost, now)
-      if (hit) place(strictIndex, aged(hit.decision, now - hit.at).rules as never)
+      if (hit) place(strictIndex, hit.rules as never)
       return done(source)
     }
     let source: DecisionSource = 'store'
@@ -344,17 +344,4 @@ export const remoteDecider: Decider = (context) => {
     },
     flush: () => approx?.flush(clock.now()) ?? Promise.resolve(),
   }
-}
-
-/**
- * A cached denial as it stands `ms` later, before the first rule's retry time: every rule still
- * denies, its waits shortened by the time passed (a wait of `Infinity` stays).
- */
-function aged(decision: Decision, ms: number): Decision {
-  const age = <T extends { retryAfterMs: number; resetAfterMs: number }>(r: T): T => ({
-    ...r,
-    retryAfterMs: r.retryAfterMs - ms,
-    resetAfterMs: Math.max(0, r.resetAfterMs - ms),
-  })
-  return { ...age(decision), rules: decision.rules.map(age) }
 }

@@ -86,13 +86,24 @@ describe('circuit breaker', () => {
 })
 
 describe('denial cache', () => {
-  const denial = (cost: number, at: number, until: number) => ({ at, until, cost, decision: {} as Decision })
-  it('answers the same cost from the denial until the first retry time, least recently used first', () => {
+  // Denied at `at` until `until` (its retry time), reset 10 ms later; one rule, whose reset never comes.
+  const denial = (cost: number, at: number, until: number) => {
+    const waits = { retryAfterMs: until - at, resetAfterMs: until - at + 10 }
+    const rule = { name: 'r', allowed: false, retryAfterMs: Number.POSITIVE_INFINITY, resetAfterMs: 5 }
+    return { at, until, cost, decision: { allowed: false, ...waits, rules: [rule] } as unknown as Decision }
+  }
+  it('answers the same cost from the denial until the first retry time, aged, least recently used first', () => {
     const cache = new Map<string, Denial>()
     const a = denial(1, 10, 100)
     cache.set('a', a)
-    expect(cachedDenial(cache, 'a', 1, 50)).toBe(a)
-    expect(cachedDenial(cache, 'a', 1, 10)).toBe(a)
+    // 40 ms later: every wait 40 ms shorter, a reset at 0 at the least, an endless wait endless.
+    expect(cachedDenial(cache, 'a', 1, 50)).toEqual({
+      allowed: false,
+      retryAfterMs: 50,
+      resetAfterMs: 60,
+      rules: [{ name: 'r', allowed: false, retryAfterMs: Number.POSITIVE_INFINITY, resetAfterMs: 0 }],
+    })
+    expect(cachedDenial(cache, 'a', 1, 10)).toEqual(a.decision)
     expect(cachedDenial(cache, 'a', 2, 50)).toBeUndefined()
     // A clock that stepped back before the denial asks the store; the entry stays.
     expect(cachedDenial(cache, 'a', 1, 9)).toBeUndefined()
@@ -105,7 +116,7 @@ describe('denial cache', () => {
     cache.set('b', b)
     cache.set('c', c)
     // A hit is a use: 'b' moves to the newest end, so `remember` drops 'c' first.
-    expect(cachedDenial(cache, 'b', 1, 0)).toBe(b)
+    expect(cachedDenial(cache, 'b', 1, 0)).toEqual(b.decision)
     remember(cache, 'd', denial(1, 0, 100), 2)
     expect([...cache.keys()]).toEqual(['b', 'd'])
   })
