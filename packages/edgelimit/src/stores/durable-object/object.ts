@@ -24,8 +24,6 @@ import {
   serializeState,
 } from './rule-set.js'
 
-const TABLE = 'edgelimit_state'
-
 /**
  * Builds the Durable Object class for the algorithms listed — what `EdgelimitDurableObject` is
  * for all six. A Worker that uses fewer ships less code by listing only those (the object refuses
@@ -77,7 +75,7 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       try {
         this.#sql = ctx.storage.sql
         this.#ready =
-          this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE name = '${TABLE}'`).toArray().length > 0
+          this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE name = 'edgelimit_state'`).toArray().length > 0
       } catch (error) {
         throw new EdgelimitError(
           'ERR_EDGELIMIT_STORE',
@@ -103,7 +101,7 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       const states: (RuleState | undefined)[] = []
       // A fresh object has no table: a peek (cost 0) there leaves it with no storage at all.
       for (const row of this.#ready
-        ? this.#sql.exec(`SELECT rule, state FROM ${TABLE} WHERE key = ?`, key).toArray()
+        ? this.#sql.exec(`SELECT rule, state FROM edgelimit_state WHERE key = ?`, key).toArray()
         : []) {
         // Rows are keyed by `<name>:<fingerprint>` (encodeRules): another policy under the same
         // name, or a changed one, reads none of them and starts fresh.
@@ -123,11 +121,11 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
         if (!this.#ready) {
           this.#ready = true
           this.#sql.exec(
-            `CREATE TABLE ${TABLE} (key TEXT, rule TEXT, algorithm TEXT, state TEXT, expires INTEGER, PRIMARY KEY (key, rule)) WITHOUT ROWID; CREATE INDEX ${TABLE}_expires ON ${TABLE} (expires)`,
+            `CREATE TABLE edgelimit_state (key TEXT, rule TEXT, algorithm TEXT, state TEXT, expires INTEGER, PRIMARY KEY (key, rule)) WITHOUT ROWID; CREATE INDEX edgelimit_state_expires ON edgelimit_state (expires)`,
           )
         }
         this.#sql.exec(
-          `INSERT OR REPLACE INTO ${TABLE} VALUES (?, ?, ?, ?, ?)`,
+          `INSERT OR REPLACE INTO edgelimit_state VALUES (?, ?, ?, ?, ?)`,
           key,
           set.names[r] as string,
           rule.policy.algorithm,
@@ -145,7 +143,7 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       const { names } = this.#ruleSet(request.rules)
       if (this.#ready)
         for (const name of names)
-          this.#sql.exec(`DELETE FROM ${TABLE} WHERE key = ? AND rule = ?`, request.key, name)
+          this.#sql.exec(`DELETE FROM edgelimit_state WHERE key = ? AND rule = ?`, request.key, name)
     }
 
     /**
@@ -156,8 +154,8 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       const now = systemClock.now()
       this.#alarmAt = undefined
       if (!this.#ready) return
-      this.#sql.exec(`DELETE FROM ${TABLE} WHERE expires <= ?`, now)
-      const next = this.#sql.exec(`SELECT MIN(expires) AS next FROM ${TABLE}`).toArray()[0]?.next
+      this.#sql.exec(`DELETE FROM edgelimit_state WHERE expires <= ?`, now)
+      const next = this.#sql.exec(`SELECT MIN(expires) AS next FROM edgelimit_state`).toArray()[0]?.next
       if (typeof next === 'number') this.#schedule(next, now)
       else {
         this.#ready = false
