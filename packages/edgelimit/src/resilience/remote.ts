@@ -4,7 +4,7 @@ import type { EdgelimitError } from '../errors.js'
 import type { DecisionSource } from '../events.js'
 import type { RuleConfig } from '../options.js'
 import { remember } from '../remember.js'
-import { memoryStore } from '../stores/memory.js'
+import { type MemoryRules, memoryStore } from '../stores/memory.js'
 import type { BoundRules, Decider, RuleVerdict } from '../stores/types.js'
 import type { ApproximateConsistency, StoreAnswer } from './approximate.js'
 import { createBreaker } from './breaker.js'
@@ -55,7 +55,7 @@ interface Group {
   readonly index: readonly number[]
   readonly bound: BoundRules
   /** In-process limiter for the group's `onStoreError: 'local'` rules. */
-  readonly fallback: BoundRules | undefined
+  readonly fallback: MemoryRules | undefined
   readonly fallbackIndex: readonly number[]
 }
 
@@ -137,14 +137,16 @@ export const remoteDecider: Decider = (context) => {
       (i, j) => (rules[i] as RuleConfig).onStoreError === 'closed' && (mask & (1 << j)) === 0,
     )
     const retry = breaker?.state === 'open' ? Math.max(1, breaker.reopensAt - now) : 1000
-    const local = g.fallback?.evaluateSync?.(key, closed ? 0 : cost, now, {
+    const local = g.fallback?.evaluateSync(key, closed ? 0 : cost, now, {
       shadow: sub(mask, g.fallbackIndex),
     })
-    return g.index.map((i, j) => {
+    // `local` holds the group's local rules' verdicts, in their order in the group.
+    let next = 0
+    return g.index.map((i) => {
       const rule = rules[i] as RuleConfig
       emit?.({ type: 'fallback', mode: rule.onStoreError, rule: rule.name, key })
       return rule.onStoreError === 'local'
-        ? { ...(local?.[g.fallbackIndex.indexOf(j)] as RuleVerdict) }
+        ? { ...(local?.[next++] as RuleVerdict) }
         : rule.onStoreError === 'open'
           ? UNKNOWN
           : {
@@ -297,7 +299,7 @@ export const remoteDecider: Decider = (context) => {
     // Cheapest first: in-process rules shield the store, then approximate, then strict.
     if (local !== undefined) {
       const mask = sub(shadow, localIndex)
-      const vs = (local.evaluateSync as NonNullable<BoundRules['evaluateSync']>)(key, cost, now, {
+      const vs = local.evaluateSync(key, cost, now, {
         shadow: mask,
       })
       place(localIndex, vs)
