@@ -24,6 +24,10 @@ export type LimiterEvent =
     }
   | { readonly type: 'shadow-deny'; readonly key: string; readonly rule: string; readonly decision: Decision }
   | {
+      /**
+       * A store call that failed or missed the deadline (`breaker-open`: not sent): a decision's,
+       * an approximate sync's, or a `reset()`'s, which then rejects too.
+       */
       readonly type: 'store-error'
       readonly kind: 'timeout' | 'error' | 'breaker-open'
       readonly error?: unknown

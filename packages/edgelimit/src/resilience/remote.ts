@@ -160,6 +160,16 @@ export const remoteDecider: Decider = (context) => {
     })
   }
 
+  /** Reports a store call started at `started` (`monotonic()`) that failed with `error`. */
+  function failed(error: unknown, started: number): void {
+    emit?.({
+      type: 'store-error',
+      kind: (error as EdgelimitError | undefined)?.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error',
+      error,
+      latencyMs: monotonic() - started,
+    })
+  }
+
   function decide(key: string, cost: number): Promise<Decision> {
     try {
       const now = clock.now()
@@ -249,13 +259,7 @@ export const remoteDecider: Decider = (context) => {
       const fail = (error: unknown) => {
         try {
           breaker?.record(ticket as number, false, clock.now())
-          emit?.({
-            type: 'store-error',
-            kind:
-              (error as EdgelimitError | undefined)?.code === 'ERR_EDGELIMIT_TIMEOUT' ? 'timeout' : 'error',
-            error,
-            latencyMs: monotonic() - started,
-          })
+          failed(error, started)
           resolve(outcome.fail(g, key, cost, now, mask, work))
         } catch (thrown) {
           reject(thrown)
@@ -334,13 +338,19 @@ export const remoteDecider: Decider = (context) => {
       cache?.delete(key)
       approx?.reset(key)
       // A store waits for its calls in flight no longer than their deadline (see BoundRules.reset).
+      const started = monotonic()
       const done = Promise.all([
         strict?.bound.reset(key, config.timeoutMs),
         approxGroup?.bound.reset(key, config.timeoutMs),
         local?.reset(key),
         strict?.fallback?.reset(key),
         approxGroup?.fallback?.reset(key),
-      ])
+      ]).catch((error: unknown) => {
+        // The store failed the reset, or missed the deadline: reported as a decision call's failure
+        // is (the breaker does not count it), and the reset rejects.
+        failed(error, started)
+        throw error
+      })
       // …and again once the store has forgotten the key: a denial in flight may have cached it.
       return done.finally(() => cache?.delete(key))
     },

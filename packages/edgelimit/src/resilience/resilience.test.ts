@@ -475,6 +475,52 @@ describe('store errors', () => {
     expect(boundaries.at(-1)).toBeGreaterThanOrEqual(1000)
   })
 
+  it('a reset the store fails or does not answer in time is a store-error event, as a decision call is', async () => {
+    // The memory store behind an async boundary, whose reset rejects, or hangs until the deadline.
+    let resets: 'fail' | 'hang' | 'ok' = 'ok'
+    const memory = memoryStore()
+    const store: Store = {
+      name: 'failing-reset',
+      decider: remoteDecider,
+      bind(rules) {
+        const bound = memory.bind(rules)
+        return {
+          evaluate: async (key, cost, now, options) => bound.evaluate(key, cost, now, options),
+          reset: (key, waitMs) =>
+            resets === 'fail'
+              ? Promise.reject(new Error('connection reset'))
+              : resets === 'hang'
+                ? withDeadline(new Promise<void>(() => {}), waitMs as number)
+                : bound.reset(key),
+        }
+      },
+    }
+    const events: LimiterEvent[] = []
+    const limiter = createLimiter({
+      rules: [rule('closed')],
+      store,
+      timeout: '20ms',
+      onEvent: (e) => events.push(e),
+    })
+    const outcomes = []
+    for (const mode of ['ok', 'fail', 'hang'] as const) {
+      resets = mode
+      outcomes.push(
+        await limiter.reset('k').then(
+          () => 'resolved',
+          (error: { code?: string; message: string }) => error.code ?? error.message,
+        ),
+      )
+    }
+    expect(outcomes).toEqual(['resolved', 'connection reset', 'ERR_EDGELIMIT_TIMEOUT'])
+    const errors = events.flatMap((e) => (e.type === 'store-error' ? [e] : []))
+    expect(errors.map((e) => [e.kind, (e.error as Error).message])).toEqual([
+      ['error', 'connection reset'],
+      ['timeout', 'The store did not answer within 20 ms'],
+    ])
+    expect(errors[1]?.latencyMs).toBeGreaterThanOrEqual(19)
+  })
+
   it('a store that does not answer is abandoned at the deadline', async () => {
     // On the deadline's own clock (its timer and performance.now, faked), not the wall clock: a
     // loaded machine that descheduled this process for 30 ms failed the old `< 20 + 30 ms`, while

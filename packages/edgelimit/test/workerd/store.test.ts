@@ -349,7 +349,11 @@ describe('EdgelimitDurableObject in workerd', () => {
     }
     expect(body).toEqual({
       reason: 'store-unavailable',
-      events: [{ kind: 'error', ...refused }],
+      // One store-error for the decision's call, one for the reset's (which also rejects).
+      events: [
+        { kind: 'error', ...refused },
+        { kind: 'error', ...refused },
+      ],
       reset: refused,
     })
   })
