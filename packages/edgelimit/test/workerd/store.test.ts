@@ -3,7 +3,7 @@
 // and the built `edgelimit/cloudflare` entry as a Worker imports it.
 import { existsSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
   ConfigError,
   createLimiter,
@@ -116,6 +116,33 @@ describe('durableObjectStore options', () => {
       expect(timers(), timeout).toBe(before)
     }
     expect(outcomes).toEqual(['1h: reset', '30d: reset'])
+  })
+
+  it('a reset past a deadline beyond what a timer holds names the wait it timed, not the deadline', async () => {
+    // On Node a timer above 2^31 - 1 ms fires at once, so a '30d' deadline waits 2e9 ms (23 days);
+    // the error said "did not answer within 2592000000 ms" after 2e9.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    try {
+      const hung = {
+        idFromName: (name: string) => name,
+        get: () => ({ evaluate: async () => [], reset: () => new Promise<void>(() => {}) }),
+      }
+      const limiter = createLimiter({
+        rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1s' }) }],
+        store: durableObjectStore({ namespace: hung }),
+        timeout: '30d',
+      })
+      const outcome = limiter.reset('k').then(
+        () => 'reset',
+        (error: Error) => error.message,
+      )
+      await vi.advanceTimersByTimeAsync(2e9 - 1)
+      const early = await Promise.race([outcome, Promise.resolve('pending')])
+      await vi.advanceTimersByTimeAsync(1)
+      expect([early, await outcome]).toEqual(['pending', expect.stringContaining('within 2000000000 ms')])
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('shards keys stably and evenly', () => {

@@ -117,9 +117,11 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
             call(key, 'reset', { rules: spec, key }),
             new Promise<void>((_, reject) => {
               // No timer without a deadline (`undefined >= 0` is false). A timer above 2^31 - 1 ms
-              // fires at once: a longer deadline ('30d') waits 2e9 ms (23 days) at most.
-              if ((waitMs as number) >= 0)
-                timer = setTimeout(reject, Math.min(2e9, waitMs as number), timedOut(waitMs))
+              // fires at once on Node: a longer deadline ('30d') waits 2e9 ms (23 days), and says so.
+              if ((waitMs as number) >= 0) {
+                const ms = Math.min(2e9, waitMs as number)
+                timer = setTimeout(reject, ms, timedOut(ms))
+              }
             }),
           ]).finally(() => clearTimeout(timer))
         },
