@@ -45,7 +45,7 @@ const KEY = 'shared'
 /** Per process: requests and the span they start in (≈ 1,000 per second per process). */
 const TRACE = { full: { requests: 2000, durationMs: 2000 }, quick: { requests: 1000, durationMs: 1000 } }
 /**
- * The limit per hour (fixed window) is reached about three quarters into the trace: approximate
+ * The limit per window (fixed window) is reached about three quarters into the trace: approximate
  * mode is about admitted traffic (the denial cache already spares the store most denied calls), and
  * the limit must still be reached so that over-admission shows.
  */
@@ -227,7 +227,7 @@ function markdown(report) {
     `- Redis ${meta.redis.version}, started by the benchmark: \`${meta.redis.args}\`; ioredis ${meta.versions.ioredis}`,
     `- Date: ${meta.date}; ${meta.durationSeconds} s in all; load average (1/5/15 min) ${load.before.join(' / ')} before, ${load.after.join(' / ')} after, at most ${load.maxOneMinute} during the run${load.maxOneMinute > meta.cpu.cores ? `\n- **The 1-minute load average exceeded the ${meta.cpu.cores} cores during this run: the workers were descheduled for long stretches and caught up in bursts, which makes batches larger (more over-admission) and lets the Redis store coalesce more decisions into one call (fewer strict store calls) than on a quiet machine.**` : ''}`,
     `- edgelimit ${meta.versions.edgelimit} at ${meta.git.head}${dirtyText(meta.git.dirty)}; build hash ${meta.edgelimitBuild} (sha-256 of dist/*.js)`,
-    `- Trace: ${trace.source}; ${PROCESSES} processes × ${int(trace.requestsPerProcess)} requests (${int(trace.requests)} in all) on one key over ${trace.durationMs} ms; sha-256 ${trace.sha256}. Limit: \`fixedWindow({ limit: ${int(meta.limit)}, window: '1h' })\`, reached about ${Math.round(LIMIT_SHARE * 100)} % into the trace.`,
+    `- Trace: ${trace.source}; ${PROCESSES} processes × ${int(trace.requestsPerProcess)} requests (${int(trace.requests)} in all) on one key over ${trace.durationMs} ms; sha-256 ${trace.sha256}. Limit: \`fixedWindow({ limit: ${int(meta.limit)}, window: '365d' })\`, reached about ${Math.round(LIMIT_SHARE * 100)} % into the trace.`,
     '',
     `## Store calls and admissions (${meta.repeats} run${meta.repeats === 1 ? '' : 's'} per case, same trace)`,
     '',

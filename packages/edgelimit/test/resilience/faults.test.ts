@@ -728,7 +728,7 @@ describe('5. shadow mode and rollout on Redis', () => {
 // 6. Approximate consistency across 4 processes
 // ---------------------------------------------------------------------------------------------------
 
-describe('6. approximate consistency: 4 processes, 1 key, 1,000 per hour', () => {
+describe('6. approximate consistency: 4 processes, 1 key, 1,000 per window', () => {
   const PROCESSES = 4
   const REQUESTS = 2000
   const DURATION_MS = 2000
