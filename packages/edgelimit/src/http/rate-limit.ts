@@ -218,7 +218,7 @@ function checkArray(issues: Issues, path: string, value: unknown, what: string):
 
 function checkRoute(issues: Issues, at: string, route: unknown): void {
   if (!issues.object(at, route, 'path methods limiter name cost key')) return
-  const { path, methods, limiter, name, cost, key } = route
+  const { path, methods } = route
   if (path instanceof RegExp) {
     if (path.global || path.sticky)
       issues.add(`${at}.path`, 'ERR_ROUTE_PATH', `expected a RegExp without the g or y flag, got ${path}`)
@@ -242,10 +242,10 @@ function checkRoute(issues: Issues, at: string, route: unknown): void {
       )
     })
   }
-  checkLimiter(issues, `${at}.limiter`, limiter)
-  issues.string(`${at}.name`, name)
-  checkCost(issues, `${at}.cost`, cost)
-  issues.function(`${at}.key`, key)
+  checkLimiter(issues, `${at}.limiter`, route.limiter)
+  issues.string(`${at}.name`, route.name)
+  checkCost(issues, `${at}.cost`, route.cost)
+  issues.function(`${at}.key`, route.key)
 }
 
 function compileAllowList(issues: Issues, list: unknown): AllowList {
@@ -257,17 +257,14 @@ function compileAllowList(issues: Issues, list: unknown): AllowList {
       !issues.expect(at, entry, typeof entry === 'string' && entry !== '', 'ERR_STRING', 'a non-empty string')
     )
       return
-    const text = entry as string
-    if (!ADDRESS_LIKE.test(text.trim())) {
-      allow.keys.add(text)
+    if (!ADDRESS_LIKE.test((entry as string).trim())) {
+      allow.keys.add(entry as string)
       return
     }
-    const cidr = parseCidr(text)
-    if (issues.expect(at, entry, cidr !== undefined, 'ERR_CIDR', CIDR_OR_ADDRESS)) {
-      const c = cidr as Cidr
-      if (c.prefix === c.bytes.length * 8) allow.hosts.add(formatIp(c))
-      else allow.networks.push(c)
-    }
+    const cidr = parseCidr(entry as string)
+    if (cidr === undefined) issues.expect(at, entry, false, 'ERR_CIDR', CIDR_OR_ADDRESS)
+    else if (cidr.prefix === cidr.bytes.length * 8) allow.hosts.add(formatIp(cidr))
+    else allow.networks.push(cidr)
   })
   return allow
 }
@@ -354,10 +351,10 @@ function checkedCost(cost: unknown, request: HttpRequest, where: string): number
  * takes).
  */
 function checkedAnswer(answer: HttpAnswer, request: HttpRequest): HttpAnswer {
-  const { status, headers } = answer
+  const status = answer.status
   if (
     typeof answer.body === 'string' &&
-    Array.isArray(headers) &&
+    Array.isArray(answer.headers) &&
     status > 199 &&
     status < 600 &&
     Number.isInteger(status)
