@@ -389,9 +389,8 @@ interface Target {
   readonly limiter: Limiter
   /** `limitSync` works (an in-process store): no promise per decision. Cleared on the first refusal. */
   sync: boolean
-  readonly cost: CostOption
-  /** `{ cost }` for a fixed cost, shared by every call. */
-  readonly costOptions: { readonly cost: number } | undefined
+  /** A cost function, or `{ cost }` for a fixed cost, shared by every call. */
+  readonly cost: ((request: HttpRequest) => number | Promise<number>) | { readonly cost: number }
   readonly where: string
   readonly render: HeaderRenderer
   readonly route: CompiledRoute | undefined
@@ -444,42 +443,34 @@ export function pending(v: HttpVerdict | Promise<HttpVerdict>): v is Promise<Htt
  */
 export function createRateLimitCore(options: RateLimitOptions, names = ''): RateLimitCore {
   const { standards, allow } = validateOptions(options, names)
-  const target = (
-    limiter: Limiter,
-    cost: CostOption,
-    where: string,
-    route: CompiledRoute | undefined,
-  ): Target => ({
+  const target = (limiter: Limiter, cost: CostOption, where: string, route?: CompiledRoute): Target => ({
     limiter,
     sync: typeof limiter.limitSync === 'function',
-    cost,
-    costOptions: typeof cost === 'number' ? Object.freeze({ cost }) : undefined,
+    cost: typeof cost === 'number' ? Object.freeze({ cost }) : cost,
     where,
     render: headerRenderer(limiter.rules.map(quotaPolicy), standards),
     route,
   })
   const routes = (options.routes ?? []).map((r, i) => {
-    const shard = r.name ?? String(r.path)
     const route: CompiledRoute = {
       ...r,
       // Express, Fastify and Hono answer HEAD with the GET handler.
       methods: r.methods?.includes('GET') ? [...r.methods, 'HEAD'] : r.methods,
       pattern: typeof r.path === 'string' ? pathGlob(r.path) : r.path,
-      prefix: `r:${shard.replace(/[%:]/g, encodeURIComponent)}:`,
+      prefix: `r:${(r.name ?? String(r.path)).replace(/[%:]/g, encodeURIComponent)}:`,
     }
     return target(r.limiter, r.cost ?? options.cost ?? 1, `routes[${i}].cost`, route)
   })
-  const defaultTarget =
-    options.limiter === undefined ? undefined : target(options.limiter, options.cost ?? 1, 'cost', undefined)
+  const defaultTarget = options.limiter && target(options.limiter, options.cost ?? 1, 'cost')
   const clock = options.clock ?? systemClock
   // Only the legacy fields carry a timestamp.
   const legacy = standards.includes('legacy')
   // `identity` was checked above, once: requests use it as it is, with no check of their own.
-  const identity = options.identity
-  const trust = compileIdentity(identity ?? {})
-  const secret = identity?.secret
-  const ipv4Prefix = identity?.ipv4Prefix ?? 32
-  const ipv6Prefix = identity?.ipv6Prefix ?? 64
+  const identity = options.identity ?? {}
+  const trust = compileIdentity(identity)
+  const secret = identity.secret
+  const ipv4Prefix = identity.ipv4Prefix ?? 32
+  const ipv6Prefix = identity.ipv6Prefix ?? 64
   const checkAddress = allow.hosts.size > 0 || allow.networks.length > 0
   const stats = { fallbackKeys: 0 }
   const { skip, onLimited } = options
@@ -487,7 +478,7 @@ export function createRateLimitCore(options: RateLimitOptions, names = ''): Rate
   // `clientKey`, remembered per address: parsing and hashing are most of the work per request.
   // Keys are canonical addresses, or the raw peer text when only the peer counts; '' = allowed.
   const peerOnly = !trust.platform && trust.hops === 0 && trust.trusted.length === 0
-  const fallbackKey = `ip:${identity?.fallback ?? FALLBACK}`
+  const fallbackKey = `ip:${identity.fallback ?? FALLBACK}`
   const known = new Map<string, string>()
   // Keeps at most KNOWN_ADDRESSES entries (remember() drops the oldest first).
   // `;pk=:…:` per store key, when `partitionKey` is on: hashed once per key, like addresses.
@@ -582,14 +573,8 @@ export function createRateLimitCore(options: RateLimitOptions, names = ''): Rate
   ): HttpVerdict | Promise<HttpVerdict> {
     if (client === undefined) return PASS
     const key = t.route === undefined ? client : t.route.prefix + client
-    if (t.costOptions !== undefined) return decide(request, t, key, t.costOptions)
-    return after(
-      (t.cost as (request: HttpRequest) => number | Promise<number>)(request),
-      costed,
-      request,
-      t,
-      key,
-    )
+    if (typeof t.cost !== 'function') return decide(request, t, key, t.cost)
+    return after(t.cost(request), costed, request, t, key)
   }
 
   function costed(
@@ -625,8 +610,7 @@ export function createRateLimitCore(options: RateLimitOptions, names = ''): Rate
     key: string,
     decision: Decision,
   ): HttpVerdict | Promise<HttpVerdict> {
-    if (!options.partitionKey) return verdict(request, t, key, decision, '')
-    const pk = partitionKeys.get(key)
+    const pk = options.partitionKey ? partitionKeys.get(key) : ''
     if (pk !== undefined) return verdict(request, t, key, decision, pk)
     return digest(key, secret).then((bytes) => {
       const rendered = `;pk=${sfBinary(bytes.slice(0, 16))}`
