@@ -3,7 +3,6 @@ import {
   createRateLimitCore,
   type HttpRequest,
   type HttpVerdict,
-  pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
 import { addFields, sleep, urlPath } from './shared.js'
@@ -85,7 +84,12 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
   const core = createRateLimitCore(options, ' peer')
   const peer = options.peer
 
-  function apply(verdict: HttpVerdict, request: Request, rest: Rest): R | Response | Promise<R> {
+  function apply(
+    verdict: HttpVerdict,
+    request: Request,
+    rest: Rest,
+    held?: true,
+  ): R | Response | Promise<R | Response> {
     const answer = verdict.response
     // Only a `respond` verdict carries one.
     // Its fields are the Response's own, appended: a name it repeats keeps every value.
@@ -94,17 +98,22 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
         status: answer.status,
         headers: answer.headers as [string, string][],
       })
-    const headers = verdict.headers
-    if (verdict.delayMs > 0)
-      return sleep(verdict.delayMs).then(() => after(handler(request, ...rest), respond<R>, headers))
-    return after(handler(request, ...rest), respond<R>, headers)
+    // A shaped request reaches the handler once its hold ends.
+    if (verdict.delayMs > 0 && !held)
+      return sleep(verdict.delayMs).then(() => apply(verdict, request, rest, true))
+    return after(handler(request, ...rest), respond<R>, verdict.headers)
   }
 
   return (request, ...rest) => {
     try {
-      const verdict = core.run(new FetchRequest(request, peer?.(request, ...rest) ?? undefined))
-      if (pending(verdict)) return verdict.then((v) => apply(v, request, rest))
-      return Promise.resolve(apply(verdict, request, rest))
+      return Promise.resolve(
+        after(
+          core.run(new FetchRequest(request, peer?.(request, ...rest) ?? undefined)),
+          apply,
+          request,
+          rest,
+        ),
+      )
     } catch (error) {
       return Promise.reject(error)
     }
