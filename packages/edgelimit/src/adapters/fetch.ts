@@ -60,7 +60,14 @@ function respond<R extends Response | undefined>(r: R, headers: readonly (readon
     return r
   } catch {
     const copy = new Response(r.body, r)
-    addFields(copy.headers, headers)
+    const own = copy.headers
+    // `fetch()` decoded the body it hands over: its encoding and length are no longer the body's
+    // (Deno sent the decoded bytes as gzip). Sent without them, the body is sent as it is.
+    if (own.has('content-encoding')) {
+      own.delete('content-encoding')
+      own.delete('content-length')
+    }
+    addFields(own, headers)
     return copy as R
   }
 }
