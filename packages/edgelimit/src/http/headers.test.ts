@@ -1,8 +1,8 @@
 import fc from 'fast-check'
 import { parseDictionary, parseItem, parseList } from 'structured-headers'
 import { describe, expect, it } from 'vitest'
+import { issuesOf } from '../../test/support/config-issues.js'
 import { fixedWindow, gcra, leakyBucket, slidingWindow, tokenBucket } from '../algorithms.js'
-import { ConfigError } from '../errors.js'
 import { bindingRule, createLimiter, type Decision, type Rule, type RuleDecision } from '../limiter.js'
 import { remoteDecider } from '../resilience/remote.js'
 import type { Store } from '../stores/types.js'
@@ -87,20 +87,6 @@ function untilMs(rule: RuleDecision): number {
 }
 function until(rule: RuleDecision): number {
   return ceil(untilMs(rule))
-}
-
-/** `path → code` of every issue a ConfigError lists. */
-function issuesOf(make: () => unknown): Record<string, string[]> {
-  try {
-    make()
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError)
-    const out: Record<string, string[]> = {}
-    for (const issue of (error as ConfigError).issues)
-      out[issue.path] = [...(out[issue.path] ?? []), issue.code]
-    return out
-  }
-  throw new Error('expected a ConfigError')
 }
 
 function setup(rules: Rule[]) {

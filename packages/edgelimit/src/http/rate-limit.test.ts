@@ -1,8 +1,9 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { issuesOf } from '../../test/support/config-issues.js'
 import { gcra } from '../algorithms.js'
 import { systemClock } from '../clock.js'
-import { ConfigError, EdgelimitError } from '../errors.js'
+import { EdgelimitError } from '../errors.js'
 import { createLimiter, type Decision, type Limiter } from '../limiter.js'
 import { manualClock } from '../testing/index.js'
 import { quotaPolicy, rateLimitHeaders } from './headers.js'
@@ -32,20 +33,6 @@ function request(peer: string | undefined, headers: Record<string, string> = {},
 }
 
 const apiKey = (r: HttpRequest) => r.header('x-api-key') ?? undefined
-
-/** `path → code` of every issue a ConfigError lists. */
-function issuesOf(make: () => unknown): Record<string, string[]> {
-  try {
-    make()
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError)
-    const out: Record<string, string[]> = {}
-    for (const issue of (error as ConfigError).issues)
-      out[issue.path] = [...(out[issue.path] ?? []), issue.code]
-    return out
-  }
-  throw new Error('expected a ConfigError')
-}
 
 describe('key namespaces', () => {
   it('a key function returning the fallback key does not share the fallback bucket', async () => {

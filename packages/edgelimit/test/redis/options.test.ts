@@ -4,26 +4,13 @@
  */
 import { Cluster, type ClusterOptions, Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, createLimiter, fixedWindow } from '../../src/index.js'
+import { createLimiter, fixedWindow } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
+import { issuesOf } from '../support/config-issues.js'
 import { redisFixture } from '../support/redis-client.js'
 import { stateKey } from '../support/state-key.js'
 
 const fixture = redisFixture()
-
-function issuesOf(make: () => unknown): Record<string, string[]> {
-  try {
-    make()
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError)
-    expect((error as ConfigError).code).toBe('ERR_EDGELIMIT_CONFIG')
-    const out: Record<string, string[]> = {}
-    for (const issue of (error as ConfigError).issues)
-      out[issue.path] = [...(out[issue.path] ?? []), issue.code]
-    return out
-  }
-  throw new Error('expected a ConfigError')
-}
 
 describe('redisStore options', () => {
   it('reports every invalid option at once, with its path', () => {
