@@ -18,6 +18,7 @@ import { redisStore } from '../../src/redis.js'
 import { startRedis } from '../support/redis.js'
 import { redisFixture } from '../support/redis-client.js'
 import { stateKey } from '../support/state-key.js'
+import { farWindow } from '../support/window.js'
 
 // Coalescing: decisions issued in the same tick travel as one EVALSHA. These tests check that a
 // batch decides exactly what the same calls decide one at a time, against a real redis-server.
@@ -227,8 +228,11 @@ describe('round trips', () => {
 
   it('a reset issued after decisions in the same tick runs after them', async () => {
     const c = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+    // On Redis TIME, a window the test cannot cross the end of: the batch after the first call
+    // would count afresh.
+    const spec = fixedWindow({ limit: 3, window: farWindow() })
     const limiter = createLimiter({
-      rules: [{ name: 'w', algorithm: fixedWindow({ limit: 3, window: '1h' }) }],
+      rules: [{ name: 'w', algorithm: spec }],
       store: redisStore({ client: c, prefix: 'rt3' }),
       ...PURE,
     })
@@ -237,7 +241,7 @@ describe('round trips', () => {
     const firstDs = await Promise.all(first)
     await reset
     expect(firstDs.map((d) => d.allowed)).toEqual([true, true, true, false, false])
-    expect(await c.exists(stateKey('rt3', 'w', fixedWindow({ limit: 3, window: '1h' }), 'k'))).toBe(0)
+    expect(await c.exists(stateKey('rt3', 'w', spec, 'k'))).toBe(0)
     expect((await limiter.limit('k')).remaining).toBe(2)
     await c.quit()
   })
@@ -433,8 +437,10 @@ describe('failures stay per decision', () => {
       lazyConnect: true,
     })
     await c.connect()
+    // On Redis TIME, a window the test cannot cross the end of: the count read back must be the batch's.
+    const spec = fixedWindow({ limit: 1000, window: farWindow() })
     const limiter = createLimiter({
-      rules: [{ name: 'w', algorithm: fixedWindow({ limit: 1000, window: '1h' }), onStoreError: 'open' }],
+      rules: [{ name: 'w', algorithm: spec, onStoreError: 'open' }],
       store: redisStore({ client: c, prefix: 'dl' }),
       timeout: 50,
       breaker: false,
@@ -459,7 +465,7 @@ describe('failures stay per decision', () => {
     expect(fallbacks).toBe(20)
     // The one batch reaches Redis once it resumes: 20 decisions charged once each, never again.
     const admin = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
-    const dl = stateKey('dl', 'w', fixedWindow({ limit: 1000, window: '1h' }), 'k')
+    const dl = stateKey('dl', 'w', spec, 'k')
     const count = async () => Number(String(await admin.get(dl)).split(':')[1])
     for (let i = 0; i < 200 && (await admin.exists(dl)) === 0; i++) {
       await new Promise((r) => setTimeout(r, 10))

@@ -1,6 +1,8 @@
 // One OS process of the concurrency test: waits for "go" on stdin, then fires `calls` concurrent
 // limit() calls at one key and prints how many were admitted.
-// argv: <mode standalone|cluster> <ports comma-separated> <algorithm> <key> <calls> <prefix>
+// argv: <mode standalone|cluster> <ports comma-separated> <algorithm> <key> <calls> <prefix> <window>
+// (<window>: the windows' length, e.g. '365d': one whose end the run cannot cross, as they count on
+// Redis TIME, epoch-aligned)
 
 import {
   createLimiter,
@@ -14,12 +16,12 @@ import {
 import { redisStore } from 'edgelimit/redis'
 import { Cluster, Redis } from 'ioredis'
 
-const [mode, ports, algorithm, key, calls, prefix] = process.argv.slice(2)
+const [mode, ports, algorithm, key, calls, prefix, window] = process.argv.slice(2)
 // Limit 100 and rates slow enough that nothing refills during the test.
 const algorithms = {
-  'fixed-window': fixedWindow({ limit: 100, window: '1h' }),
+  'fixed-window': fixedWindow({ limit: 100, window }),
   'sliding-log': slidingLog({ limit: 100, window: '1h' }),
-  'sliding-window': slidingWindow({ limit: 100, window: '1h' }),
+  'sliding-window': slidingWindow({ limit: 100, window }),
   'token-bucket': tokenBucket({ capacity: 100, refillRate: 1, refillInterval: '1h' }),
   'leaky-police': leakyBucket({ capacity: 100, leakRate: 1, leakInterval: '1h' }),
   'leaky-shape': leakyBucket({ capacity: 99, leakRate: 1, leakInterval: '1h', mode: 'shape' }),

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RedisCluster, type RedisServer, startCluster, startRedis } from '../support/redis.js'
+import { farWindow } from '../support/window.js'
 
 const worker = join(import.meta.dirname, 'concurrency-worker.mjs')
 const ALGORITHMS = [
@@ -16,6 +17,8 @@ const ALGORITHMS = [
 ]
 const PROCESSES = 4
 const CALLS = 500
+/** The fixed and sliding windows' length: a burst that spanned the end of one would admit up to 200. */
+const WINDOW = farWindow()
 
 /** Starts a worker and resolves once it has connected. */
 function startWorker(
@@ -38,7 +41,7 @@ async function burst(mode: 'standalone' | 'cluster', ports: number[], algorithm:
   const key = `burst:${algorithm}:${run}:${Date.now()}`
   const workers = await Promise.all(
     Array.from({ length: PROCESSES }, () =>
-      startWorker([mode, ports.join(','), algorithm, key, String(CALLS), 'conc']),
+      startWorker([mode, ports.join(','), algorithm, key, String(CALLS), 'conc', WINDOW]),
     ),
   )
   for (const w of workers) w.child.stdin.write('go\n')

@@ -9,8 +9,14 @@ import { redisStore } from '../../src/redis.js'
 import { issuesOf } from '../support/config-issues.js'
 import { redisFixture } from '../support/redis-client.js'
 import { stateKey } from '../support/state-key.js'
+import { farWindow } from '../support/window.js'
 
 const fixture = redisFixture()
+/**
+ * A window this file's run cannot cross the end of, for the tests that count twice on a clock they
+ * cannot set (Redis TIME, or the system clock): a crossing between two calls would admit both.
+ */
+const WINDOW = farWindow()
 
 describe('redisStore options', () => {
   it('reports every invalid option at once, with its path', () => {
@@ -78,8 +84,9 @@ describe('redisStore options', () => {
     expect(() => redisStore({ client: cluster({ keyPrefix: 'app:' }) })).not.toThrow()
     // Without a Cluster a brace moves nothing: a standalone client keeps its keyPrefix.
     const standalone = new Redis({ port: fixture.redis.port, keyPrefix: 'app{', lazyConnect: true })
+    const spec = fixedWindow({ limit: 1, window: WINDOW })
     const limiter = createLimiter({
-      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1m' }) }],
+      rules: [{ name: 'r', algorithm: spec }],
       store: redisStore({ client: standalone, prefix: 'kpx' }),
       // The first decision connects (lazyConnect) and loads the script: more than 45 ms on a busy machine.
       timeout: '5s',
@@ -90,18 +97,14 @@ describe('redisStore options', () => {
       undefined,
       false,
     ])
-    expect(
-      await fixture.client.exists(
-        `app{${stateKey('kpx', 'r', fixedWindow({ limit: 1, window: '1m' }), 'k')}`,
-      ),
-    ).toBe(1)
+    expect(await fixture.client.exists(`app{${stateKey('kpx', 'r', spec, 'k')}`)).toBe(1)
     await standalone.quit()
   })
 
   it('valid options make a working store', async () => {
     const store = redisStore({ client: fixture.client, prefix: 'opts', maxBatch: 1, clock: 'client' })
     const limiter = createLimiter({
-      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1m' }) }],
+      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: WINDOW }) }],
       store,
     })
     const first = await limiter.limit('k')
@@ -116,7 +119,7 @@ describe('redisStore options', () => {
 describe('redisStore keys', () => {
   const limiter = (prefix: string, name: string) =>
     createLimiter({
-      rules: [{ name, algorithm: fixedWindow({ limit: 3, window: '1h' }) }],
+      rules: [{ name, algorithm: fixedWindow({ limit: 3, window: WINDOW }) }],
       store: redisStore({ client: fixture.client, prefix }),
       timeout: false,
       breaker: false,
@@ -130,7 +133,7 @@ describe('redisStore keys', () => {
     expect((await a.limit('alice')).allowed).toBe(false)
     // B has counted nothing for alice.
     expect((await b.limit('alice')).remaining).toBe(2)
-    const spec = fixedWindow({ limit: 3, window: '1h' })
+    const spec = fixedWindow({ limit: 3, window: WINDOW })
     const keys = [stateKey('kc', 'v2:login', spec, 'alice'), stateKey('kc:v2', 'login', spec, 'alice')]
     expect(keys[0]).toMatch(/^kc:v2%3Alogin:\w+:\{alice\}$/)
     expect(keys[1]).toMatch(/^kc:v2:login:\w+:\{alice\}$/)
@@ -142,7 +145,7 @@ describe('redisStore keys', () => {
     const escaped = limiter('kp', 'a%3Ab')
     expect((await colon.limit('k')).remaining).toBe(2)
     expect((await escaped.limit('k')).remaining).toBe(2)
-    const spec = fixedWindow({ limit: 3, window: '1h' })
+    const spec = fixedWindow({ limit: 3, window: WINDOW })
     const [colonKey, escapedKey] = [stateKey('kp', 'a:b', spec, 'k'), stateKey('kp', 'a%3Ab', spec, 'k')]
     expect(escapedKey).toMatch(/^kp:a%253Ab:\w+:\{k\}$/)
     expect(await fixture.client.exists(colonKey, escapedKey)).toBe(2)
