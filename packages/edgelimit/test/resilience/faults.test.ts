@@ -41,6 +41,7 @@ import {
   startRedis,
 } from '../support/redis.js'
 import { stateKey } from '../support/state-key.js'
+import { farWindow } from '../support/window.js'
 import {
   exitWithin,
   faultClient,
@@ -61,6 +62,12 @@ import {
 } from './support.js'
 
 const TIMEOUT_MS = 45 // the limiter's default deadline
+/**
+ * The fixed windows' length where a test counts a key more than once: they count on Redis TIME or
+ * the system clock, epoch-aligned, and a run that spanned the end of one (an hour's at every
+ * XX:00:00) would admit a second window's worth.
+ */
+const WINDOW = farWindow()
 const unhandled: unknown[] = []
 const onUnhandled = (reason: unknown) => unhandled.push(reason)
 const cleanups: (() => unknown)[] = []
@@ -170,6 +177,7 @@ describe('1. store freeze (SIGSTOP) under ~200 decisions/s, in a child process o
           '5',
           String(FREEZE_MS),
           String(OPEN_MS),
+          WINDOW,
         ])
         cleanups.push(() => {
           worker.child.kill('SIGKILL')
@@ -238,7 +246,7 @@ describe('1. store freeze (SIGSTOP) under ~200 decisions/s, in a child process o
         expect(frozen.filter((c) => !(c.allowed === false && c.reason === 'store-unavailable'))).toEqual([])
       }
       if (mode === 'local') {
-        // fixedWindow(5 per hour) in-process: exactly 5 admitted on the frozen key, then denied.
+        // fixedWindow(5 per window) in-process: exactly 5 admitted on the frozen key, then denied.
         const admitted = frozenKey.filter((c) => c.allowed)
         expect(admitted.length).toBe(5)
         expect(admitted.filter((c) => c.source !== 'fallback')).toEqual([])
@@ -276,7 +284,7 @@ describe('2. store crash (SIGKILL) and restart on the same port, under load', ()
       const rec = recorder()
       const prefix = `crash-${mode}`
       const limiter = createLimiter({
-        rules: [{ name: 'r', algorithm: fixedWindow({ limit: 10, window: '1h' }), onStoreError: mode }],
+        rules: [{ name: 'r', algorithm: fixedWindow({ limit: 10, window: WINDOW }), onStoreError: mode }],
         store: redisStore({ client: c, prefix }),
         breaker: { openMs: 200 },
         onEvent: rec.onEvent,
@@ -333,7 +341,7 @@ describe('2. store crash (SIGKILL) and restart on the same port, under load', ()
       const counts = await Promise.all(
         after.map(async (x) => {
           const raw = await c.get(
-            stateKey(prefix, 'r', fixedWindow({ limit: 10, window: '1h' }), `load:${x.i}`),
+            stateKey(prefix, 'r', fixedWindow({ limit: 10, window: WINDOW }), `load:${x.i}`),
           )
           return raw === null ? 0 : Number(raw.split(':')[1])
         }),
@@ -421,7 +429,7 @@ describe('3. Redis Cluster: a master killed under load', () => {
     const setups = (['open', 'local'] as const).map((mode) => {
       const rec = recorder()
       const limiter = createLimiter({
-        rules: [{ name: 'r', algorithm: fixedWindow({ limit: 10, window: '1h' }), onStoreError: mode }],
+        rules: [{ name: 'r', algorithm: fixedWindow({ limit: 10, window: WINDOW }), onStoreError: mode }],
         store: redisStore({ client: cc, prefix: `cluster-${mode}` }),
         breaker: { openMs: 200 },
         onEvent: rec.onEvent,
@@ -574,7 +582,7 @@ describe('4. denial cache: one exhausted key hammered', () => {
     const c = client()
     await ready(c)
     const limiter = createLimiter({
-      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 2, window: '1h' }) }],
+      rules: [{ name: 'r', algorithm: fixedWindow({ limit: 2, window: WINDOW }) }],
       store: redisStore({ client: c, prefix: `deny-reset-${Date.now()}` }),
       timeout: '2s',
     })
@@ -587,7 +595,7 @@ describe('4. denial cache: one exhausted key hammered', () => {
       await limiter.reset(key)
       expect((await inFlight).allowed).toBe(false)
       const after = await limiter.limit(key)
-      // The cached denial outlived the reset: denied for the rest of the hour.
+      // The cached denial outlived the reset: denied for the rest of the window.
       expect(after.allowed).toBe(true)
       expect(after.remaining).toBe(1)
     }
@@ -694,7 +702,7 @@ describe('5. shadow mode and rollout on Redis', () => {
     await ready(c)
     let shadowDenies = 0
     const limiter = createLimiter({
-      rules: [{ name: 'rollout', algorithm: fixedWindow({ limit: 1, window: '1h' }), enforce: 25 }],
+      rules: [{ name: 'rollout', algorithm: fixedWindow({ limit: 1, window: WINDOW }), enforce: 25 }],
       store: redisStore({ client: c, prefix: `rollout-${Date.now()}` }),
       timeout: '2s',
       onEvent: (e) => {
@@ -749,6 +757,7 @@ describe('6. approximate consistency: 4 processes, 1 key, 1,000 per window', () 
           String(DURATION_MS),
           denyCache,
           `${SYNC_MS}ms`,
+          JSON.stringify({ window: WINDOW }),
         ]),
       )
       const kill = () => {
@@ -853,10 +862,10 @@ describe('OpenTelemetry: the meter with @opentelemetry/sdk-metrics', () => {
     const { exporter, provider, c } = await meterAndClient()
     const limiter = createLimiter({
       rules: [
-        { name: 'enforced', algorithm: fixedWindow({ limit: 2, window: '1h' }) },
+        { name: 'enforced', algorithm: fixedWindow({ limit: 2, window: WINDOW }) },
         {
           name: 'watch',
-          algorithm: fixedWindow({ limit: 1, window: '1h' }),
+          algorithm: fixedWindow({ limit: 1, window: WINDOW }),
           mode: 'shadow',
           onStoreError: 'open',
         },
@@ -921,7 +930,7 @@ describe('OpenTelemetry: the meter with @opentelemetry/sdk-metrics', () => {
     const { exporter, provider, c } = await meterAndClient()
     const events: LimiterEvent[] = []
     const onEvent = [meterSink(provider.getMeter('edgelimit-peek')), (e: LimiterEvent) => events.push(e)]
-    const rules = (name: string): Rule[] => [{ name, algorithm: fixedWindow({ limit: 2, window: '1h' }) }]
+    const rules = (name: string): Rule[] => [{ name, algorithm: fixedWindow({ limit: 2, window: WINDOW }) }]
     const onRedis = createLimiter({
       rules: rules('redis'),
       store: redisStore({ client: c, prefix: `otel-peek-${Date.now()}` }),

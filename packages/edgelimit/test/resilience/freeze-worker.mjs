@@ -4,13 +4,14 @@
 // outcome, then quits its client and must exit by itself: no process.exit, so a leaked timer or
 // socket keeps it alive and the test sees it.
 // argv: <redis port> <redis pid> <onStoreError open|closed|local> <prefix> <periodMs> <freezeMs> <openMs>
+//       <window> (the rule's window: one the run cannot cross the end of, test/support/window.ts)
 
 import { createLimiter, fixedWindow } from 'edgelimit'
 import { redisStore } from 'edgelimit/redis'
 import { Redis } from 'ioredis'
 import { faultOptions, monitorStalls, now, pace, sleep } from './pace.mjs'
 
-const [port, pid, mode, prefix, periodMs, freezeMs, openMs] = process.argv.slice(2)
+const [port, pid, mode, prefix, periodMs, freezeMs, openMs, window] = process.argv.slice(2)
 const unhandled = []
 process.on('unhandledRejection', (reason) => unhandled.push(String(reason)))
 // Written synchronously (stdout is a pipe): reports rejections that happen even after the result.
@@ -24,8 +25,9 @@ const sources = new WeakMap()
 const breaker = []
 const storeErrors = { timeout: 0, error: 0, 'breaker-open': 0 }
 const limiter = createLimiter({
-  // 5 per hour: during the freeze, `local` must admit exactly 5 of the calls on the frozen key.
-  rules: [{ name: 'r', algorithm: fixedWindow({ limit: 5, window: '1h' }), onStoreError: mode }],
+  // 5 per window: during the freeze, `local` must admit exactly 5 of the calls on the frozen key
+  // (counted in-process, on the system clock: a window whose end the freeze spanned would admit 10).
+  rules: [{ name: 'r', algorithm: fixedWindow({ limit: 5, window }), onStoreError: mode }],
   store: redisStore({ client, prefix }),
   breaker: { openMs: Number(openMs) },
   onEvent(event) {
