@@ -21,6 +21,7 @@ import {
 import { encodeRules } from '../../../src/stores/durable-object/protocol.js'
 import { serializeState } from '../../../src/stores/durable-object/rule-set.js'
 import { manualClock, storeConformance } from '../../../src/testing/index.js'
+import { farWindow } from '../../support/window.js'
 import { replay, type Trace } from './trace.js'
 
 export { EdgelimitDurableObject }
@@ -230,7 +231,7 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
     case '/approximate/peek': {
       // The same rule, strict: what the object holds now.
       const strict = createLimiter({
-        rules: [{ name: 'approx', algorithm: APPROX }],
+        rules: [{ name: 'approx', algorithm: approxRule() }],
         store: durableObjectStore({ namespace: env.LIMITER, prefix: 'approx' }),
       })
       return Response.json({ remaining: (await strict.peek(url.searchParams.get('key') ?? 'k')).remaining })
@@ -247,7 +248,13 @@ function coded(error: unknown) {
 
 let deadlineLimiter: ReturnType<typeof createLimiter> | undefined
 
-const APPROX: AlgorithmSpec = fixedWindow({ limit: 1000, window: '1h' })
+let approx: AlgorithmSpec | undefined
+/**
+ * The approximate rule: it counts on the object's clock, so a window whose end the test cannot
+ * cross (an hour's at XX:00:00 would lose its counts), chosen on first use (a Worker's global scope
+ * may not read the clock).
+ */
+const approxRule = () => (approx ??= fixedWindow({ limit: 1000, window: farWindow() }))
 
 // One limiter per isolate, as a Worker would have: an approximate rule decided in-process, its
 // counts sent to the object after each response through ctx.waitUntil.
@@ -257,7 +264,7 @@ function approximate(request: Request, env: Env, ctx: ExecutionContext, url: URL
     rules: [
       {
         name: 'approx',
-        algorithm: APPROX,
+        algorithm: approxRule(),
         consistency: approximateConsistency,
         syncInterval: '1h',
       },
