@@ -78,7 +78,8 @@ describe('built package', () => {
         const b = m.memoryStore().bind(rules)
         return { evaluate: (k, c, n, o) => Promise.resolve(b.evaluateSync(k, c, n, o)), reset: (k) => b.reset(k) }
       } }
-      const limiter = m.createLimiter({ rules: [{ name: 'api', algorithm: m.fixedWindow({ limit: 1, window: '1h' }) }], store })
+      // A clock that stands still: on the system clock, an hour's end between the two checks admitted both.
+      const limiter = m.createLimiter({ rules: [{ name: 'api', algorithm: m.fixedWindow({ limit: 1, window: '1h' }) }], store, clock: { now: () => 0 } })
       const rl = h.createRateLimit({ limiter })
       const request = { method: 'GET', path: '/', peer: '203.0.113.5', header: () => null }
       const verdicts = []

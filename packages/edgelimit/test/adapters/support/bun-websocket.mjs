@@ -1,12 +1,15 @@
 // Bun's WebSocket upgrade behind the BUILT fetch adapter, as Bun documents it: the handler calls
 // `server.upgrade(request)` and returns nothing. Three clients connect (limit 2 per address): two
 // are upgraded and echo, the third gets the 429. Prints {"echoes","denied","errors"} and exits.
+// argv: <window> (the fixed window's length: one the run cannot cross the end of, as the limiter
+// counts on the system clock and the third client would pass in the next window)
 
 import { bunPeer, withRateLimit } from '../../../dist/fetch.js'
 import { createLimiter, fixedWindow } from '../../../dist/index.js'
 
 const errors = []
-const limiter = createLimiter({ rules: [{ name: 'ws', algorithm: fixedWindow({ limit: 2, window: '1h' }) }] })
+const window = process.argv[2]
+const limiter = createLimiter({ rules: [{ name: 'ws', algorithm: fixedWindow({ limit: 2, window }) }] })
 const server = globalThis.Bun.serve({
   port: 0,
   hostname: '127.0.0.1',
