@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { expectedLines } from './support/examples.js'
+import { expectedLines, withinWindows } from './support/examples.js'
 import { type RedisServer, startRedis } from './support/redis.js'
 
 const root = join(import.meta.dirname, '..', '..', '..')
@@ -19,11 +19,11 @@ describe('README examples run as written', () => {
 
   it('has examples', () => expect(blocks.length).toBeGreaterThanOrEqual(8))
   blocks.forEach((code, i) => {
-    it(`example ${i + 1}: ${code.split('\n').find((l) => l.startsWith('//')) ?? code.split('\n')[0]}`, () => {
-      const stdout = execFileSync(process.execPath, ['--input-type=module', '-e', code], {
-        cwd: root,
-        encoding: 'utf8',
-      })
+    it(`example ${i + 1}: ${code.split('\n').find((l) => l.startsWith('//')) ?? code.split('\n')[0]}`, async () => {
+      // Run again if it spanned the end of a window it counts in on the system clock.
+      const stdout = await withinWindows(code, () =>
+        execFileSync(process.execPath, ['--input-type=module', '-e', code], { cwd: root, encoding: 'utf8' }),
+      )
       const expected = expectedLines(code)
       const printed = stdout.trim().split('\n')
       if (expected.length > 0) expect(printed).toEqual(expected)

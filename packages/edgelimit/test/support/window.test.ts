@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { withinWindows } from './examples.js'
 import { crossedBoundary, farWindow } from './window.js'
 
 const DAY = 86_400_000
@@ -31,5 +32,34 @@ describe('crossedBoundary', () => {
     expect(crossedBoundary([60_000, HOUR], 3_540_001, 3_599_999)).toBe(false)
     expect(crossedBoundary([60_000, HOUR], 3_540_001, 3_600_000)).toBe(true)
     expect(crossedBoundary([], 0, DAY)).toBe(false)
+  })
+})
+
+describe('withinWindows', () => {
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+  const code = "fixedWindow({ limit: 1, window: '1m' }); tokenBucket({ capacity: 1, refillInterval: '1s' })"
+
+  /** Runs `code` with the system time at `start`; each run takes `ms`. */
+  async function runs(start: number, ms: number) {
+    vi.useFakeTimers({ toFake: ['Date'] })
+    vi.setSystemTime(start)
+    const started: number[] = []
+    const result = await withinWindows(code, () => {
+      started.push(Date.now())
+      vi.setSystemTime(Date.now() + ms)
+      return started.length
+    })
+    return { result, started }
+  }
+
+  it('runs once when no end of its fixed or sliding windows falls within the run', async () => {
+    // A second's end (the token bucket's interval) does not count: the bucket is not aligned.
+    expect(await runs(60_000 * 7 + 100, 59_800)).toEqual({ result: 1, started: [420_100] })
+  })
+
+  it('runs again, after the end, when one does; the second run is the result', async () => {
+    expect(await runs(60_000 * 7 - 5, 10)).toEqual({ result: 2, started: [419_995, 420_005] })
   })
 })
