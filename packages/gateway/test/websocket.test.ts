@@ -594,9 +594,11 @@ describe('a client that leaves during its handshake', () => {
 
 describe('an upgrade the rules deny', () => {
   test('gets the 429 problem with the rate-limit fields and Connection: close; the upstream never sees it', async () => {
+    // Decisions on a clock that stands still: on the system clock, a minute's end between the
+    // handshakes admitted the third.
     const limited = await startInProcess(
       'rules: [{ name: sockets, algorithm: fixed-window, limit: 2, window: 1m }]\n',
-      { upstream: upstream.url },
+      { upstream: upstream.url, clock: manualClock(1_750_000_000_000) },
     )
     try {
       const before = upstream.upgrades.length
@@ -771,9 +773,11 @@ describe('other upgrades', () => {
 })
 
 test('a rule on `upgrade: websocket` charges handshakes (the upstream gets that Upgrade), not other upgrades (it gets none)', async () => {
+  // Decisions on a clock that stands still: on the system clock, an hour's end between the two
+  // handshakes admitted the second.
   const guarded = await startInProcess(
     'rules: [{ name: ws-only, match: { headers: { upgrade: websocket } }, algorithm: fixed-window, limit: 1, window: 1h }]\n',
-    { upstream: upstream.url },
+    { upstream: upstream.url, clock: manualClock(1_750_000_000_000) },
   )
   try {
     const before = upstream.requests.length
