@@ -1,6 +1,7 @@
 // The admin API's edges: the store down, the token, body size in bytes, bad fields, methods.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type RedisServer, startRedis } from '../../edgelimit/test/support/redis.js'
+import { farWindow } from '../../edgelimit/test/support/window.js'
 import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
@@ -21,14 +22,20 @@ const post = (gw: InProcess, path: string, body: unknown) =>
     body: typeof body === 'string' ? body : JSON.stringify(body),
   })
 
+/**
+ * The fixed windows' length: they count on Redis TIME or the system clock, and a test that spanned
+ * the end of one (an hour's at XX:00:00) would see its counts start again.
+ */
+const WINDOW = farWindow()
+
 // Two rules on every path, keyed by client; a short deadline so that a dead store fails fast.
 const onRedis = (url: string) => `
 store: ${url}
 admin: { token: ${TOKEN} }
 identity: { secret: test }
 rules:
-  - { name: open, algorithm: fixed-window, limit: 3, window: 1h, onStoreError: open, timeout: 500ms }
-  - { name: shut, algorithm: fixed-window, limit: 3, window: 1h, onStoreError: closed, timeout: 500ms }
+  - { name: open, algorithm: fixed-window, limit: 3, window: ${WINDOW}, onStoreError: open, timeout: 500ms }
+  - { name: shut, algorithm: fixed-window, limit: 3, window: ${WINDOW}, onStoreError: closed, timeout: 500ms }
 `
 
 /** A gateway on a redis-server of its own, started before the block's tests (which stop it). */
@@ -108,10 +115,10 @@ describe('peek with the store down', () => {
 const MEMORY = `
 identity: { secret: test }
 rules:
-  - { name: login, match: { path: /login }, algorithm: fixed-window, limit: 3, window: 1h }
+  - { name: login, match: { path: /login }, algorithm: fixed-window, limit: 3, window: ${WINDOW} }
   - name: api
     algorithm: fixed-window
-    window: 1h
+    window: ${WINDOW}
     tiers: { header: x-plan, default: free, plans: { free: { limit: 2 }, pro: { limit: 4 } } }
 `
 

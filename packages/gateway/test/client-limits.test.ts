@@ -3,7 +3,9 @@
 import { writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import { type AddressInfo, connect } from 'node:net'
+import { parseDuration } from 'edgelimit'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { farWindow } from '../../edgelimit/test/support/window.js'
 import { parsePolicyText } from '../src/config/source.js'
 import { checkSource } from '../src/config/validate.js'
 import {
@@ -15,6 +17,13 @@ import {
   tempDir,
   writePolicy,
 } from './support/gateway.js'
+
+/**
+ * The fixed windows' length: they count on the system clock, and a test that spanned the end of
+ * one (an hour's at XX:00:00) would see its count start again.
+ */
+const WINDOW = farWindow()
+const WINDOW_S = (parseDuration(WINDOW) as number) / 1000
 
 /** An upstream that records each request: its bytes, and whether its body arrived whole. */
 interface Seen {
@@ -171,7 +180,7 @@ describe('timeouts', () => {
 describe('maxBodySize', () => {
   // One request per client: were a refused request charged, the next one would be denied.
   const POLICY = `clients: { maxBodySize: 1kb }
-rules: [{ name: once, key: global, algorithm: fixed-window, limit: 1, window: 1h }]
+rules: [{ name: once, key: global, algorithm: fixed-window, limit: 1, window: ${WINDOW} }]
 `
 
   test('a Content-Length over the limit is refused with 413 before its body is read or any rule charged; the upstream never sees it', async () => {
@@ -224,7 +233,7 @@ rules: [{ name: once, key: global, algorithm: fixed-window, limit: 1, window: 1h
     expect(answer).toMatch(/^HTTP\/1\.1 413 Payload Too Large\r\n/)
     expect(answer).toMatch(/\r\nconnection: close\r\n/i)
     // The rule charged it (it was admitted before its size was known): its fields are on the 413.
-    expect(answer).toMatch(/\r\nratelimit-policy: "once";q=1;w=3600\r\n/i)
+    expect(answer).toMatch(new RegExp(`\r\nratelimit-policy: "once";q=1;w=${WINDOW_S}\r\n`, 'i'))
     expect(client.closedAfter).toBeDefined()
     expect(await seen[0]?.ended).toBe(false)
     expect(seen[0]?.bytes).toBeLessThanOrEqual(1024)
@@ -355,7 +364,7 @@ describe('lingering close', () => {
   // Without `Connection: close` a 429 keeps the connection, and Node reads the body it skips.
   test('so does a 429 to a request with a body and Connection: close, and one to Expect: 100-continue sent on regardless', async () => {
     const gw = await gateway(
-      'rules: [{ name: none, key: global, algorithm: fixed-window, limit: 1, window: 1h }]\n',
+      `rules: [{ name: none, key: global, algorithm: fixed-window, limit: 1, window: ${WINDOW} }]\n`,
     )
     expect((await fetch(`${gw.url}/first`)).status).toBe(200)
     const plain = await sendThenRead(
@@ -414,7 +423,7 @@ describe('an upstream that answers before the body is complete', () => {
 describe('pipelined requests on a connection that dies', () => {
   test('the one being served is aborted upstream, the one queued behind it never starts, nothing stays counted', async () => {
     const gw = await gateway(
-      'rules: [{ name: r, key: global, algorithm: fixed-window, limit: 10, window: 1h }]\n',
+      `rules: [{ name: r, key: global, algorithm: fixed-window, limit: 10, window: ${WINDOW} }]\n`,
     )
     const errors: unknown[] = []
     const onError = (error: unknown) => errors.push(error)

@@ -8,6 +8,7 @@ import {
   startRedis,
 } from '../../edgelimit/test/support/redis.js'
 import { startUpstashBridge, type UpstashBridge } from '../../edgelimit/test/support/upstash-bridge.js'
+import { farWindow } from '../../edgelimit/test/support/window.js'
 import {
   burst,
   count,
@@ -22,6 +23,8 @@ import { type Origin, startOrigin } from './support/origin.js'
 const LIMIT = 100
 const GATEWAYS = 4
 const REQUESTS = 400
+/** The fixed windows' length: they count on Redis TIME, and a burst across an end would admit twice. */
+const WINDOW = farWindow()
 
 // A generous deadline: four processes and Redis share two cores here; a timed-out call would
 // answer by onStoreError (closed: 503) and make the count wrong for a reason that is not the limit.
@@ -30,7 +33,7 @@ store: ${store}
 identity: { secret: shared-secret }
 defaults: { key: global, timeout: 5s }
 rules:
-  - { name: fw, match: { path: /fw }, algorithm: fixed-window, limit: ${LIMIT}, window: 1h }
+  - { name: fw, match: { path: /fw }, algorithm: fixed-window, limit: ${LIMIT}, window: ${WINDOW} }
   - { name: sl, match: { path: /sl }, algorithm: sliding-log, limit: ${LIMIT}, window: 1h }
   - { name: tb, match: { path: /tb }, algorithm: token-bucket, capacity: ${LIMIT}, refillRate: 1, refillInterval: 1h }
   - { name: gcra, match: { path: /gcra }, algorithm: gcra, limit: ${LIMIT}, period: 1h }
@@ -139,7 +142,7 @@ rules: [{ name: api, key: global, algorithm: gcra, limit: 2, period: 1h, timeout
     const gw = await startInProcess(
       `
 store: { type: upstash, url: "\${UPSTASH_URL}", token: "\${UPSTASH_TOKEN}" }
-rules: [{ name: api, key: global, algorithm: fixed-window, limit: 3, window: 1h, timeout: 2s }]
+rules: [{ name: api, key: global, algorithm: fixed-window, limit: 3, window: ${WINDOW}, timeout: 2s }]
 `,
       { upstream: origin.url, env: { UPSTASH_URL: faulty.url, UPSTASH_TOKEN: faulty.token } },
     )

@@ -5,8 +5,15 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
+import { farWindow } from '../../edgelimit/test/support/window.js'
 import { REPO_ROOT, runCli, spawnGateway, startInProcess, tempDir, writePolicy } from './support/gateway.js'
 import { arrival, type Origin, startOrigin } from './support/origin.js'
+
+/**
+ * The fixed windows' length where a test counts: they count on the system clock or Redis TIME, and
+ * a test that spanned the end of one (an hour's at XX:00:00) would see its counts start again.
+ */
+const WINDOW = farWindow()
 
 let origin: Origin
 beforeAll(async () => {
@@ -98,7 +105,7 @@ describe('signals', () => {
     const dir = tempDir()
     const file = writePolicy(
       dir,
-      'rules: [{ name: r, match: { path: /x }, algorithm: fixed-window, limit: 1, window: 1h }]\n',
+      `rules: [{ name: r, match: { path: /x }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }]\n`,
     )
     const gateway = await spawnGateway(['--config', file, '--upstream', origin.url, '--no-watch'])
     try {
@@ -107,7 +114,7 @@ describe('signals', () => {
       ])
       writeFileSync(
         file,
-        'rules: [{ name: r, match: { path: /x }, algorithm: fixed-window, limit: 1, window: 1h }, { name: y, match: { path: /y }, algorithm: fixed-window, limit: 1, window: 1h }]\n',
+        `rules: [{ name: r, match: { path: /x }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }, { name: y, match: { path: /y }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }]\n`,
       )
       gateway.child.kill('SIGHUP')
       await gateway.waitForLog((l) => l.msg === 'policy reloaded')
@@ -129,7 +136,7 @@ describe('signals', () => {
 
   test('a reload that throws (a store client refusing its URL) is rejected; the gateway keeps serving and reloads again', async () => {
     const dir = tempDir()
-    const rule = 'rules: [{ name: r, match: { path: /x }, algorithm: fixed-window, limit: 1, window: 1h }]\n'
+    const rule = `rules: [{ name: r, match: { path: /x }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }]\n`
     const file = writePolicy(dir, rule)
     const gateway = await spawnGateway(['--config', file, '--upstream', origin.url, '--no-watch'])
     try {
@@ -258,7 +265,7 @@ describe('file watching', () => {
   test('a Kubernetes-style symlink swap (..data renamed over) reloads; events that change nothing do not', async () => {
     const dir = tempDir()
     const rule = (path: string) =>
-      `rules: [{ name: r, match: { path: ${path} }, algorithm: fixed-window, limit: 1, window: 1h }]\n`
+      `rules: [{ name: r, match: { path: ${path} }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }]\n`
     const version = (name: string, text: string) => {
       mkdirSync(join(dir, name))
       writeFileSync(join(dir, name, 'p.yaml'), text)
@@ -293,7 +300,7 @@ describe('file watching', () => {
   test('an invalid edit is rejected once: later events in the folder (a log file there) do not retry it; SIGHUP and a valid edit do', async () => {
     const dir = tempDir()
     const rule = (path: string) =>
-      `rules: [{ name: r, match: { path: ${path} }, algorithm: fixed-window, limit: 1, window: 1h }]\n`
+      `rules: [{ name: r, match: { path: ${path} }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }]\n`
     const file = writePolicy(dir, rule('/x'))
     const gateway = await spawnGateway(['--config', file, '--upstream', origin.url])
     const rejections = () => gateway.logs.filter((l) => l.msg.startsWith('policy rejected')).length
@@ -333,7 +340,7 @@ describe('file watching through a symlink to another directory', () => {
     const dir = tempDir()
     // A rule named after its path: a reload keeps a rule's counters only under the same name.
     const rule = (path: string) =>
-      `rules: [{ name: r${path.slice(1)}, match: { path: ${path} }, algorithm: fixed-window, limit: 1, window: 1h }]\n`
+      `rules: [{ name: r${path.slice(1)}, match: { path: ${path} }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }]\n`
     for (const d of ['etc', 'srv1', 'srv2']) mkdirSync(join(dir, d))
     writeFileSync(join(dir, 'srv1', 'real.yaml'), rule('/a'))
     writeFileSync(join(dir, 'srv2', 'other.yaml'), rule('/c'))
@@ -387,7 +394,7 @@ store: { type: redis, url: "${url}", prefix: ${prefix} }
 identity: { secret: s }
 ${defaults}
 rules:
-  - { name: approx, algorithm: fixed-window, limit: 1000, window: 1h, key: global, consistency: approximate, syncInterval: 1m }
+  - { name: approx, algorithm: fixed-window, limit: 1000, window: ${WINDOW}, key: global, consistency: approximate, syncInterval: 1m }
 `
 
   /** The count of the one fixed window under `prefix` ("windowIndex:count"), 0 before there is one. */

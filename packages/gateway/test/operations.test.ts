@@ -5,6 +5,7 @@ import { runInNewContext } from 'node:vm'
 import { manualClock } from 'edgelimit/testing'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { startRedis } from '../../edgelimit/test/support/redis.js'
+import { farWindow } from '../../edgelimit/test/support/window.js'
 import { burst, type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import { arrival, type Origin, startOrigin } from './support/origin.js'
 
@@ -19,6 +20,12 @@ afterAll(async () => {
   await origin?.close()
 })
 
+/**
+ * The fixed windows' length where a test counts: they count on the system clock, and a test that
+ * spanned the end of one (an hour's at XX:00:00) would see its count start again.
+ */
+const WINDOW = farWindow()
+
 const RULES = `
 identity: { secret: test }
 rules:
@@ -30,7 +37,7 @@ rules:
     refillRate: 1
     refillInterval: 1h
     tiers: { keys: { vip: pro }, default: free, plans: { free: { capacity: 2 }, pro: { capacity: 4 } } }
-  - { name: trial, match: { path: /trial }, algorithm: fixed-window, limit: 1, window: 1h, mode: shadow }
+  - { name: trial, match: { path: /trial }, algorithm: fixed-window, limit: 1, window: ${WINDOW}, mode: shadow }
 `
 
 describe('health and metrics', () => {
@@ -227,7 +234,7 @@ describe('hot reload', () => {
   const policy = (loginLimit: number, extra = '') => `
 rules:
   - { name: counted, match: { path: /counted/** }, key: global, algorithm: sliding-log, limit: 1000000, window: 1h }
-  - { name: login, match: { path: /login }, algorithm: fixed-window, limit: ${loginLimit}, window: 1h }
+  - { name: login, match: { path: /login }, algorithm: fixed-window, limit: ${loginLimit}, window: ${WINDOW} }
 ${extra}`
 
   test('under load: zero failed requests; unchanged rules keep their counters; an invalid file is rejected and logged', async () => {

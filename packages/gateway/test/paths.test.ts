@@ -4,6 +4,7 @@
 import { connect } from 'node:net'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { farWindow } from '../../edgelimit/test/support/window.js'
 import { canonicalPath, canonicalTarget, hostForm, routeForm } from '../src/policy/path.js'
 import { type InProcess, startInProcess } from './support/gateway.js'
 import { type Echo, type Origin, startOrigin } from './support/origin.js'
@@ -146,12 +147,14 @@ describe('canonicalTarget', () => {
 describe('over real HTTP', () => {
   let origin: Origin
   let gw: InProcess
+  // On the system clock, a window whose end no test here spans: its counts would start again.
+  const WINDOW = farWindow()
   const POLICY = `
 rules:
-  - { name: login, match: { path: /login, methods: [POST] }, algorithm: fixed-window, limit: 2, window: 1h }
-  - { name: per-path, match: { path: /files/** }, key: path, algorithm: fixed-window, limit: 1, window: 1h }
-  - { name: vhost, match: { host: api.example.test, path: /v }, algorithm: fixed-window, limit: 1, window: 1h }
-  - { name: api, match: { path: /api/* }, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: login, match: { path: /login, methods: [POST] }, algorithm: fixed-window, limit: 2, window: ${WINDOW} }
+  - { name: per-path, match: { path: /files/** }, key: path, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: vhost, match: { host: api.example.test, path: /v }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: api, match: { path: /api/* }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
 `
   beforeAll(async () => {
     origin = await startOrigin()

@@ -3,8 +3,10 @@
 import { writeFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
 import { type AddressInfo, createServer } from 'node:net'
+import { parseDuration } from 'edgelimit'
 import { manualClock } from 'edgelimit/testing'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { farWindow } from '../../edgelimit/test/support/window.js'
 import { fromIncoming } from '../src/policy/request.js'
 import type { DashboardMessage } from '../src/server/dashboard.js'
 import { openStream, sum, totals } from './dashboard/sse.js'
@@ -14,15 +16,22 @@ import { type Origin, startOrigin } from './support/origin.js'
 let origin: Origin
 let gw: InProcess
 
+/**
+ * The fixed and sliding windows' length: they count on the system clock, and a test that spanned
+ * the end of one (an hour's at XX:00:00) would see its counts start again.
+ */
+const WINDOW = farWindow()
+const WINDOW_S = (parseDuration(WINDOW) as number) / 1000
+
 const POLICY = `
 identity:
   trustedProxies: [127.0.0.1/32]   # lets the tests play many clients through X-Forwarded-For
   ipv6Prefix: 64
   secret: test-secret
 rules:
-  - { name: fw, match: { path: /fw }, algorithm: fixed-window, limit: 3, window: 1h }
+  - { name: fw, match: { path: /fw }, algorithm: fixed-window, limit: 3, window: ${WINDOW} }
   - { name: sl, match: { path: /sl }, algorithm: sliding-log, limit: 3, window: 1h }
-  - { name: sw, match: { path: /sw }, algorithm: sliding-window, limit: 3, window: 1h }
+  - { name: sw, match: { path: /sw }, algorithm: sliding-window, limit: 3, window: ${WINDOW} }
   - { name: tb, match: { path: /tb }, algorithm: token-bucket, capacity: 3, refillRate: 1, refillInterval: 1h }
   - { name: lb, match: { path: /lb }, algorithm: leaky-bucket, capacity: 3, leakRate: 1, leakInterval: 1h }
   - { name: gcra, match: { path: /gcra }, algorithm: gcra, limit: 3, period: 1h }
@@ -36,14 +45,14 @@ rules:
     match: { path: /trial }
     algorithm: fixed-window
     limit: 1
-    window: 1h
+    window: ${WINDOW}
     mode: shadow
   - name: rollout
     match: { path: /rollout }
     key: header:x-user
     algorithm: fixed-window
     limit: 1
-    window: 1h
+    window: ${WINDOW}
     enforce: 50
   - name: api
     match: { path: /api/** }
@@ -56,26 +65,26 @@ rules:
       header: x-plan
       default: free
       plans: { free: { capacity: 2 }, pro: { capacity: 5 } }
-  - { name: by-query, match: { path: /q }, key: query:user, algorithm: fixed-window, limit: 1, window: 1h }
-  - { name: by-route, match: { path: [/r1/**, /r2/**] }, key: [ip, route], algorithm: fixed-window, limit: 1, window: 1h }
-  - { name: shared, match: { path: /shared }, key: global, algorithm: fixed-window, limit: 2, window: 1h }
-  - { name: v6, match: { path: /v6 }, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: by-query, match: { path: /q }, key: query:user, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: by-route, match: { path: [/r1/**, /r2/**] }, key: [ip, route], algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: shared, match: { path: /shared }, key: global, algorithm: fixed-window, limit: 2, window: ${WINDOW} }
+  - { name: v6, match: { path: /v6 }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
   - name: picky
     match: { host: "*.example.test", methods: [POST], headers: { x-tenant: "t-*", x-skip: false } }
     algorithm: fixed-window
     limit: 1
-    window: 1h
-  - { name: costly, match: { path: /costly }, cost: 2, algorithm: fixed-window, limit: 5, window: 1h }
-  - { name: inner, match: { path: /both/** }, algorithm: fixed-window, limit: 5, window: 1h }
-  - { name: outer, match: { path: /both/** }, algorithm: fixed-window, limit: 3, window: 1h }
-  - { name: front, match: { path: /layers/front/** }, algorithm: fixed-window, limit: 2, window: 1h }
+    window: ${WINDOW}
+  - { name: costly, match: { path: /costly }, cost: 2, algorithm: fixed-window, limit: 5, window: ${WINDOW} }
+  - { name: inner, match: { path: /both/** }, algorithm: fixed-window, limit: 5, window: ${WINDOW} }
+  - { name: outer, match: { path: /both/** }, algorithm: fixed-window, limit: 3, window: ${WINDOW} }
+  - { name: front, match: { path: /layers/front/** }, algorithm: fixed-window, limit: 2, window: ${WINDOW} }
   - name: back
     match: { path: /layers/** }
     key: header:x-api-key
     algorithm: fixed-window
-    window: 1h
+    window: ${WINDOW}
     tiers: { keys: { gold-key: pro }, default: free, plans: { free: { limit: 10 }, pro: { limit: 50 } } }
-  - { name: aside, match: { path: /layers/aside }, algorithm: fixed-window, limit: 7, window: 1h }
+  - { name: aside, match: { path: /layers/aside }, algorithm: fixed-window, limit: 7, window: ${WINDOW} }
 `
 
 beforeAll(async () => {
@@ -126,8 +135,8 @@ test('headers: false drops the rate-limit fields, but every 429 keeps Retry-Afte
   const quiet = await startInProcess(
     `headers: false
 rules:
-  - { name: one, match: { path: /one }, algorithm: fixed-window, limit: 1, window: 1h }
-  - { name: inner, match: { path: /two }, algorithm: fixed-window, limit: 5, window: 1h }
+  - { name: one, match: { path: /one }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: inner, match: { path: /two }, algorithm: fixed-window, limit: 5, window: ${WINDOW} }
   - { name: outer, match: { path: /two }, algorithm: gcra, limit: 1, period: 1m }
 `,
     { upstream: origin.url },
@@ -289,7 +298,7 @@ describe('keys', () => {
 
   test('a forged X-Forwarded-For from an untrusted peer is ignored', async () => {
     const strict = await startInProcess(
-      'rules: [{ name: r, algorithm: fixed-window, limit: 1, window: 1h }]\n',
+      `rules: [{ name: r, algorithm: fixed-window, limit: 1, window: ${WINDOW} }]\n`,
       {
         upstream: origin.url,
       },
@@ -308,14 +317,14 @@ test('headers named like Object.prototype members (constructor) are missing unle
   const own = await startInProcess(
     `admin: { token: t }
 rules:
-  - { name: by-ctor, match: { path: /ctor }, key: header:constructor, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: by-ctor, match: { path: /ctor }, key: header:constructor, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
   - name: tiered
     match: { path: /tier }
     key: header:x-user
     algorithm: fixed-window
-    window: 1h
+    window: ${WINDOW}
     tiers: { header: constructor, default: free, plans: { free: { limit: 1 }, constructor: { limit: 2 } } }
-  - { name: unless-ctor, match: { path: /unless, headers: { constructor: false } }, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: unless-ctor, match: { path: /unless, headers: { constructor: false } }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
 `,
     { upstream: origin.url },
   )
@@ -401,7 +410,7 @@ test('every matching rule applies: all must admit, and each is named in the head
 
 test('a 429 lists the policies of the rules after the denying one, as the 200s do, without charging them', async () => {
   const h = { ...client(81), 'x-api-key': 'gold-key' }
-  const policy = /^"front";q=2;w=3600, "back\.pro";q=50;w=3600$/
+  const policy = new RegExp(`^"front";q=2;w=${WINDOW_S}, "back\\.pro";q=50;w=${WINDOW_S}$`)
   for (let i = 0; i < 2; i++) {
     const admitted = await get('/layers/front/x', h)
     expect(admitted.status).toBe(200)
@@ -607,7 +616,7 @@ describe('gradual rollout on the memory store', () => {
 describe('a cost no request can ever pay', () => {
   test('a reload to such a rule is rejected with the issue; the old policy stays in force', async () => {
     const policy = (cost: number) =>
-      `rules:\n  - { name: small, algorithm: fixed-window, limit: 3, window: 1h, cost: ${cost} }\n`
+      `rules:\n  - { name: small, algorithm: fixed-window, limit: 3, window: ${WINDOW}, cost: ${cost} }\n`
     const own = await startInProcess(policy(3), { upstream: origin.url })
     try {
       writeFileSync(own.file, policy(5))

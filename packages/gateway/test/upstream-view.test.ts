@@ -2,7 +2,9 @@
 // before forwarding is absent to the rules too.
 import { createServer as createHttpServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { parseDuration } from 'edgelimit'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { farWindow } from '../../edgelimit/test/support/window.js'
 import { fromIncoming } from '../src/policy/request.js'
 import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import type { Echo } from './support/origin.js'
@@ -11,36 +13,43 @@ import { type Origin, startOrigin } from './support/origin.js'
 let origin: Origin
 let gw: InProcess
 
+/**
+ * The fixed windows' length: they count on the system clock, and a test that spanned the end of
+ * one (an hour's at XX:00:00) would see its counts start again.
+ */
+const WINDOW = farWindow()
+const WINDOW_S = (parseDuration(WINDOW) as number) / 1000
+
 const POLICY = `
 rules:
-  - { name: keyed, match: { path: /keyed }, key: header:x-api-key, algorithm: fixed-window, limit: 2, window: 1h }
-  - { name: anon, match: { path: /anon, headers: { authorization: false } }, algorithm: fixed-window, limit: 2, window: 1h }
+  - { name: keyed, match: { path: /keyed }, key: header:x-api-key, algorithm: fixed-window, limit: 2, window: ${WINDOW} }
+  - { name: anon, match: { path: /anon, headers: { authorization: false } }, algorithm: fixed-window, limit: 2, window: ${WINDOW} }
   - name: tiered
     match: { path: /tiered }
     key: header:x-user
     algorithm: fixed-window
-    window: 1h
+    window: ${WINDOW}
     tiers: { header: x-plan, default: free, plans: { free: { limit: 1 }, pro: { limit: 3 } } }
-  - { name: search, match: { path: /search, methods: [GET] }, algorithm: fixed-window, limit: 3, window: 1h }
-  - { name: writes, match: { path: /search, methods: [POST] }, algorithm: fixed-window, limit: 1, window: 1h }
-  - { name: by-user, match: { path: /q }, key: query:user, algorithm: fixed-window, limit: 1, window: 1h }
+  - { name: search, match: { path: /search, methods: [GET] }, algorithm: fixed-window, limit: 3, window: ${WINDOW} }
+  - { name: writes, match: { path: /search, methods: [POST] }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: by-user, match: { path: /q }, key: query:user, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
 `
 
 // Rules on the forwarding headers, which the gateway sets for the upstream (per identity's trust).
 const FORWARDING = `
 rules:
-  - { name: real-ip, match: { path: /real-ip }, key: header:x-real-ip, algorithm: fixed-window, limit: 1, window: 1h }
-  - { name: plain-http, match: { path: /proto, headers: { x-forwarded-proto: http } }, algorithm: fixed-window, limit: 100, window: 1h }
+  - { name: real-ip, match: { path: /real-ip }, key: header:x-real-ip, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: plain-http, match: { path: /proto, headers: { x-forwarded-proto: http } }, algorithm: fixed-window, limit: 100, window: ${WINDOW} }
   - name: view
     match:
       path: /view
       headers: { x-forwarded-for: "*127.0.0.1", x-forwarded-host: "*", forwarded: false, cf-connecting-ip: false, x_real_ip: false }
     algorithm: fixed-window
     limit: 100
-    window: 1h
-  - { name: by-for, match: { path: /for }, key: "header:x-forwarded-for", algorithm: fixed-window, limit: 1, window: 1h }
-  - { name: by-host, match: { path: /fhost }, key: "header:x-forwarded-host", algorithm: fixed-window, limit: 1, window: 1h }
-  - { name: by-ip, match: { path: /ip }, algorithm: fixed-window, limit: 1, window: 1h }
+    window: ${WINDOW}
+  - { name: by-for, match: { path: /for }, key: "header:x-forwarded-for", algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: by-host, match: { path: /fhost }, key: "header:x-forwarded-host", algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: by-ip, match: { path: /ip }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
 `
 
 beforeAll(async () => {
@@ -79,7 +88,7 @@ describe('headers the gateway strips are absent to the rules', () => {
     // `authorization: false`: the anonymous limit. A stripped Authorization leaves the request anonymous.
     const hidden = ['Authorization', 'Bearer x', 'Connection', 'authorization']
     const first = await send('/anon', hidden)
-    expect(first).toMatchObject({ status: 200, policy: '"anon";q=2;w=3600' })
+    expect(first).toMatchObject({ status: 200, policy: `"anon";q=2;w=${WINDOW_S}` })
     expect(first.seen?.headers.authorization).toBeUndefined()
     expect((await send('/anon')).status).toBe(200)
     expect((await send('/anon', hidden)).status).toBe(429)
@@ -159,7 +168,7 @@ describe('headers the gateway strips are absent to the rules', () => {
 
 test('a GET rule charges HEAD too (upstreams answer HEAD with the GET handler); other methods are not GET', async () => {
   const head = await send('/search', [], 'HEAD')
-  expect(head).toMatchObject({ status: 200, policy: '"search";q=3;w=3600' })
+  expect(head).toMatchObject({ status: 200, policy: `"search";q=3;w=${WINDOW_S}` })
   expect((await send('/search')).status).toBe(200)
   expect((await send('/search', [], 'HEAD')).status).toBe(200)
   expect((await send('/search', [], 'HEAD')).status).toBe(429)
@@ -167,21 +176,21 @@ test('a GET rule charges HEAD too (upstreams answer HEAD with the GET handler); 
   // A POST rule does not take HEAD (nor does the GET rule take POST).
   expect(await send('/search', ['Content-Length', '0'], 'POST')).toMatchObject({
     status: 200,
-    policy: '"writes";q=1;w=3600',
+    policy: `"writes";q=1;w=${WINDOW_S}`,
   })
 })
 
 test('`Connection: host` does not take the Host away from the upstream the rules matched on (preserveHost)', async () => {
   const hosted = await startInProcess(
     `upstream: { url: ${origin.url}, preserveHost: true }
-rules: [{ name: api-host, match: { host: api.example.test }, algorithm: fixed-window, limit: 5, window: 1h }]
+rules: [{ name: api-host, match: { host: api.example.test }, algorithm: fixed-window, limit: 5, window: ${WINDOW} }]
 `,
   )
   try {
     const response = await rawRequest(`${hosted.url}/echo`, {
       headers: { host: 'api.example.test', connection: 'close, host' },
     })
-    expect(response.headers['ratelimit-policy']).toBe('"api-host";q=5;w=3600')
+    expect(response.headers['ratelimit-policy']).toBe(`"api-host";q=5;w=${WINDOW_S}`)
     expect((JSON.parse(response.body.toString()) as Echo).headers.host).toBe('api.example.test')
   } finally {
     await hosted.close()
@@ -254,7 +263,7 @@ test('query keys read the first occurrence (as nginx $arg_); the query reaches t
 test('methods: reads the request method, never X-HTTP-Method-Override', async () => {
   // The POST rule (its one request spent above) applies, the GET rule does not.
   const post = await send('/search', ['Content-Length', '0', 'X-HTTP-Method-Override', 'GET'], 'POST')
-  expect(post).toMatchObject({ status: 429, policy: '"writes";q=1;w=3600' })
+  expect(post).toMatchObject({ status: 429, policy: `"writes";q=1;w=${WINDOW_S}` })
 })
 
 describe('forwarding headers are read as the upstream gets them, not as the client sent them', () => {
@@ -296,11 +305,11 @@ describe('forwarding headers are read as the upstream gets them, not as the clie
         expect((await send('/real-ip', ['X-Real-IP', `198.51.100.${i}`])).status).toBe(429)
       // The upstream is told `http`, so a rule on plain HTTP applies to a client claiming https.
       const proto = await send('/proto', ['X-Forwarded-Proto', 'https'])
-      expect(proto).toMatchObject({ status: 200, policy: '"plain-http";q=100;w=3600' })
+      expect(proto).toMatchObject({ status: 200, policy: `"plain-http";q=100;w=${WINDOW_S}` })
       expect(proto.seen?.headers['x-forwarded-proto']).toBe('http')
       // X-Forwarded-For is the peer, X-Forwarded-Host the Host; Forwarded and the others are gone.
       const view = await send('/view', CLAIMS)
-      expect(view).toMatchObject({ status: 200, policy: '"view";q=100;w=3600' })
+      expect(view).toMatchObject({ status: 200, policy: `"view";q=100;w=${WINDOW_S}` })
       expect(view.seen?.headers['x-forwarded-for']).toBe('127.0.0.1')
       // A forged X-Forwarded-For or X-Forwarded-Host buys no fresh bucket.
       expect((await send('/for', ['X-Forwarded-For', '203.0.113.1'])).status).toBe(200)
@@ -325,11 +334,11 @@ describe('forwarding headers are read as the upstream gets them, not as the clie
         status: 200,
         policy: undefined,
       })
-      expect(await send('/proto')).toMatchObject({ status: 200, policy: '"plain-http";q=100;w=3600' })
+      expect(await send('/proto')).toMatchObject({ status: 200, policy: `"plain-http";q=100;w=${WINDOW_S}` })
       // A claimed Forwarded, CF-Connecting-IP passes (the view rule no longer applies); the
       // underscore spelling never does, from anyone.
       const view = await send('/view', ['X_Real_IP', '203.0.113.9'])
-      expect(view).toMatchObject({ status: 200, policy: '"view";q=100;w=3600' })
+      expect(view).toMatchObject({ status: 200, policy: `"view";q=100;w=${WINDOW_S}` })
       expect((await send('/view', CLAIMS)).policy).toBeUndefined()
       // The key reads `203.0.113.1, 127.0.0.1`, as the upstream does: not the bare peer's bucket.
       const chained = await send('/for', ['X-Forwarded-For', '203.0.113.1'])

@@ -7,6 +7,7 @@ import path from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type RedisServer, startRedis } from '../../../edgelimit/test/support/redis.js'
+import { farWindow } from '../../../edgelimit/test/support/window.js'
 import type { DashboardMessage } from '../../src/server/dashboard.js'
 import type { DashboardPoint } from '../../src/server/dashboard-data.js'
 import { CHROMIUM_AVAILABLE, launchChromium, RESULTS } from '../support/chromium.js'
@@ -15,14 +16,15 @@ import { type Origin, startOrigin } from '../support/origin.js'
 import { merged, openStream, type SseStream, totals } from './sse.js'
 
 const TOKEN = 'dashboard-browser-test-token'
-// A shadow rule by address first (it sees every request), then an enforced rule by API key.
+// A shadow rule by address first (it sees every request), then an enforced rule by API key. The
+// fixed window counts on Redis TIME: one whose end the test cannot span, or it would count afresh.
 const POLICY = `
 store: \${REDIS_URL}
 identity: { secret: dashboard-test-secret }
 admin: { token: ${TOKEN} }
 defaults: { timeout: 2s }
 rules:
-  - { name: probe, mode: shadow, match: { path: /api/** }, key: ip, algorithm: fixed-window, limit: 3, window: 1h }
+  - { name: probe, mode: shadow, match: { path: /api/** }, key: ip, algorithm: fixed-window, limit: 3, window: ${farWindow()} }
   - { name: api, match: { path: /api/** }, key: header:x-api-key, algorithm: sliding-log, limit: 5, window: 1h }
 `
 

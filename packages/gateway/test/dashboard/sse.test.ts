@@ -4,6 +4,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest'
 import { type RedisServer, startRedis } from '../../../edgelimit/test/support/redis.js'
+import { farWindow } from '../../../edgelimit/test/support/window.js'
 import { createDashboard, type DashboardMessage } from '../../src/server/dashboard.js'
 import { createDashboardData } from '../../src/server/dashboard-data.js'
 import {
@@ -19,12 +20,14 @@ import {
 import { type Origin, startOrigin } from '../support/origin.js'
 import { merged, openStream, type SseEvent, type SseStream, sum, totals } from './sse.js'
 
-// A shadow rule first (it sees every request), then an enforced one.
+// A shadow rule first (it sees every request), then an enforced one; on the system clock, in a
+// window whose end no test here spans (the counts would start again).
+const WINDOW = farWindow()
 const POLICY = `
 identity: { secret: dashboard-test-secret }
 rules:
-  - { name: probe, mode: shadow, match: { path: /api/** }, key: ip, algorithm: fixed-window, limit: 3, window: 1h }
-  - { name: api, match: { path: /api/** }, key: ip, algorithm: fixed-window, limit: 5, window: 1h }
+  - { name: probe, mode: shadow, match: { path: /api/** }, key: ip, algorithm: fixed-window, limit: 3, window: ${WINDOW} }
+  - { name: api, match: { path: /api/** }, key: ip, algorithm: fixed-window, limit: 5, window: ${WINDOW} }
 `
 
 const body = (e: SseEvent) => JSON.parse(e.data) as DashboardMessage
