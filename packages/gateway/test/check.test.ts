@@ -260,6 +260,39 @@ rules: []
       expect(report.lines.join('\n')).not.toContain(secret)
   })
 
+  test('an upstream URL with a user, password, query or fragment is refused, naming the field, without the password', () => {
+    // The gateway would send none of them: refused, not dropped (docs/decisions/0015).
+    const text = `version: 1
+upstream: { url: "http://ops:hunter2-up@app.internal:3000/base?tenant=t1&key=hunter2-q" }
+rules: []
+`
+    const file = writePolicy(tempDir(), text, 'creds.yaml')
+    const report = checkFiles([file], {})
+    expect(report.ok).toBe(false)
+    const masked = '"http://***@app.internal:3000/base?***" (string)'
+    expect(report.lines.map((l) => l.replace(/^.*creds\.yaml:/, ''))).toEqual([
+      `2:18  upstream.url: expected an upstream URL without a user or password, got ${masked}: the gateway sends no credentials of its own; remove them (a client's own Authorization header reaches the upstream as sent) [ERR_URL]`,
+      `2:18  upstream.url: expected an upstream URL without a query or fragment, got ${masked}: each request reaches the upstream with its own query, and the gateway adds none; remove it (the URL's path is a prefix: "http://app/base" and "/x?y=1" make "/base/x?y=1") [ERR_URL]`,
+      ' 2 problems',
+    ])
+    expect(report.lines.join('\n')).not.toContain('hunter2')
+    // The short form, and each part alone.
+    for (const [url, problems] of [
+      ['http://u:pw@x', ['without a user or password']],
+      ['http://u@x/base', ['without a user or password']],
+      ['https://x/base?q=1', ['without a query or fragment']],
+      ['https://x/#top', ['without a query or fragment']],
+    ] as const) {
+      const { issues } = checkSource(parsePolicyText(`upstream: "${url}"\nrules: []\n`, 'u.yaml', {}))
+      expect(issues.map((i) => [i.path, i.code, i.message.replace(/, got .*/, '')])).toEqual(
+        problems.map((p) => [['upstream'], 'ERR_URL', `expected an upstream URL ${p}`]),
+      )
+    }
+    // Nothing that would be sent is refused: a path prefix, an `@` in the path.
+    for (const url of ['http://x:3000/base/', 'http://x/a@b', 'https://[::1]:8443'])
+      expect(checkSource(parsePolicyText(`upstream: "${url}"\nrules: []\n`, 'u.yaml', {})).issues).toEqual([])
+  })
+
   test('nor the password of a Redis URL that is refused', () => {
     const urls = [
       'redis//:hunter2@cache:6379',
@@ -732,6 +765,18 @@ describe('the JSON Schema and `check` agree', () => {
     upstream_ftp: top('upstream: "ftp://x"'),
     upstream_upper_scheme: top('upstream: "HTTP://x"'),
     upstream_conn0: top('upstream: { url: "http://x", connections: 0 }'),
+    upstream_path: top('upstream: "http://x:3000/base/"'),
+    upstream_at_in_path: top('upstream: "http://x/a@b"'),
+    upstream_backslash_path: top('upstream: "http://x\\\\base"'),
+    upstream_user: top('upstream: "http://u:pw@x/base"'),
+    upstream_user_only: top('upstream: "http://u@x"'),
+    upstream_empty_user: top('upstream: "http://@x"'),
+    upstream_user_backslash: top('upstream: "http:\\\\u:pw@x"'),
+    upstream_query: top('upstream: "http://x/base?q=1"'),
+    upstream_empty_query: top('upstream: "http://x/?"'),
+    upstream_fragment: top('upstream: "http://x#top"'),
+    upstream_url_user: top('upstream: { url: "https://u:pw@x" }'),
+    upstream_url_query: top('upstream: { url: "https://x?q=1" }'),
     clients_all: top(
       'clients: { headersTimeout: 5s, requestTimeout: 1m, keepAliveTimeout: 5s, maxBodySize: 1MB, websocketIdleTimeout: 10m }',
     ),
@@ -1028,10 +1073,19 @@ describe('the CLI', () => {
         ['serve', '--upstream', 'ftp://user:s3cr3t@example.com'],
         'edgelimit serve: --upstream: expected a URL starting with http:// or https://, got "ftp://***@example.com"',
       ],
+      [
+        ['serve', '--upstream', 'http://user:s3cr3t@example.com'],
+        'edgelimit serve: --upstream: expected an upstream URL without a user or password, got "http://***@example.com" (string): the gateway sends no credentials of its own',
+      ],
+      [
+        ['serve', '--upstream', 'http://example.com/base?key=s3cr3t'],
+        'edgelimit serve: --upstream: expected an upstream URL without a query or fragment, got "http://example.com/base?***" (string)',
+      ],
     ]) {
       const result = await runCli(args as string[], { timeoutMs: 10_000 })
       expect(result.code, result.stderr).toBe(2)
       expect(result.stderr).toContain(message)
+      expect(result.stderr + result.stdout).not.toContain('s3cr3t')
     }
   })
 

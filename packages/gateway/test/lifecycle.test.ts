@@ -34,22 +34,55 @@ describe('a newcomer: npm start', () => {
     )
   })
 
-  test("an upstream URL's credentials are masked in the listening log and the banner", async () => {
+  test('an upstream URL with credentials or a query is refused (flag, start, reload), and no log or error shows them', async () => {
+    // The gateway would send neither: refused, never dropped or logged (docs/decisions/0015).
     const upstream = origin.url.replace('http://', 'http://proxyuser:s3cr3t@')
-    const gateway = await spawnGateway([
+    const masked = `${origin.url.replace('http://', 'http://***@')}/?***`
+    const flag = await runCli([
+      'serve',
       '--config',
       'examples/edgelimit.yaml',
       '--upstream',
-      `${upstream}/?k=1`,
+      `${upstream}/?k=s3cr3t-q`,
     ])
+    expect(flag.code, flag.stderr).toBe(2)
+    expect(flag.stderr).toContain(
+      `--upstream: expected an upstream URL without a user or password, got "${masked}"`,
+    )
+    expect(flag.stderr).toContain(
+      `--upstream: expected an upstream URL without a query or fragment, got "${masked}"`,
+    )
+    const dir = tempDir()
+    const rule = 'rules: [{ name: r, match: { path: /x }, algorithm: fixed-window, limit: 1, window: 1h }]\n'
+    const file = writePolicy(dir, `upstream: "${upstream}/?k=s3cr3t-q"\n${rule}`)
+    const start = await runCli(['serve', '--config', file, '--port', '0', '--admin-port', '0'])
+    expect(start.code, start.stderr).toBe(1)
+    expect(start.stderr).toContain(
+      `upstream: expected an upstream URL without a user or password, got "${masked}"`,
+    )
+    expect(start.stderr).toContain(': not started')
+    for (const out of [flag, start]) expect(out.stdout + out.stderr).not.toContain('s3cr3t')
+
+    // A reload to such a URL keeps the policy in force, and its upstream.
+    writePolicy(dir, `upstream: "${origin.url}"\n${rule}`)
+    const gateway = await spawnGateway(['--config', file, '--no-watch'])
     try {
-      // The banner (stderr) up to 10 s after the listening line, as waitForLog waits: 2 s was
-      // tight for a child process on a loaded machine. A missing banner still fails below.
       for (let i = 0; i < 500 && !gateway.stderr().includes('Ctrl-C'); i++)
         await new Promise((r) => setTimeout(r, 20))
-      const masked = `${origin.url.replace('http://', 'http://***@')}/?***`
-      expect(gateway.logs[0]).toMatchObject({ msg: 'listening', upstream: masked })
-      expect(gateway.stderr()).toContain(masked)
+      expect(gateway.logs.find((l) => l.msg === 'listening')).toMatchObject({ upstream: origin.url })
+      expect(gateway.stderr()).toContain(`→  ${origin.url}`)
+      expect((await fetch(`${gateway.url}/x`)).status).toBe(200)
+      writePolicy(dir, `upstream: { url: "${upstream}/base?k=s3cr3t-q" }\n${rule}`)
+      gateway.child.kill('SIGHUP')
+      const rejected = await gateway.waitForLog((l) => l.msg.startsWith('policy rejected'))
+      expect(rejected.issues).toEqual([
+        expect.stringContaining('upstream.url: expected an upstream URL without a user or password'),
+        expect.stringContaining('upstream.url: expected an upstream URL without a query or fragment'),
+      ])
+      const seen = await fetch(`${gateway.url}/y`)
+      expect(seen.status).toBe(200)
+      expect(((await seen.json()) as { url: string }).url).toBe('/y')
+      expect((await fetch(`${gateway.url}/x`)).status).toBe(429)
       expect(JSON.stringify(gateway.logs) + gateway.stderr()).not.toContain('s3cr3t')
     } finally {
       await gateway.stop()

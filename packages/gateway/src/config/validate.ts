@@ -10,6 +10,7 @@ import { describeUrl } from './secret.js'
 import { type PolicySource, readPolicySource } from './source.js'
 import { timerDuration } from './timer.js'
 import type { GatewayConfig, RuleConfig, StoreConfig, UpstreamConfig } from './types.js'
+import { upstreamUrlProblems } from './upstream-url.js'
 
 /**
  * Every code a policy check can report; each has a fixture in `test/fixtures/bad/`.
@@ -161,7 +162,13 @@ function readUpstream(c: Checker, value: unknown): UpstreamConfig | undefined {
   c.fields(['upstream'], o, ['url', 'timeout', 'connectTimeout', 'connections', 'preserveHost'])
   let url: string | undefined
   if (o.url === undefined) c.add(['upstream', 'url'], 'ERR_REQUIRED', 'the field "url" is required')
-  else url = c.url(short ? ['upstream'] : ['upstream', 'url'], o.url, ['http:', 'https:'])
+  else {
+    const at: Path = short ? ['upstream'] : ['upstream', 'url']
+    url = c.url(at, o.url, ['http:', 'https:'])
+    const problems = url === undefined ? [] : upstreamUrlProblems(url)
+    for (const problem of problems) c.add(at, 'ERR_URL', problem)
+    if (problems.length > 0) url = undefined
+  }
   const timeoutMs = o.timeout === undefined ? 30_000 : c.duration(['upstream', 'timeout'], o.timeout)
   const connectTimeoutMs =
     o.connectTimeout === undefined ? 5_000 : c.duration(['upstream', 'connectTimeout'], o.connectTimeout)
