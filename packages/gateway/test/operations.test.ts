@@ -489,6 +489,112 @@ rules:
   })
 })
 
+describe('readiness while the store is unreachable', () => {
+  test('/readyz is 503 while a fail-closed rule would refuse every request, 200 "degraded" naming the fail-closed rules otherwise; ready again once the store is back', async () => {
+    const redis = await startRedis()
+    const policy = (rules: string) => `
+store: ${redis.url}
+identity: { secret: test }
+rules:
+${rules}`
+    // Every request goes through a fail-closed rule: refused with a 503 while the store is down.
+    const everything = await startInProcess(
+      policy(`  - { name: global, key: global, algorithm: fixed-window, limit: 1000, window: 1h, timeout: 300ms }
+  - { name: open, match: { path: /o/** }, algorithm: fixed-window, limit: 1000, window: 1h, onStoreError: open, timeout: 300ms }`),
+      { upstream: origin.url },
+    )
+    // Only /login is fail-closed: everything else is served without the store.
+    const some = await startInProcess(
+      policy(`  - { name: global, key: global, algorithm: fixed-window, limit: 1000, window: 1h, onStoreError: open, timeout: 300ms }
+  - { name: login, match: { path: /login/** }, algorithm: fixed-window, limit: 1000, window: 1h, onStoreError: closed, timeout: 300ms }
+  - { name: paths, match: { path: /** }, algorithm: fixed-window, limit: 1000, window: 1h, onStoreError: local, timeout: 300ms }
+  - { name: shadowed, algorithm: fixed-window, limit: 1000, window: 1h, mode: shadow, timeout: 300ms }
+  - { name: edge, algorithm: fixed-window, limit: 1000, window: 1h, consistency: local }`),
+      { upstream: origin.url },
+    )
+    const gateways = [everything, some]
+    const ready = async (gw: InProcess) => {
+      const response = await fetch(`${gw.admin}/readyz`)
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+    }
+    // Waits for what the store client reports (it reconnects every 100 ms), not for a time.
+    const until = async (gw: InProcess, status: (s: string) => boolean) => {
+      for (let i = 0; i < 500; i++) {
+        const { body } = await ready(gw)
+        if (status((body.store as { status: string }).status)) return
+        await new Promise((r) => setTimeout(r, 20))
+      }
+      throw new Error(`the store status never changed: ${JSON.stringify((await ready(gw)).body)}`)
+    }
+    try {
+      for (const gw of gateways) {
+        expect(await ready(gw)).toEqual({
+          status: 200,
+          body: expect.objectContaining({
+            ready: true,
+            status: 'ready',
+            store: { type: 'redis', status: 'ready', reachable: true },
+          }),
+        })
+      }
+      process.kill(redis.pid, 'SIGKILL')
+      for (const gw of gateways) await until(gw, (s) => s !== 'ready')
+
+      const down = await ready(everything)
+      expect(down.status).toBe(503)
+      expect(down.body).toMatchObject({
+        ready: false,
+        status: 'store-unreachable',
+        draining: false,
+        store: { type: 'redis', reachable: false },
+        failClosed: ['global'],
+        refusesEvery: ['global'],
+      })
+      // What readiness says is what the proxy does: every request refused, the fail-open path too.
+      for (const path of ['/x', '/o/x']) expect((await fetch(`${everything.url}${path}`)).status).toBe(503)
+
+      const degraded = await ready(some)
+      expect(degraded.status).toBe(200)
+      expect(degraded.body).toMatchObject({
+        ready: true,
+        status: 'degraded',
+        store: { type: 'redis', reachable: false },
+        failClosed: ['login'],
+        refusesEvery: [],
+      })
+      expect((await fetch(`${some.url}/x`)).status).toBe(200)
+      expect((await fetch(`${some.url}/login/x`)).status).toBe(503)
+
+      await redis.restart()
+      for (const gw of gateways) {
+        await until(gw, (s) => s === 'ready')
+        expect(await ready(gw)).toMatchObject({ status: 200, body: { ready: true, status: 'ready' } })
+        expect((await ready(gw)).body).not.toHaveProperty('failClosed')
+      }
+    } finally {
+      for (const gw of gateways) await gw.close()
+      await redis.stop()
+    }
+  })
+
+  test('a memory store is always reachable', async () => {
+    const gw = await startInProcess('rules: [{ name: r, algorithm: fixed-window, limit: 1, window: 1h }]\n', {
+      upstream: origin.url,
+    })
+    try {
+      const response = await fetch(`${gw.admin}/readyz`)
+      expect(response.status).toBe(200)
+      expect(await response.json()).toMatchObject({
+        ready: true,
+        status: 'ready',
+        store: { type: 'memory', status: 'ready', reachable: true },
+      })
+    } finally {
+      await gw.close()
+    }
+  })
+})
+
 /** The `edgelimit_breaker_state` lines of a gateway's /metrics, sorted. */
 async function breakerLines(gw: InProcess): Promise<string[]> {
   return (await (await fetch(`${gw.admin}/metrics`)).text())

@@ -271,7 +271,8 @@ function target(policy: CompiledPolicy, q: KeyQuery): { rule: CompiledRule; plan
 
 /**
  * Starts the operations server: `GET /metrics` (Prometheus), `GET /healthz` (the process is up),
- * `GET /readyz` (503 while draining), `GET /dashboard` (the live dashboard, read-only like
+ * `GET /readyz` (503 while draining, or while the store is unreachable and a fail-closed rule
+ * would refuse every request), `GET /dashboard` (the live dashboard, read-only like
  * `/metrics`; its stream is `GET /dashboard/events`), and, with a bearer token, `GET /admin/rules`,
  * `POST /admin/peek`, `POST /admin/reset` and `POST /admin/reload`.
  *
@@ -288,7 +289,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
         rules: policy.rules.map((r) => ({ name: r.name, mode: r.config.mode, enforce: r.config.enforce })),
         store: { type: policy.store.type, status: policy.store.status() },
         generation: typeof state.generation === 'number' ? state.generation : 0,
-        draining: !state.ready,
+        draining: state.draining === true,
       }
     },
   })

@@ -15,6 +15,7 @@ import { type Generation, trackGenerations } from './generation.js'
 import { createMetrics, type Metrics } from './metrics.js'
 import { watchPolicy } from './policy-watch.js'
 import { createProxyServer } from './proxy-server.js'
+import { readiness } from './readiness.js'
 import { createReloader } from './reload.js'
 import { shutdown } from './shutdown.js'
 import { warnAbout } from './warn-about.js'
@@ -198,10 +199,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       token: () => options.adminToken ?? proxy.current.policy.config.admin.token,
       policy: () => proxy.current.policy,
       ready: () => ({
-        ready: !proxy.draining,
-        draining: proxy.draining,
+        ...readiness(proxy.current.policy, proxy.draining),
         generation: proxy.current.id,
-        store: { type: proxy.current.policy.store.type, status: proxy.current.policy.store.status() },
         upstream: proxy.current.upstream.url.origin,
       }),
       reload: () => reload('admin API'),
