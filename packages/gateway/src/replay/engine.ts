@@ -2,7 +2,7 @@ import { quoteControls } from '../report/format.js'
 import { clfParser } from './clf.js'
 import { type JsonFields, jsonParser } from './json-line.js'
 import { forEachLine, type Input } from './lines.js'
-import type { PolicyRule } from './policy.js'
+import { type PolicyRule, REPLAY_MAX_KEYS } from './policy.js'
 import type { LogRecord } from './record.js'
 import { reorder } from './reorder.js'
 import { timeline } from './timeline.js'
@@ -27,7 +27,10 @@ export interface ReplayOptions {
   format?: 'auto' | 'clf' | 'json'
   /** Where JSON lines keep each field (candidate names). */
   fields?: Partial<JsonFields>
-  /** Keys held per rule; beyond it the least recently used key starts fresh. @default 1_000_000 */
+  /**
+   * Keys held per rule; beyond it the least recently used key starts fresh. `edgelimit replay`
+   * passes the policy's memory store bound (`keysHeld`), as serve holds them. @default 1_000_000
+   */
   maxKeys?: number
   /** Keys listed per top list. @default 10 */
   top?: number
@@ -114,7 +117,7 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
   const rules = options.rules
   const mode = options.mode ?? 'shadow'
   const format = options.format ?? 'auto'
-  const maxKeys = options.maxKeys ?? 1_000_000
+  const maxKeys = options.maxKeys ?? REPLAY_MAX_KEYS
   const exampleLimit = options.examples ?? 20
   const n = rules.length
   const denied = new Float64Array(n)

@@ -1,5 +1,6 @@
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
+import { loadPolicy as loadGatewayPolicy } from '../config/validate.js'
 import {
   type CliIo,
   durationFlag,
@@ -13,7 +14,14 @@ import {
 } from '../report/io.js'
 import { type ReplayResult, replayLog } from './engine.js'
 import type { JsonFields } from './json-line.js'
-import { loadPolicy, PolicyError, type PolicyRule, policyFromRules } from './policy.js'
+import {
+  compilePolicy,
+  keysHeld,
+  PolicyError,
+  type PolicyRule,
+  policyFromRules,
+  REPLAY_MAX_KEYS,
+} from './policy.js'
 import { progressBar } from './progress.js'
 import { htmlReport, textReport } from './report.js'
 
@@ -47,7 +55,8 @@ Options:
   --no-html                no HTML report
   --json <file>            the full result as JSON
   --top <n>                keys listed per top list (default 10)
-  --max-keys <n>           keys held per rule (LRU beyond; default 1000000)
+  --max-keys <n>           keys held per rule (LRU beyond; default: the policy's memory store
+                           maxKeys, as serve holds them; 1000000 without one)
   --no-progress            no progress bar (shown only on a terminal anyway)
   --fail-on-block          exit 1 when any request would be blocked (for CI); with --mode
                            enforce, when any was blocked (shadow rules' denials do not count)
@@ -87,7 +96,8 @@ async function replay(args: string[], io: CliIo): Promise<number> {
     throw new UsageError(
       `${oneRule.length === 1 ? `${oneRule[0]} describes` : `${oneRule.slice(0, -1).join(', ')} and ${oneRule.at(-1)} describe`} the one rule replayed without --config; the policy's rules are replayed instead: give one or the other`,
     )
-  const rules = values.config !== undefined ? loadPolicy(at(values.config)) : quickRule(values)
+  const policy = values.config === undefined ? undefined : loadGatewayPolicy(at(values.config)).config
+  const rules = policy !== undefined ? compilePolicy(policy) : quickRule(values)
   const mode = values.mode ?? 'shadow'
   if (mode !== 'shadow' && mode !== 'enforce')
     throw new UsageError(`--mode: expected shadow or enforce, got "${mode}"`)
@@ -103,7 +113,12 @@ async function replay(args: string[], io: CliIo): Promise<number> {
   }
   const reorderMs = values.reorder === '0' ? 0 : durationFlag('reorder', values.reorder, 120_000, '2m, or 0')
   const top = positiveInt('top', values.top, 10)
-  const maxKeys = positiveInt('max-keys', values['max-keys'], 1_000_000)
+  // The policy's own bound, so that the replay holds (and forgets) the keys serve would.
+  const maxKeys = positiveInt(
+    'max-keys',
+    values['max-keys'],
+    policy === undefined ? REPLAY_MAX_KEYS : keysHeld(policy.store),
+  )
   const inputs = positionals.map((p) => (p === '-' ? '-' : at(p)))
   let total = 0
   for (const f of inputs) if (f !== '-') total += (await stat(f)).size

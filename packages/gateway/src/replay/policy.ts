@@ -1,6 +1,6 @@
 import { type AlgorithmSpec, createLimiter, type Policy, type StoreRule } from 'edgelimit'
 import { PolicyError } from '../config/issues.js'
-import type { GatewayConfig, KeyPart, RuleConfig } from '../config/types.js'
+import type { GatewayConfig, KeyPart, RuleConfig, StoreConfig } from '../config/types.js'
 import { loadPolicy as loadGatewayPolicy, validatePolicy } from '../config/validate.js'
 import { type ClientKeyOptions, enforcedFor, subnetKey } from '../library.js'
 import { createHasher, type Hasher } from '../policy/key.js'
@@ -70,6 +70,20 @@ export interface PolicyRule {
  */
 export function loadPolicy(file: string): PolicyRule[] {
   return compilePolicy(loadGatewayPolicy(file).config)
+}
+
+/** Keys held per rule when neither the policy's store nor `--max-keys` bounds them. */
+export const REPLAY_MAX_KEYS = 1_000_000
+
+/**
+ * Keys held per rule as `serve` holds them: a memory store's `maxKeys` (one limiter per rule and
+ * tier, each bounded by it, least recently used evicted beyond). A Redis or Upstash store has no
+ * bound of its own: `REPLAY_MAX_KEYS`, the replay's memory bound.
+ *
+ * @example keysHeld({ type: 'memory', maxKeys: 50_000 }) // 50_000
+ */
+export function keysHeld(store: StoreConfig): number {
+  return store.type === 'memory' ? store.maxKeys : REPLAY_MAX_KEYS
 }
 
 /**

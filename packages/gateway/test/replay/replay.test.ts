@@ -9,6 +9,7 @@ import { describe, expect, test } from 'vitest'
 import { policyFromRules, type ReplayResult, replayLog, runReplay } from '../../src/replay/index.js'
 import { htmlReport } from '../../src/replay/report.js'
 import { isoTime } from '../../src/report/format.js'
+import { startInProcess } from '../support/gateway.js'
 import { clfTime } from './generate-log.js'
 import { captureIo } from './io.js'
 
@@ -545,6 +546,45 @@ describe('the command', () => {
     expect(await run('enforce', 'enforce')).toBe(1)
     // In shadow mode every denial is what would be blocked.
     expect(await run('shadow', 'shadow')).toBe(1)
+  })
+
+  test("the keys held per rule are the policy's memory store bound, as serve holds them; --max-keys overrides it", async () => {
+    const t = Date.UTC(2026, 0, 1)
+    // Three clients, then the first again: with 2 keys held, its state was evicted (LRU).
+    const ips = ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.1']
+    const log = file('lru.log', ips.map((ip, i) => line(ip, t + i * 1000)).join(''))
+    const rules = '  - { name: once, algorithm: fixed-window, limit: 1, window: 1h }\n'
+    const bounded = file(
+      'lru.yaml',
+      `store: { type: memory, maxKeys: 2 }\nidentity: { trustedProxies: [127.0.0.1] }\nrules:\n${rules}`,
+    )
+    const denied = async (args: string[]) => {
+      const json = path.join(dir, 'lru.json')
+      expect(
+        await runReplay([log, ...args, '--no-html', '--no-progress', '--json', json], captureIo(dir)),
+      ).toBe(0)
+      return (JSON.parse(readFileSync(json, 'utf8')) as ReplayResult).denied
+    }
+    expect(await denied(['-c', bounded])).toBe(0)
+    expect(await denied(['-c', bounded, '--max-keys', '3'])).toBe(1)
+    // What serve does with the same policy and traffic.
+    const gw = await startInProcess(readFileSync(bounded, 'utf8'), {
+      upstream: 'http://127.0.0.1:9',
+      clock: manualClock(t),
+    })
+    try {
+      const statuses = []
+      for (const ip of ips)
+        statuses.push((await fetch(gw.url, { headers: { 'x-forwarded-for': ip } })).status)
+      // 502: admitted, and the upstream (a closed port) is not there; a denial is a 429.
+      expect(statuses).toEqual([502, 502, 502, 502])
+    } finally {
+      await gw.close()
+    }
+    // The store's default bound (100,000) when the policy names none; a Redis store has no bound
+    // of its own: the replay's (1,000,000).
+    expect(await denied(['-c', file('default.yaml', `rules:\n${rules}`)])).toBe(1)
+    expect(await denied(['-c', file('redis.yaml', `store: redis://127.0.0.1:1\nrules:\n${rules}`)])).toBe(1)
   })
 
   test('"Top keys blocked" gives each key its request count, busiest key or not', async () => {
