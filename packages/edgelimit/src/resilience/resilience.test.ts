@@ -7,7 +7,7 @@ import {
   PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { faultyStore } from '../../test/support/faulty-store.js'
+import { faultyStore, remoteOver } from '../../test/support/faulty-store.js'
 import { fixedWindow, gcra, leakyBucket, tokenBucket } from '../algorithms.js'
 import type { Decision } from '../decision.js'
 import { type LimiterEvent, meterSink } from '../events.js'
@@ -16,13 +16,12 @@ import { createLimiter, type Limiter } from '../limiter.js'
 import type { Rule } from '../options.js'
 import { remember } from '../remember.js'
 import { memoryStore } from '../stores/memory.js'
-import type { BoundRules, Store } from '../stores/types.js'
+import type { BoundRules } from '../stores/types.js'
 import { manualClock } from '../testing/index.js'
 import { approximate } from './approximate.js'
 import { createBreaker } from './breaker.js'
 import { createDeadline, withDeadline, within } from './deadline.js'
 import { cachedDenial, type Denial } from './deny-cache.js'
-import { remoteDecider } from './remote.js'
 import { enforcedFor } from './rollout.js'
 
 afterEach(() => {
@@ -478,23 +477,15 @@ describe('store errors', () => {
   it('a reset the store fails or does not answer in time is a store-error event, as a decision call is', async () => {
     // The memory store behind an async boundary, whose reset rejects, or hangs until the deadline.
     let resets: 'fail' | 'hang' | 'ok' = 'ok'
-    const memory = memoryStore()
-    const store: Store = {
-      name: 'failing-reset',
-      decider: remoteDecider,
-      bind(rules) {
-        const bound = memory.bind(rules)
-        return {
-          evaluate: async (key, cost, now, options) => bound.evaluate(key, cost, now, options),
-          reset: (key, waitMs) =>
-            resets === 'fail'
-              ? Promise.reject(new Error('connection reset'))
-              : resets === 'hang'
-                ? withDeadline(new Promise<void>(() => {}), waitMs as number)
-                : bound.reset(key),
-        }
-      },
-    }
+    const store = remoteOver(memoryStore(), 'failing-reset', (bound) => ({
+      evaluate: async (key, cost, now, options) => bound.evaluate(key, cost, now, options),
+      reset: (key, waitMs) =>
+        resets === 'fail'
+          ? Promise.reject(new Error('connection reset'))
+          : resets === 'hang'
+            ? withDeadline(new Promise<void>(() => {}), waitMs as number)
+            : bound.reset(key),
+    }))
     const events: LimiterEvent[] = []
     const limiter = createLimiter({
       rules: [rule('closed')],
@@ -569,25 +560,17 @@ describe('store errors', () => {
   it('calls admitted before the breaker opened neither close it nor reopen it: only the probe does', async () => {
     // A store whose calls answer one by one, when the test says so: ok, or failed.
     const held: { key: string; answer(ok: boolean): void }[] = []
-    const memory = memoryStore()
-    const store: Store = {
-      name: 'held',
-      decider: remoteDecider,
-      bind(rules) {
-        const bound = memory.bind(rules)
-        return {
-          evaluate: (key, cost, now, options) =>
-            new Promise((resolve, reject) => {
-              held.push({
-                key,
-                answer: (ok) =>
-                  ok ? resolve(bound.evaluate(key, cost, now, options)) : reject(new Error('down')),
-              })
-            }),
-          reset: (key) => bound.reset(key),
-        }
-      },
-    }
+    const store = remoteOver(memoryStore(), 'held', (bound) => ({
+      evaluate: (key, cost, now, options) =>
+        new Promise((resolve, reject) => {
+          held.push({
+            key,
+            answer: (ok) =>
+              ok ? resolve(bound.evaluate(key, cost, now, options)) : reject(new Error('down')),
+          })
+        }),
+      reset: (key) => bound.reset(key),
+    }))
     const clock = manualClock(1_000_000)
     const events: LimiterEvent[] = []
     const limiter = createLimiter({
