@@ -881,55 +881,57 @@ describe('a check that fails with a value that is not an Error still goes to the
       },
     ],
   ]
+  /** What an app saw: requests its route handled, errors its error handler got. */
+  interface Seen {
+    handled: number
+    errors: unknown[]
+  }
+  /** One request to the app: its error handler answered (500), the route never ran, the error is coded. */
+  async function answeredByErrorHandler(server: Server, seen: Seen): Promise<void> {
+    try {
+      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`)
+      expect([res.status, await res.text(), seen.handled]).toEqual([500, 'failed', 0])
+      expect(seen.errors).toEqual([expect.objectContaining({ code: 'ERR_EDGELIMIT_THROWN' })])
+    } finally {
+      await closeAll(server)
+    }
+  }
+
   it.each(failures)('express: %s', async (_name, options) => {
-    let handled = 0
-    const seen: unknown[] = []
+    const seen: Seen = { handled: 0, errors: [] }
     const app = express()
     const router = express.Router()
     router.use(expressRateLimit({ limiter: onePerHour(), ...options }))
     router.get('/', (_req, res) => {
-      handled++
+      seen.handled++
       res.send('ok')
     })
     app.use(router)
     app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
-      seen.push(error)
+      seen.errors.push(error)
       res.status(500).send('failed')
     })
     const server = createServer(app)
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    try {
-      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`)
-      expect([res.status, await res.text(), handled]).toEqual([500, 'failed', 0])
-      expect(seen).toEqual([expect.objectContaining({ code: 'ERR_EDGELIMIT_THROWN' })])
-    } finally {
-      await closeAll(server)
-    }
+    await answeredByErrorHandler(server, seen)
   })
 
   it.each(failures)('hono (@hono/node-server): %s reaches app.onError', async (_name, options) => {
-    let handled = 0
-    const seen: unknown[] = []
+    const seen: Seen = { handled: 0, errors: [] }
     const app = new Hono()
     app.use(honoRateLimit({ limiter: onePerHour(), ...options }))
     app.get('/', (c) => {
-      handled++
+      seen.handled++
       return c.text('ok')
     })
     app.onError((error, c) => {
-      seen.push(error)
+      seen.errors.push(error)
       return c.text('failed', 500)
     })
     const server = await new Promise<Server>((resolve) => {
       const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server))
     })
-    try {
-      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`)
-      expect([res.status, await res.text(), handled]).toEqual([500, 'failed', 0])
-      expect(seen).toEqual([expect.objectContaining({ code: 'ERR_EDGELIMIT_THROWN' })])
-    } finally {
-      await closeAll(server)
-    }
+    await answeredByErrorHandler(server, seen)
   })
 
   it.each(failures)('fastify: %s', async (_name, options) => {
