@@ -1,4 +1,5 @@
 import { type Needs, NO_REQUEST } from './clf.js'
+import { numberText } from './json-number.js'
 import { emptyRecord, get, type LogRecord, text } from './record.js'
 import { toMs } from './time.js'
 
@@ -63,9 +64,12 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
       return 'JSON line is not an object'
     const obj = value as Record<string, unknown>
     record.json = obj
-    const t = pick(obj, fields.time)
-    if (t === undefined) return `no time field (tried ${fields.time.join(', ')})`
-    const ts = toMs(t)
+    const name = fields.time.find((n) => present(get(obj, n)))
+    if (name === undefined) return `no time field (tried ${fields.time.join(', ')})`
+    const t = get(obj, name)
+    // Read from the digits as written: JSON.parse's double drops a nanosecond epoch's (past 2^53)
+    // and rounds a long fraction (1700000000.9999999 is 1700000001).
+    const ts = toMs(t, typeof t === 'number' ? numberText(line, name, t) : undefined)
     if (ts === undefined) return `bad time ${JSON.stringify(t).slice(0, 40)}`
     record.ts = ts
     record.ip = text(pick(obj, fields.ip))
@@ -99,10 +103,12 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
   return { record, parse }
 }
 
+const present = (v: unknown) => v !== undefined && v !== null && v !== ''
+
 function pick(obj: Record<string, unknown>, names: readonly string[]): unknown {
   for (const n of names) {
     const v = get(obj, n)
-    if (v !== undefined && v !== null && v !== '') return v
+    if (present(v)) return v
   }
   return undefined
 }

@@ -1,3 +1,5 @@
+import { epochMs } from './epoch.js'
+
 /** The Date range: ±100,000,000 days from the epoch, in ms. */
 const MAX_MS = 8.64e15
 
@@ -76,21 +78,25 @@ function dateString(v: string): number | undefined {
 }
 
 /**
- * Epoch ms from epoch seconds (a number under 10¹¹) or ms, as a number or numeric string; or from
+ * Epoch ms from an epoch number (a number, or a string of digits), its unit told by its count of
+ * integer digits (`epochMs`: 10 seconds, 13 milliseconds, 16 microseconds, 19 nanoseconds); or from
  * an ISO 8601 time (`2015-05-17T10:05:03.123+05:30`; a space for the `T` too; without an offset,
  * UTC, whatever the machine's time zone), an access-log time (`17/May/2015:10:05:03 +0000`) or an
  * HTTP or mail date (`Sun, 17 May 2015 10:05:03 GMT`, `… +0000`). Undefined for anything else (no guessing at free
  * text), and for a time outside the Date range (it could not be shown, or bucketed in the timeline).
+ * A number past 2^53 (nanoseconds) has lost digits in `JSON.parse`: `text` is the number as written
+ * (`numberText`), read instead.
  *
  * @example toMs('2015-05-17T10:05:03Z') // 1431857103000
+ * @example toMs('1431857103123456') // 1431857103123
  */
-export function toMs(v: unknown): number | undefined {
-  if (typeof v === 'number') {
-    const ms = Math.floor(v < 1e11 ? v * 1000 : v)
-    return Math.abs(ms) <= MAX_MS ? ms : undefined
-  }
-  if (typeof v !== 'string' || v.length === 0) return undefined
-  if (/^\d+(\.\d+)?$/.test(v)) return toMs(Number(v))
-  const ms = dateString(v.trim())
+export function toMs(v: unknown, text?: string): number | undefined {
+  if (typeof v !== 'number' && (typeof v !== 'string' || v.length === 0)) return undefined
+  const ms =
+    typeof v === 'number'
+      ? epochMs(text ?? String(v))
+      : /^\d+(\.\d+)?$/.test(v)
+        ? epochMs(v)
+        : dateString(v.trim())
   return ms !== undefined && Math.abs(ms) <= MAX_MS ? ms : undefined
 }

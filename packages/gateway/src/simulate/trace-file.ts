@@ -1,4 +1,5 @@
 import { clfParser, NO_REQUEST } from '../replay/clf.js'
+import { numberText } from '../replay/json-number.js'
 import { forEachLine } from '../replay/lines.js'
 import { toMs } from '../replay/time.js'
 import { UsageError } from '../report/io.js'
@@ -13,8 +14,8 @@ import { type Trace, type TraceField, traceBuilder } from './trace.js'
  *   (`t`, `time`, `ts` or `timestamp`; `key` or `ip`; optional `ua`, `query` and `host`);
  * - `time,key[,cost]` (comma, tab or space separated; a header line is skipped).
  * A time is read the same way in both (`traceMs`): a number under 10⁹ is milliseconds from the
- * start of the trace, a larger one epoch seconds (10 digits) or epoch milliseconds (13 digits);
- * or an ISO 8601 or access-log time. Malformed lines are counted in `skipped` and reported with
+ * start of the trace, a larger one an epoch time in seconds (10 digits), milliseconds (13),
+ * microseconds (16) or nanoseconds (19); or an ISO 8601 or access-log time. Malformed lines are counted in `skipped` and reported with
  * their line numbers.
  */
 export async function readTrace(
@@ -42,12 +43,17 @@ export async function readTrace(
     (buf, s, e, line) => {
       if (buf[s] === 0x7b) {
         let o: Record<string, unknown>
+        const text = buf.toString('utf8', s, e)
         try {
-          o = JSON.parse(buf.toString('utf8', s, e)) as Record<string, unknown>
+          o = JSON.parse(text) as Record<string, unknown>
         } catch {
           return skip(line, 'invalid JSON')
         }
-        const t = traceMs(o.t ?? o.time ?? o.ts ?? o.timestamp)
+        const name = TIME_FIELDS.find((f) => o[f] !== undefined && o[f] !== null)
+        const v = name === undefined ? undefined : o[name]
+        // Read from the digits as written: JSON.parse's double drops a nanosecond epoch's (past 2^53)
+        // and rounds a long fraction (1700000000.9999999 is 1700000001).
+        const t = traceMs(v, typeof v === 'number' ? numberText(text, name as string, v) : undefined)
         const key = o.key ?? o.ip
         if (t === undefined || (typeof key !== 'string' && typeof key !== 'number'))
           return skip(line, 'expected "t" (or time/ts/timestamp) and "key" (or ip)')
@@ -112,18 +118,22 @@ export async function readTrace(
   return { trace, skipped }
 }
 
+/** Where a JSON line's time is, the first present. */
+const TIME_FIELDS = ['t', 'time', 'ts', 'timestamp']
+
 /** Below this a number is milliseconds from the trace's start; from it on, an epoch time (2001 on). */
 const RELATIVE_BELOW = 1e9
 
 /**
  * A trace time in ms, the same for JSON and delimited lines: a number (or numeric string) under
- * 10⁹ is milliseconds from the start of the trace; a larger one epoch seconds (under 10¹¹) or
- * epoch milliseconds; a string otherwise an ISO 8601 or access-log time. Undefined when it is none
- * of these, or outside the range of dates.
+ * 10⁹ is milliseconds from the start of the trace; a larger one an epoch time, its unit told by
+ * its count of integer digits (10 seconds, 13 milliseconds, 16 microseconds, 19 nanoseconds;
+ * `toMs`, which `text`, the number as written, is for); a string otherwise an ISO 8601 or
+ * access-log time. Undefined when it is none of these, or outside the range of dates.
  */
-export function traceMs(v: unknown): number | undefined {
+export function traceMs(v: unknown, text?: string): number | undefined {
   const n =
     typeof v === 'number' ? v : typeof v === 'string' && /^\d+(\.\d+)?$/.test(v) ? Number(v) : undefined
   if (n !== undefined && n >= 0 && n < RELATIVE_BELOW) return Math.round(n)
-  return toMs(v)
+  return toMs(v, text)
 }

@@ -170,14 +170,14 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
     expect(io.out()).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/)
   })
 
-  test('a time outside the Date range is a malformed line, not a crash; every line is counted once', async () => {
+  test('an epoch time of more than 20 digits (no unit: past nanoseconds) is a malformed line, not a crash; every line is counted once', async () => {
     const json = (time: unknown) => `${JSON.stringify({ time, ip: '10.0.0.1', method: 'GET', path: '/' })}\n`
     const content = [
       json(1_700_000_001),
-      json(9e15),
+      json(1e21),
       json(1e300),
       json(-1e300),
-      json('9000000000000000'),
+      json('900000000000000000000'),
       json(1_700_000_002),
     ]
     const r = await replayLog({ inputs: [file('far.log', content.join(''))], rules: perIp(100) })
@@ -194,7 +194,8 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
     expect(await runReplay([file('far2.log', content.join('')), '--no-html'], io)).toBe(0)
     expect(io.err()).not.toContain('Invalid time value')
     expect(io.out()).toContain('Malformed lines (4, skipped):')
-    expect(io.out()).toContain('far2.log:2: bad time 9000000000000000')
+    expect(io.out()).toContain('far2.log:2: bad time 1e+21')
+    expect(io.out()).toContain('far2.log:5: bad time "900000000000000000000"')
   })
 
   test('an access-log time with a letter in its year or an offset beyond 23:59 is a bad timestamp, not another year', async () => {
@@ -295,6 +296,33 @@ describe('JSON lines', () => {
     ).toBe(0)
     const m = JSON.parse(readFileSync(path.join(dir, 'm.json'), 'utf8')) as ReplayResult
     expect(m.rules[0]?.topKeys[0]?.[0]).toBe('10.9.9.9')
+  })
+
+  test('an epoch time is seconds, milliseconds, microseconds or nanoseconds by its count of digits (10, 13, 16, 19), read exactly', async () => {
+    const json = (time: string) => `{"ts":${time},"ip":"10.0.0.1","method":"GET","path":"/"}\n`
+    // The same instant four ways, each as a number and as a string; then 999,999,999 ns past the
+    // second, which JSON.parse's double makes the next second (1700000001000000000).
+    const times = [
+      '1700000000',
+      '1700000000123',
+      '1700000000123456',
+      '1700000000123456789',
+      '1700000000999999999',
+    ]
+    const content = times.flatMap((t) => [json(t), json(`"${t}"`)]).join('')
+    const jsonOut = path.join(dir, 'units.json')
+    expect(
+      await runReplay(
+        [file('units.log', content), '--no-html', '--no-progress', '--reorder', '0', '--json', jsonOut],
+        captureIo(dir),
+      ),
+    ).toBe(0)
+    const r = JSON.parse(readFileSync(jsonOut, 'utf8')) as ReplayResult
+    expect([r.requests, r.malformed.count, r.outOfOrder.count, r.late.count]).toEqual([10, 0, 0, 0])
+    expect([r.firstTs, r.lastTs]).toEqual([1_700_000_000_000, 1_700_000_000_999])
+    // All ten in one second: a limit of 8 per second denies two.
+    const perSecond = policyFromRules([{ name: 's', algorithm: 'fixed-window', limit: 8, window: '1s' }])
+    expect((await replayLog({ inputs: [file('units2.log', content)], rules: perSecond })).denied).toBe(2)
   })
 
   test('times as Ruby, Go and mail write them, with their offset or zone, are read, as before the strict parser', async () => {

@@ -218,7 +218,7 @@ describe('edgelimit simulate', () => {
     expect(plain.err).toMatch(/by-q: reads query:q, which the trace does not carry/)
   })
 
-  test('a trace time means the same in JSON and delimited lines: small numbers are ms from the start, 10 digits epoch seconds', async () => {
+  test('a trace time means the same in JSON and delimited lines: small numbers are ms from the start, 10 digits epoch seconds, 13 ms, 16 µs, 19 ns', async () => {
     const args = ['--limit', '5', '--window', '1s', '--algorithms', 'sliding-log']
     const run = async (name: string, lines: string[]) => {
       const r = await simulateJson(['--trace', file(name, lines.join('\n')), ...args])
@@ -262,6 +262,33 @@ describe('edgelimit simulate', () => {
         epoch.map((t) => `${t * 1000},alice`),
       ),
     ).toEqual(seconds)
+    // Microseconds (16 digits) and nanoseconds (19: past 2^53, read from the digits as written),
+    // in JSON numbers and delimited lines alike.
+    for (const [unit, zeros] of [
+      ['us', '000000'],
+      ['ns', '000000000'],
+    ]) {
+      expect(
+        await run(
+          `${unit}.jsonl`,
+          epoch.map((t) => `{"ts":${t}${zeros},"key":"alice"}`),
+        ),
+      ).toEqual(seconds)
+      expect(
+        await run(
+          `${unit}.csv`,
+          epoch.map((t) => `${t}${zeros},alice`),
+        ),
+      ).toEqual(seconds)
+    }
+    // 1 ns short of the next second is still in this one (JSON.parse's double is the next second):
+    // a span of 9 s 999 ms, the last time included.
+    const last = `${(epoch.at(-1) as number) - 1}999999999`
+    const short = [
+      ...epoch.slice(0, -1).map((t) => `{"ts":${t}000000000,"key":"alice"}`),
+      `{"ts":${last},"key":"alice"}`,
+    ]
+    expect(await run('ns-short.jsonl', short)).toEqual([90_000, 10, 0])
   })
 
   test('a trace from standard input (-), as replay reads one', async () => {
