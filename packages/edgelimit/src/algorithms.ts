@@ -317,5 +317,5 @@ function safe(product: number, path: string, what: string, issues: Issues): bool
   return false
 }
 
-/** The largest product a policy may need; leaves headroom below 2^53 for sums of them. */
-const EXACT_BOUND = Math.floor(Number.MAX_SAFE_INTEGER / 4)
+/** The largest product a policy may need, ⌊(2^53 − 1) / 4⌋; leaves headroom below 2^53 for sums of them. */
+const EXACT_BOUND = 2 ** 51 - 1

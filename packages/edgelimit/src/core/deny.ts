@@ -26,7 +26,7 @@ function fill(
  * charge, used to sync counts that were admitted elsewhere).
  */
 export function denyForever(out: Verdict, remaining: number, resetAfterMs: number, ttlMs: number): void {
-  fill(out, false, 'cost-exceeds-limit', Number.POSITIVE_INFINITY, remaining, resetAfterMs, ttlMs, 0)
+  fill(out, false, 'cost-exceeds-limit', Infinity, remaining, resetAfterMs, ttlMs, 0)
 }
 
 /** Fills `out` for a denial that passes after `retryAfterMs`. */

@@ -102,7 +102,7 @@ export function rateLimitHeaders(
   const list = [standards].flat()
   const issues = createIssues()
   checkStandards(issues, 'standards', list)
-  if (list.includes('legacy')) issues.integer('nowMs', nowMs, 0, Number.MAX_SAFE_INTEGER)
+  if (list.includes('legacy')) issues.integer('nowMs', nowMs, 0, 2 ** 53 - 1)
   if (issues.list.length > 0) throw new ConfigError(issues.list)
   const pk = partitionKey ? `;pk=${sfBinary(partitionKey)}` : ''
   return headerRenderer(policies, list)(decision, nowMs, pk)

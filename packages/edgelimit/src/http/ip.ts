@@ -89,7 +89,7 @@ function parseV6(text: string): Uint8Array | undefined {
     const group = i < left.length ? left[i] : i < 8 - right.length ? undefined : right[i + right.length - 8]
     if (group === undefined) continue
     if (!HEX_GROUP.test(group)) return undefined
-    const word = Number.parseInt(group, 16)
+    const word = parseInt(group, 16)
     bytes[2 * i] = word >> 8
     bytes[2 * i + 1] = word
   }

@@ -189,7 +189,7 @@ interface AllowList {
 }
 
 function checkCost(issues: Issues, path: string, value: unknown): void {
-  if (typeof value === 'number') issues.integer(path, value, 0, Number.MAX_SAFE_INTEGER)
+  if (typeof value === 'number') issues.integer(path, value, 0, 2 ** 53 - 1)
   else
     issues.expect(
       path,
