@@ -93,8 +93,6 @@ export interface LimiterConfig {
   readonly denyCacheKeys: number
 }
 
-const NAME = /^[\x21-\x7e]{1,64}$/
-
 /** Validates limiter options once, reporting every problem with its path and code. */
 export function validateOptions(options: LimiterOptions): LimiterConfig {
   const issues = createIssues()
@@ -113,7 +111,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       if (!issues.object(path, rule, 'name algorithm onStoreError mode enforce consistency syncInterval'))
         return
       const name = rule.name
-      if (typeof name !== 'string' || !NAME.test(name)) {
+      if (typeof name !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(name)) {
         issues.add(
           `${path}.name`,
           'ERR_RULE_NAME',

@@ -100,7 +100,6 @@ export interface CompiledIdentity {
   readonly platform: boolean
 }
 
-const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i
 const compiledOptions = new WeakMap<object, CompiledIdentity>()
 const NO_OPTIONS: ClientKeyOptions = /* @__PURE__ */ Object.freeze({})
 
@@ -141,7 +140,7 @@ export function validateClientKeyOptions(options: unknown, path?: string): Confi
     issues.expect(
       at('header'),
       header,
-      typeof header === 'string' && TOKEN.test(header),
+      typeof header === 'string' && /^[!#$%&'*+.^_`|~0-9a-z-]+$/i.test(header),
       'ERR_HEADER',
       'a header name like "x-forwarded-for"',
     )
@@ -305,8 +304,6 @@ export function isTrustedPeer(peer: string | undefined, options: ClientIpOptions
 
 const encoder = new TextEncoder()
 const hmacKeys = new Map<string, Promise<CryptoKey>>()
-// Secrets are few; the bound only stops a caller passing a fresh secret per request from leaking.
-const MAX_CACHED_KEYS = 16
 
 function hmacKey(secret: string): Promise<CryptoKey> {
   let key = hmacKeys.get(secret)
@@ -315,7 +312,8 @@ function hmacKey(secret: string): Promise<CryptoKey> {
       'sign',
     ])
     key.catch(() => hmacKeys.delete(secret))
-    remember(hmacKeys, secret, key, MAX_CACHED_KEYS)
+    // Secrets are few; the bound (16) only stops a caller passing a fresh secret per request from leaking.
+    remember(hmacKeys, secret, key, 16)
   }
   return key
 }

@@ -161,18 +161,8 @@ export interface HttpRateLimit {
 }
 
 const PASS: HttpVerdict = { action: 'continue', headers: [], delayMs: 0 }
-/** `ClientKeyOptions.fallback`'s default. */
-const FALLBACK = 'unknown-client'
 /** Client addresses whose key is kept (about 150 bytes each); beyond, the oldest is dropped. */
 const KNOWN_ADDRESSES = 10_000
-/** Longest key from a key function stored as it is (`k:<key>`); longer ones are stored hashed (`kh:<hash>`). */
-const MAX_RAW_KEY = 128
-// Upper-case HTTP method tokens (RFC 9110 §9.1): request methods are compared as sent.
-const METHOD = /^[!#$%&'*+.^_`|~0-9A-Z-]+$/
-// An allowList entry shaped like an address or network is one, and must parse: bracketed, or made
-// of hex digits and `.:/*-,` only with a `.` or `:` in it (a zone `%…` may follow). A plain hex
-// word (`deadbeef`) or a word with other letters (`user:42`) is a key.
-const ADDRESS_LIKE = /^(?:\[|[\da-f.:/*,-]*[.:][\da-f.:/*,-]*(?:%|$))/i
 
 interface CompiledRoute extends RouteRule {
   /** A glob tests the route form of the path (`routePath`); a RegExp, the path as it came. */
@@ -233,10 +223,11 @@ function checkRoute(issues: Issues, at: string, route: unknown): void {
   }
   if (methods !== undefined && checkArray(issues, `${at}.methods`, methods, 'methods')) {
     methods.forEach((m, i) => {
+      // Upper-case HTTP method tokens (RFC 9110 §9.1): request methods are compared as sent.
       issues.expect(
         `${at}.methods[${i}]`,
         m,
-        typeof m === 'string' && METHOD.test(m),
+        typeof m === 'string' && /^[!#$%&'*+.^_`|~0-9A-Z-]+$/.test(m),
         'ERR_METHOD',
         'an upper-case method like "GET"',
       )
@@ -257,7 +248,10 @@ function compileAllowList(issues: Issues, list: unknown): AllowList {
       !issues.expect(at, entry, typeof entry === 'string' && entry !== '', 'ERR_STRING', 'a non-empty string')
     )
       return
-    if (!ADDRESS_LIKE.test((entry as string).trim())) {
+    // An entry shaped like an address or network is one, and must parse: bracketed, or made of hex
+    // digits and `.:/*-,` only with a `.` or `:` in it (a zone `%…` may follow). A plain hex word
+    // (`deadbeef`) or a word with other letters (`user:42`) is a key.
+    if (!/^(?:\[|[\da-f.:/*,-]*[.:][\da-f.:/*,-]*(?:%|$))/i.test((entry as string).trim())) {
       allow.keys.add(entry as string)
       return
     }
@@ -478,7 +472,8 @@ export function createRateLimitCore(options: RateLimitOptions, names = ''): Rate
   // `clientKey`, remembered per address: parsing and hashing are most of the work per request.
   // Keys are canonical addresses, or the raw peer text when only the peer counts; '' = allowed.
   const peerOnly = !trust.platform && trust.hops === 0 && trust.trusted.length === 0
-  const fallbackKey = `ip:${identity.fallback ?? FALLBACK}`
+  // `ClientKeyOptions.fallback`'s default: unknown-client.
+  const fallbackKey = `ip:${identity.fallback ?? 'unknown-client'}`
   const known = new Map<string, string>()
   // Keeps at most KNOWN_ADDRESSES entries (remember() drops the oldest first).
   // `;pk=:…:` per store key, when `partitionKey` is on: hashed once per key, like addresses.
@@ -526,11 +521,9 @@ export function createRateLimitCore(options: RateLimitOptions, names = ''): Rate
     }
     if (allow.keys.has(custom)) return undefined
     if (checkAddress && isAllowed(allow, resolveWith(request, trust).ip)) return undefined
-    // A client picks this key (an API key header): a long one is hashed, so that keys of
-    // 16 KB each cannot fill the store's memory (`maxKeys` bounds the count, not the size).
-    return custom.length > MAX_RAW_KEY
-      ? digest(custom, secret).then((h) => `kh:${base64url(h)}`)
-      : `k:${custom}`
+    // A client picks this key (an API key header): one over 128 characters is hashed, so that keys
+    // of 16 KB each cannot fill the store's memory (`maxKeys` bounds the count, not the size).
+    return custom.length > 128 ? digest(custom, secret).then((h) => `kh:${base64url(h)}`) : `k:${custom}`
   }
 
   // Each step goes on synchronously when it can, and through a promise when it must.
