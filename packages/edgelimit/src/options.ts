@@ -140,8 +140,7 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
         typeof c === 'object' && c?.mode === 'approximate' && typeof c.create === 'function'
           ? (c as ApproximateConsistency)
           : undefined
-      const consistency =
-        approximate !== undefined ? 'approximate' : c === 'strict' || c === 'local' ? c : undefined
+      const consistency = approximate ? 'approximate' : c === 'strict' || c === 'local' ? c : undefined
       issues.expect(
         `${path}.consistency`,
         c,

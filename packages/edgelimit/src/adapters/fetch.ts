@@ -111,20 +111,9 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
     return after(handler(request, ...rest), respond<R>, verdict.headers)
   }
 
-  return (request, ...rest) => {
-    try {
-      return Promise.resolve(
-        after(
-          core.run(new FetchRequest(request, peer?.(request, ...rest) ?? undefined)),
-          apply,
-          request,
-          rest,
-        ),
-      )
-    } catch (error) {
-      return Promise.reject(error)
-    }
-  }
+  // Async: a throw (from `peer`, or from `handler` when it is called at once) is a rejection.
+  return async (request, ...rest) =>
+    after(core.run(new FetchRequest(request, peer?.(request, ...rest) ?? undefined)), apply, request, rest)
 }
 
 /**

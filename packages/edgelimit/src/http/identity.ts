@@ -157,7 +157,7 @@ export function compileIdentity(options: ClientIpOptions): CompiledIdentity {
   const { trustedProxies = [] } = options
   const header = (options.header ?? 'x-forwarded-for').toLowerCase()
   return {
-    trusted: typeof trustedProxies === 'number' ? [] : trustedProxies.map((c) => parseCidr(c) as Cidr),
+    trusted: typeof trustedProxies === 'number' ? [] : (trustedProxies.map(parseCidr) as Cidr[]),
     hops: typeof trustedProxies === 'number' ? trustedProxies : 0,
     header,
     chain: header === 'x-forwarded-for' ? xffEntries : header === 'forwarded' ? forwardedFor : undefined,
@@ -245,13 +245,8 @@ function fromHeader(raw: string, c: CompiledIdentity): ClientIpResult {
   // Without, the right-most. (No entries: `entries[0]` is none, malformed.)
   for (let i = Math.max(0, entries.length - (c.hops || 1)); i >= 0; i--) {
     // `unknown`, obfuscated identifiers and garbage stop the walk: nothing left of them is vouched for.
-    client = parseIp(entries[i] ?? '')
-    if (
-      client === undefined ||
-      c.chain === undefined ||
-      !c.trusted.some((cidr) => inNetwork(client as ParsedIp, cidr))
-    )
-      break
+    client = parseIp(entries[i] as string)
+    if (client === undefined || !c.trusted.some((cidr) => inNetwork(client as ParsedIp, cidr))) break
   }
   // No entries, or garbage where the client is: malformed. Every entry trusted: the request
   // started inside your network, at the left-most hop.
