@@ -123,6 +123,55 @@ describe('option validation', () => {
       'approximate',
     )
   })
+  it('refuses a syncInterval on a rule that is not approximate, which would ignore it', () => {
+    const rule = {
+      name: 'a',
+      algorithm: fixedWindow({ limit: 5, window: '1m' }),
+      syncInterval: '1s' as const,
+    }
+    const message = (options: unknown) => {
+      try {
+        createLimiter(options as LimiterOptions)
+      } catch (error) {
+        return (error as ConfigError).message
+      }
+    }
+    // Strict by default, strict or local as written: each is listed with every other problem.
+    expect(
+      issuesOf({
+        rules: [
+          rule,
+          { ...rule, name: 'b', consistency: 'strict' },
+          { ...rule, name: 'c', consistency: 'local' },
+        ],
+        timeout: 0,
+      }),
+    ).toEqual([
+      'rules[0].syncInterval ERR_SYNC_INTERVAL',
+      'rules[1].syncInterval ERR_SYNC_INTERVAL',
+      'rules[2].syncInterval ERR_SYNC_INTERVAL',
+      'timeout ERR_DURATION',
+    ])
+    expect(message({ rules: [rule] })).toBe(
+      'Invalid edgelimit options (1 problem):\n  - rules[0].syncInterval: needs consistency: approximate (imported from edgelimit), or drop it [ERR_SYNC_INTERVAL]',
+    )
+    // One problem each: a bad interval on a strict rule, and a bad consistency beside an interval.
+    expect(issuesOf({ rules: [{ ...rule, syncInterval: '1 sec' }] })).toEqual([
+      'rules[0].syncInterval ERR_SYNC_INTERVAL',
+    ])
+    expect(issuesOf({ rules: [{ ...rule, consistency: 'approximate' }] })).toEqual([
+      'rules[0].consistency ERR_CHOICE',
+    ])
+    // Omitted (or undefined) it is the default, and an approximate rule takes it.
+    expect(createLimiter({ rules: [{ ...rule, syncInterval: undefined }] }).rules).toHaveLength(1)
+    const store = memoryStore()
+    expect(
+      validateOptions({ rules: [{ ...rule, consistency: approximate }], store }).rules[0]?.syncIntervalMs,
+    ).toBe(1000)
+    expect(issuesOf({ rules: [{ ...rule, consistency: approximate, syncInterval: '1 sec' }] })).toEqual([
+      'rules[0].syncInterval ERR_DURATION',
+    ])
+  })
   it("refuses a hand-built definition's policy that the exact arithmetic cannot take, rather than hang", () => {
     // gcd(x, NaN) looped forever inside createLimiter.
     const cases = [
@@ -213,9 +262,13 @@ describe('option validation', () => {
           mode: 'shadow',
           enforce: 50,
           consistency: 'strict',
+        },
+        {
+          name: 'b',
+          algorithm: tokenBucket({ capacity: 1, refillRate: 1, refillInterval: '1s' }),
+          consistency: approximate,
           syncInterval: '1s',
         },
-        { name: 'b', algorithm: tokenBucket({ capacity: 1, refillRate: 1, refillInterval: '1s' }) },
         { name: 'c', algorithm: gcra({ limit: 1, period: '1s', burst: 2 }) },
         { name: 'd', algorithm: fixedWindow({ limit: 1, window: '1s' }) },
       ],

@@ -44,7 +44,8 @@ export interface Rule {
    */
   consistency?: Consistency
   /**
-   * How often `approximate` rules sync their counts. A limiter syncs all its approximate rules
+   * How often `approximate` rules sync their counts; on a strict or local rule it is refused
+   * (`ERR_SYNC_INTERVAL`), not ignored. A limiter syncs all its approximate rules
    * together (one store call per key), at the shortest `syncInterval` among them: a `'1s'` rule
    * next to a `'50ms'` one syncs every 50 ms. Give a rule a longer interval in a limiter of its
    * own. @default '250ms'
@@ -148,7 +149,16 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
         'ERR_CHOICE',
         `"strict", "local" or approximate (imported from edgelimit)`,
       )
-      const syncIntervalMs = issues.duration(`${path}.syncInterval`, rule.syncInterval ?? 250)
+      // Only approximate rules sync: on a strict or local one (`c`, a string, is then the
+      // consistency) an interval would be silently ignored.
+      const syncIntervalMs =
+        rule.syncInterval !== undefined && c === consistency
+          ? issues.add(
+              `${path}.syncInterval`,
+              'ERR_SYNC_INTERVAL',
+              'needs consistency: approximate (imported from edgelimit), or drop it',
+            )
+          : issues.duration(`${path}.syncInterval`, rule.syncInterval ?? 250)
       // Every other option missing here was reported, and the options are then refused whole.
       if (algorithm !== undefined) {
         rules.push({

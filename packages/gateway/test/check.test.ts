@@ -12,6 +12,7 @@ import { upstashFixture } from '../../edgelimit/test/support/redis-client.js'
 import { checkFiles } from '../src/check.js'
 import { parsePolicyText } from '../src/config/source.js'
 import { checkSource, ISSUE_CODES, loadPolicy, validatePolicy } from '../src/config/validate.js'
+import { compilePolicy } from '../src/policy/compile.js'
 import { openStore } from '../src/policy/store.js'
 import { GATEWAY_ROOT, REPO_ROOT, runCli, tempDir, writePolicy } from './support/gateway.js'
 
@@ -499,6 +500,95 @@ rules:
   })
 })
 
+describe('a syncInterval on a rule that does not sync', () => {
+  const issuesOf = (text: string) =>
+    checkSource(parsePolicyText(text, 'sync.yaml', {})).issues.map(
+      (i) => `${i.line} ${i.path.join('.')} ${i.code} ${i.message}`,
+    )
+  const refused = (line: number, index: number, consistency: string) =>
+    `${line} rules.${index}.syncInterval ERR_SYNC_INTERVAL needs consistency: approximate, or drop it (only approximate rules sync; this one is ${consistency})`
+  const fw = 'algorithm: fixed-window, limit: 5, window: 1m'
+
+  test("is refused on a strict or local rule (its own consistency or the defaults'), with every other problem", () => {
+    expect(
+      issuesOf(`rules:
+  - { name: a, ${fw}, syncInterval: 1s }
+  - { name: b, ${fw}, consistency: strict, syncInterval: 1s }
+  - { name: c, ${fw}, consistency: local, syncInterval: 1s }
+  - { name: d, ${fw}, cost: -1 }
+`),
+    ).toEqual([
+      refused(2, 0, '"strict", the default'),
+      refused(3, 1, '"strict"'),
+      refused(4, 2, '"local"'),
+      '5 rules.3.cost ERR_INTEGER expected a non-negative integer up to 9007199254740991, got -1 (number)',
+    ])
+    expect(
+      issuesOf(`defaults: { consistency: local }
+rules:
+  - { name: a, ${fw}, syncInterval: 1s }
+`),
+    ).toEqual([refused(3, 0, '"local", the default')])
+  })
+
+  test("is taken on an approximate rule, and from defaults, where it is the approximate rules' interval", () => {
+    const ok = (text: string) => {
+      const { config, issues } = checkSource(parsePolicyText(text, 'sync.yaml', {}))
+      expect(issues).toEqual([])
+      return config?.rules.map((r) => [r.name, r.consistency, r.syncIntervalMs])
+    }
+    expect(ok(`rules:\n  - { name: a, ${fw}, consistency: approximate, syncInterval: 1s }\n`)).toEqual([
+      ['a', 'approximate', 1000],
+    ])
+    expect(
+      ok(`defaults: { consistency: approximate }
+rules:
+  - { name: a, ${fw}, syncInterval: 1s }
+  - { name: b, ${fw} }
+`),
+    ).toEqual([
+      ['a', 'approximate', 1000],
+      ['b', 'approximate', 250],
+    ])
+    expect(
+      ok(`defaults: { syncInterval: 2s }
+rules:
+  - { name: a, ${fw} }
+  - { name: b, ${fw}, consistency: approximate }
+`),
+    ).toEqual([
+      ['a', 'strict', 2000],
+      ['b', 'approximate', 2000],
+    ])
+  })
+
+  test('one problem where another is already reported: a consistency refused, an interval that is no duration', () => {
+    expect(issuesOf(`rules:\n  - { name: a, ${fw}, consistency: eventual, syncInterval: 1s }\n`)).toEqual([
+      '2 rules.0.consistency ERR_CHOICE expected one of "strict", "local", "approximate", got "eventual" (string)',
+    ])
+    expect(
+      issuesOf(`defaults: { consistency: eventual }\nrules:\n  - { name: a, ${fw}, syncInterval: 1s }\n`),
+    ).toEqual([
+      '1 defaults.consistency ERR_CHOICE expected one of "strict", "local", "approximate", got "eventual" (string)',
+    ])
+    expect(
+      issuesOf(`rules:\n  - { name: a, ${fw}, syncInterval: 1 sec }\n`).map((i) => i.split(' ')[2]),
+    ).toEqual(['ERR_DURATION'])
+  })
+
+  test('a policy of strict rules with a default syncInterval serves: the library is not handed the interval', async () => {
+    const { config } = checkSource(
+      parsePolicyText(`defaults: { syncInterval: 2s }\nrules:\n  - { name: a, ${fw} }\n`, 'sync.yaml', {}),
+    )
+    const store = await openStore({ type: 'memory', maxKeys: 10 })
+    try {
+      expect(() => compilePolicy(config as NonNullable<typeof config>, store)).not.toThrow()
+    } finally {
+      await store.close()
+    }
+  })
+})
+
 describe('check and serve agree', () => {
   // BRIDGE: a REST bridge in front of a real Redis, where serve must also decide through the URL.
   const upstash = upstashFixture()
@@ -935,6 +1025,8 @@ describe('the JSON Schema and `check` agree', () => {
       rule('algorithm: fixed-window\nlimit: 3\nwindow: 1m\ncost: 4'),
       'ERR_COST_NEVER_ADMITTED',
     ],
+    // Nor a syncInterval on a rule that is not approximate, which defaults can make it.
+    ['a syncInterval on a strict rule', rule(`${fw}\nsyncInterval: 1s`), 'ERR_SYNC_INTERVAL'],
     // Nor a size's bound, which depends on its unit.
     ['a body size past 2^53 - 1 bytes', top('clients: { maxBodySize: 8388608gb }'), 'ERR_RANGE'],
     ['a body size of too many digits', top('clients: { maxBodySize: 99999999999999999999b }'), 'ERR_RANGE'],

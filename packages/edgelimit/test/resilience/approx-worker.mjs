@@ -64,8 +64,8 @@ const limiter = createLimiter({
       // The test picks one a day clear of both ends (test/support/window.ts): even a 365-day
       // window ends once a year.
       algorithm: fixedWindow({ limit, window }),
-      consistency: consistency === 'approximate' ? approximate : consistency,
-      syncInterval,
+      // Only approximate rules sync: a strict rule refuses a syncInterval.
+      ...(consistency === 'approximate' ? { consistency: approximate, syncInterval } : { consistency }),
     },
   ],
   store: redisStore({ client: timedClient, prefix, coalesce: options.coalesce ?? false }),

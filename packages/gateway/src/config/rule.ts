@@ -43,6 +43,7 @@ export function readRule(
   }
   const match = rule.match === undefined ? NO_MATCH : readMatch(c, [...path, 'match'], rule.match)
   const settings = readDefaults(c, path, rule, defaults)
+  checkSyncInterval(c, path, rule, settings.consistency)
   const algorithm =
     rule.algorithm === undefined ? missing(c, path, 'algorithm') : readAlgorithm(c, path, rule.algorithm)
   let plans: PlanConfig[] = []
@@ -81,4 +82,28 @@ export function readRule(
     consistency: settings.consistency,
     syncIntervalMs: settings.syncIntervalMs,
   }
+}
+
+/**
+ * Refuses a rule's own `syncInterval` when the rule is not approximate (by its own consistency or
+ * the one from `defaults`): only approximate rules sync, so it would be ignored, and whoever wrote
+ * it would believe the rule batched its store calls. One in `defaults` is taken: it is the
+ * interval of the rules that are approximate.
+ */
+function checkSyncInterval(
+  c: Checker,
+  path: Path,
+  rule: Record<string, unknown>,
+  consistency: Defaults['consistency'],
+): void {
+  if (rule.syncInterval === undefined || consistency === 'approximate') return
+  const own = rule.consistency !== undefined
+  // A consistency refused already is not taken for the default it falls back to, nor a refused interval.
+  if (c.has(own ? [...path, 'consistency'] : ['defaults', 'consistency'], { is: 'ERR_CHOICE' })) return
+  if (c.has([...path, 'syncInterval'], { is: 'ERR_DURATION' })) return
+  c.add(
+    [...path, 'syncInterval'],
+    'ERR_SYNC_INTERVAL',
+    `needs consistency: approximate, or drop it (only approximate rules sync; this one is "${consistency}"${own ? '' : ', the default'})`,
+  )
 }

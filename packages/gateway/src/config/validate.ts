@@ -49,6 +49,7 @@ export const ISSUE_CODES = [
   'ERR_METHOD',
   'ERR_TIER',
   'ERR_COST_NEVER_ADMITTED',
+  'ERR_SYNC_INTERVAL',
 ] as const
 
 const TOP_FIELDS = [

@@ -136,8 +136,10 @@ export function compilePolicy(
             name,
             algorithm: plan.algorithm,
             onStoreError: rule.onStoreError,
-            consistency: rule.consistency === 'approximate' ? approximate : rule.consistency,
-            syncInterval: rule.syncIntervalMs,
+            // Only an approximate rule syncs: the library refuses an interval on any other.
+            ...(rule.consistency === 'approximate'
+              ? { consistency: approximate, syncInterval: rule.syncIntervalMs }
+              : { consistency: rule.consistency }),
           },
         ],
         store: store.store,
