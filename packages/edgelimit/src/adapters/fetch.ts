@@ -105,9 +105,15 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
         status: answer.status,
         headers: answer.headers as [string, string][],
       })
-    // A shaped request reaches the handler once its hold ends.
-    if (verdict.delayMs > 0 && !held)
-      return sleep(verdict.delayMs).then(() => apply(verdict, request, rest, true))
+    // A shaped request reaches the handler once its hold ends, unless its client left meanwhile
+    // (its signal aborted): it is dropped, with a 499 that reaches no one, as nginx drops it.
+    if (verdict.delayMs > 0 && !held) {
+      // Read before the hold: Deno aborts only a signal read before the client left.
+      const signal = request.signal
+      return sleep(verdict.delayMs).then(() =>
+        signal?.aborted ? new Response(null, { status: 499 }) : apply(verdict, request, rest, true),
+      )
+    }
     return after(handler(request, ...rest), respond<R>, verdict.headers)
   }
 

@@ -817,6 +817,23 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
     }
   })
 
+  it('fetch (the request signal): a held request whose signal aborts gets no handler, and a 499', async () => {
+    let handled = 0
+    const handler = withRateLimit(
+      () => {
+        handled++
+        return new Response('ok')
+      },
+      { limiter: shaped(), peer: () => '192.0.2.1' },
+    )
+    expect((await handler(new Request('http://127.0.0.1/'))).status).toBe(200)
+    const gone = new AbortController()
+    const held = handler(new Request('http://127.0.0.1/', { signal: gone.signal }))
+    gone.abort()
+    expect((await held).status).toBe(499)
+    expect([(await handler(new Request('http://127.0.0.1/'))).status, handled]).toEqual([200, 2])
+  })
+
   it('hono on other runtimes (the request signal): a held request whose signal aborts gets no handler', async () => {
     let handled = 0
     const app = new Hono()

@@ -1,8 +1,16 @@
+import { connect } from 'node:net'
 import { parseDictionary, parseItem, parseList } from 'structured-headers'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { workerdTarget } from '../workerd/support/matrix-target.js'
 import { edgeRuntimeTarget } from './support/edge-runtime-target.js'
-import { type Scenario, type Step, type Syntax, scenarios } from './support/scenarios.js'
+import {
+  LEAVE_AFTER_MS,
+  leaving,
+  type Scenario,
+  type Step,
+  type Syntax,
+  scenarios,
+} from './support/scenarios.js'
 import {
   bunTarget,
   denoTarget,
@@ -72,7 +80,25 @@ function checkSyntax(headers: Headers, syntax: readonly Syntax[]): void {
   if (retryAfter !== null) expect(parseItem(retryAfter)[0]).toBeGreaterThanOrEqual(1)
 }
 
+/** Sends a request on a connection of its own and closes it `LEAVE_AFTER_MS` later, unanswered. */
+async function leave(base: string, step: Step): Promise<void> {
+  const { hostname, port } = new URL(base)
+  const socket = connect(Number(port), hostname)
+  socket.on('error', () => {})
+  await new Promise<void>((resolve) =>
+    socket.once('connect', () =>
+      socket.write(`${step.method ?? 'GET'} ${step.path} HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`, () =>
+        resolve(),
+      ),
+    ),
+  )
+  // Real time: the server holds the request by the system clock (Deno, Bun) or on its socket.
+  await new Promise((resolve) => setTimeout(resolve, LEAVE_AFTER_MS))
+  socket.destroy()
+}
+
 async function runStep(base: string, scenario: Scenario, step: Step, index: number): Promise<void> {
+  if (step.leaves) return leave(base, step)
   const what = `${scenario.name}, step ${index + 1}: ${step.method ?? 'GET'} ${step.path}`
   const before = Date.now()
   const res = await fetch(base + step.path, { method: step.method ?? 'GET', headers: step.headers ?? {} })
@@ -104,17 +130,24 @@ async function runStep(base: string, scenario: Scenario, step: Step, index: numb
   if (step.minDelayMs !== undefined) expect(after - before, what).toBeGreaterThanOrEqual(step.minDelayMs)
 }
 
-describe.each(targets)('adapter matrix: $name', (target) => {
-  let running: Running | undefined
-  beforeAll(async () => {
-    running = await target.start(scenarios)
-  })
-  afterAll(async () => {
-    await running?.close()
-  })
+/** Each target serves `table` and passes every step of every scenario. */
+function matrix(title: string, list: readonly Target[], table: readonly Scenario[]) {
+  describe.each(list)(`${title}: $name`, (target) => {
+    let running: Running | undefined
+    beforeAll(async () => {
+      running = await target.start(table)
+    })
+    afterAll(async () => {
+      await running?.close()
+    })
 
-  it.each(scenarios.map((scenario, index) => ({ ...scenario, index })))('$name', async (scenario) => {
-    const base = (running as Running).url(scenario.index)
-    for (const [i, step] of scenario.steps.entries()) await runStep(base, scenario, step, i)
+    it.each(table.map((scenario, index) => ({ ...scenario, index })))('$name', async (scenario) => {
+      const base = (running as Running).url(scenario.index)
+      for (const [i, step] of scenario.steps.entries()) await runStep(base, scenario, step, i)
+    })
   })
-})
+}
+
+matrix('adapter matrix', targets, scenarios)
+// workerd and edge-runtime are reached through a bridge, which a client leaving does not reach.
+matrix('adapter matrix, clients that leave', [fetchNodeTarget, denoTarget, bunTarget], leaving)

@@ -29,7 +29,15 @@ export interface Step {
   json?: unknown
   /** The adapter must hold the request at least this long (shaping). */
   minDelayMs?: number
+  /**
+   * The client sends the request and leaves `LEAVE_AFTER_MS` later, before any answer (while the
+   * server holds it); `status` and the rest are not checked.
+   */
+  leaves?: true
 }
+
+/** How long a leaving client waits after sending its request: the server has it by then. */
+export const LEAVE_AFTER_MS = 100
 
 export interface Scenario {
   name: string
@@ -461,6 +469,36 @@ export const scenarios: readonly Scenario[] = [
     steps: [
       { path: '/', status: 200 },
       { path: '/', status: 200, minDelayMs: 100 },
+    ],
+  },
+]
+
+/**
+ * Served by the targets where the fetch wrapper owns the request's connection (the Node bridge,
+ * Deno, Bun), whose handler counts its runs in `x-handled`: a held request whose client leaves is
+ * dropped, as every other adapter drops it (adapters.test.ts) and nginx does.
+ */
+export const leaving: readonly Scenario[] = [
+  {
+    name: 'shaping: a held request whose client leaves is dropped, not handed on',
+    options: (lib, clock) => ({
+      limiter: lib.createLimiter({
+        rules: [
+          {
+            name: 'smooth',
+            algorithm: lib.leakyBucket({ capacity: 5, leakRate: 1, leakInterval: '1s', mode: 'shape' }),
+          },
+        ],
+        ...(clock ? { clock } : {}),
+      }),
+    }),
+    steps: [
+      { path: '/', status: 200, expect: { 'x-handled': '1' } },
+      // Held 1 s: its client leaves as soon as the server has it.
+      { path: '/', status: 0, leaves: true },
+      // Held 2 s less the time gone by (under 1 s had the second not been charged, so the server
+      // had it): when it is answered, the second's hold has ended, and its handler did not run.
+      { path: '/', status: 200, minDelayMs: 1200, expect: { 'x-handled': '2' } },
     ],
   },
 ]

@@ -144,10 +144,16 @@ function serveFetch(handler: (request: Request, info: BridgeInfo) => Promise<Res
       const chunks: Buffer[] = []
       for await (const chunk of req) chunks.push(chunk as Buffer)
       const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : Buffer.concat(chunks)
+      // Aborted when the client leaves before the answer, as Node's fetch servers (@hono/node-server) do.
+      const left = new AbortController()
+      res.once('close', () => {
+        if (!res.writableFinished) left.abort()
+      })
       const request = new Request(`http://${req.headers.host}${req.url}`, {
         method: req.method,
         headers,
         body,
+        signal: left.signal,
       })
       const response = await handler(request, { remoteAddress: req.socket.remoteAddress })
       const out: [string, string][] = []
@@ -163,8 +169,11 @@ function serveFetch(handler: (request: Request, info: BridgeInfo) => Promise<Res
 }
 
 export const fetchNodeTarget = inProcess('fetch (Node bridge)', (options) => {
+  // The handler's runs for this listener so far, this one included.
+  let handled = 0
   const handler = withRateLimit(
-    (_request: Request, _info: BridgeInfo) => new Response(OK.body, { headers: OK.headers }),
+    (_request: Request, _info: BridgeInfo) =>
+      new Response(OK.body, { headers: { ...OK.headers, 'X-Handled': String(++handled) } }),
     {
       ...options,
       peer: (_request, info: BridgeInfo) => info.remoteAddress,
@@ -178,7 +187,10 @@ process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL')
 })
 
-/** Runs `fetch-server.mjs` (the built dist) in Deno or Bun; it prints `{ ports }` once listening. */
+/**
+ * Runs `fetch-server.mjs` (the built dist) in Deno or Bun, serving the scenarios by name; it prints
+ * `{ ports }` once listening.
+ */
 function subprocess(name: string, command: string, args: readonly string[]): Target {
   return {
     name,
@@ -186,7 +198,8 @@ function subprocess(name: string, command: string, args: readonly string[]): Tar
       if (!existsSync(join(dist, 'fetch.js')))
         throw new Error(`${dist}/fetch.js is missing: run \`npm run build\` first`)
       const script = join(import.meta.dirname, 'fetch-server.mjs')
-      const child = spawn(join(root, 'node_modules', '.bin', command), [...args, script], {
+      const names = JSON.stringify(scenarios.map((s) => s.name))
+      const child = spawn(join(root, 'node_modules', '.bin', command), [...args, script, names], {
         cwd: root,
         stdio: ['pipe', 'pipe', 'pipe'],
       })
