@@ -85,6 +85,7 @@ rules:
     window: ${WINDOW}
     tiers: { keys: { gold-key: pro }, default: free, plans: { free: { limit: 10 }, pro: { limit: 50 } } }
   - { name: aside, match: { path: /layers/aside }, algorithm: fixed-window, limit: 7, window: ${WINDOW} }
+  - { name: raw, match: { path: /files/**/raw }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
 `
 
 beforeAll(async () => {
@@ -392,6 +393,15 @@ test('match: host glob, methods and header conditions must all hold', async () =
   expect(await send('GET', base)).toBe(200)
   expect(await send('POST', { ...base, 'x-tenant': 'other' })).toBe(200)
   expect(await send('POST', { ...base, 'x-skip': '1' })).toBe(200)
+})
+
+test('match: a `**` segment in the middle of a path glob is zero or more segments, as at the end', async () => {
+  // `/files/raw` is under `/files/**/raw` (it was not: the glob needed one segment there at least).
+  expect([await status('/files/raw', client(80)), await status('/files/raw', client(80))]).toEqual([200, 429])
+  expect(await status('/files/a/b/raw', client(80))).toBe(429)
+  // Not under it, so never limited by it.
+  for (const path of ['/files/xraw', '/filesraw', '/files/raw/x'])
+    expect([path, await status(path, client(81)), await status(path, client(81))]).toEqual([path, 200, 200])
 })
 
 test('cost: a request costing 2 against a limit of 5 passes twice', async () => {

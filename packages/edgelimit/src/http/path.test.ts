@@ -117,6 +117,35 @@ describe('pathGlob', () => {
     expect(matches('**', '/any/thing')).toBe(true)
   })
 
+  test('a `**` segment is zero or more segments anywhere, as a globstar is in gitignore and minimatch', () => {
+    // `/files/**/raw` is `/files/raw` too, as `/api/**` is `/api`: in a RegExp and in the one-pass run.
+    for (const [glob, compiled] of [
+      ['/files/**/raw', true],
+      ['/files/**/raw/*', false],
+    ] as const) {
+      expect([glob, pathGlob(glob) instanceof RegExp]).toEqual([glob, compiled])
+      for (const path of ['/files/raw', '/files/a/raw', '/files/a/b/raw', '/FILES//raw/'])
+        expect([glob, path, matches(glob, path)]).toEqual([glob, path, true])
+      for (const path of ['/filesraw', '/files/xraw', '/files/rawx', '/filesx/raw', '/x/files/raw'])
+        expect([glob, path, matches(glob, path)]).toEqual([glob, path, false])
+    }
+    expect(matches('/**/edit', '/edit')).toBe(true)
+    expect(matches('/**/edit', '/a/b/edit')).toBe(true)
+    expect(matches('/**/edit', '/xedit')).toBe(false)
+    expect(matches('/a/**/b/**/c', '/a/b/c')).toBe(true)
+    expect(matches('/a/**/b/**/c', '/a/x/b/y/z/c')).toBe(true)
+    expect(matches('/a/**/b/**/c', '/a/c')).toBe(false)
+    expect(matches('/a/**/**/b', '/a/b')).toBe(true)
+    expect(matches('/**/*.json', '/x.json')).toBe(true)
+    expect(matches('/**/x/*', '/x/b')).toBe(true)
+    expect(matches('/**/x/*', '/x')).toBe(true)
+    // A `**` that is not a whole segment is still any run of characters, `/` included.
+    expect(matches('/a**b', '/ab')).toBe(true)
+    expect(matches('/a**b', '/a/x/b')).toBe(true)
+    expect(matches('/a/**b', '/a/b')).toBe(true)
+    expect(matches('/a/**b', '/ab')).toBe(false)
+  })
+
   test('a final `/*` also matches the path with that segment empty, which route form drops', () => {
     // Fastify and Hono route `/api/` and `/api//` to `/api/*` (Hono `/api` too), Express 5 to
     // `/api/{*splat}`; the route form of all three is `/api`.
@@ -147,12 +176,13 @@ describe('pathGlob against hostile paths', () => {
   const matches = (glob: string, path: string) => pathGlob(glob).test(routePath(path))
   // The RegExp pathGlob compiled before: the reference for what a glob matches. `**` was `.*`,
   // which left out line terminators (`/api/%0A` escaped `/api/**`); `[^]` includes them. A final
-  // `/*` is optional, as a final `/**` is: route form drops the empty segment of `/api/`.
+  // `/*` is optional, as a `/**` segment is (zero segments, in the middle too): route form drops
+  // the empty segment of `/api/`.
   const reference = (glob: string) =>
     new RegExp(
       `^${routePath(glob)
         .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
-        .replace(/\/\*\*?$|\*\*?/g, (star) =>
+        .replace(/\/\*\*(?=\/|$)|\/\*$|\*\*?/g, (star) =>
           star === '*' ? '[^/]*' : star === '**' ? '[^]*' : star === '/*' ? '(/[^/]*)?' : '(/[^]*)?',
         )}$`,
     )
@@ -173,6 +203,43 @@ describe('pathGlob against hostile paths', () => {
     )
   })
 
+  // The meaning of a glob, segment by segment, for globs whose `**` are whole segments: `**` is
+  // zero or more segments, a `*` in a segment any run of its characters, a final `*` segment one
+  // segment or none (route form drops the empty one of `/api/`). The root `/` is one empty segment.
+  const segmentwise = (glob: string, path: string): boolean => {
+    const split = (p: string) => p.slice(1).split('/')
+    const segment = (g: string, s: string): boolean =>
+      g === ''
+        ? s === ''
+        : g[0] === '*'
+          ? segment(g.slice(1), s) || (s !== '' && segment(g, s.slice(1)))
+          : g[0] === s[0] && segment(g.slice(1), s.slice(1))
+    const run = (gs: string[], ps: string[]): boolean => {
+      const [g, ...rest] = gs
+      if (g === undefined) return ps.length === 0
+      if (g === '**') return run(rest, ps) || (ps.length > 0 && run(gs, ps.slice(1)))
+      if (g === '*' && rest.length === 0 && ps.length === 0) return true
+      return ps.length > 0 && segment(g, ps[0] as string) && run(rest, ps.slice(1))
+    }
+    return run(split(glob), split(path))
+  }
+
+  test('property: a glob of whole-segment `**` matches what it means segment by segment', () => {
+    const segments = fc.constantFrom('**', '*', 'a', 'b', 'ab', 'a*', '*b', 'a*b', '.x', '%41', '\n')
+    const glob = fc.array(segments, { minLength: 1, maxLength: 6 }).map((p) => `/${p.join('/')}`)
+    const path = fc
+      .array(fc.constantFrom('a', 'b', 'ab', 'ba', 'aab', '.x', 'x', '\n'), { maxLength: 7 })
+      .map((p) => routePath(`/${p.join('/')}`))
+    fc.assert(
+      fc.property(glob, path, (g, p) => {
+        const route = routePath(g)
+        expect(/[^/]\*\*|\*\*[^/]/.test(route)).toBe(false)
+        expect([g, p, pathGlob(g).test(p)]).toEqual([g, p, segmentwise(route, p)])
+      }),
+      { numRuns: 20_000 },
+    )
+  })
+
   test('a line terminator in a path does not escape `**`', () => {
     for (const path of ['/api/%0A', '/api/x%0d/y', '/api/%E2%80%A8'])
       expect(matches('/api/**', path)).toBe(true)
@@ -180,7 +247,7 @@ describe('pathGlob against hostile paths', () => {
 
   test('globs whose stars cannot compete stay RegExps, and a hostile 16 KB path does not make them backtrack', () => {
     const hostile = `/api${'/users/posts'.repeat(1400)}/x${'a'.repeat(2000)}`
-    for (const glob of ['/api/**', '/**/edit', '/users/*/posts/*', '/*/**/x', '/a*b/*/**']) {
+    for (const glob of ['/api/**', '/**/edit', '/files/**/raw', '/users/*/posts/*', '/*/**/x', '/a*b/*/**']) {
       const pattern = pathGlob(glob)
       expect(pattern).toBeInstanceOf(RegExp)
       const started = performance.now()

@@ -32,20 +32,22 @@ export function routePath(path: string): string {
 }
 
 /**
- * A route glob compiled for `routePath` forms: `*` is one segment, `**` any number of them, and
- * a final `/**` or `/*` also matches the path without it (`/api/**` covers `/api`; `/api/*` covers
+ * A route glob compiled for `routePath` forms: `*` is one segment, a `**` segment zero or more of
+ * them, anywhere, as a globstar is in gitignore and minimatch (`/api/**` covers `/api`; a `**`
+ * segment between `/files` and `/raw` covers `/files/raw`); a `**` inside a segment is any run of
+ * characters, `/` included. A final `/*` also matches the path without it (`/api/*` covers
  * `/api/`, which Fastify and Hono route to it, and whose route form is `/api`). The glob is put in
  * route form itself (`/Login/` is `/login`, `/caf%C3%A9` is `/café`). A path is read in linear
- * time whatever the glob: a RegExp where its stars cannot compete for the same characters, else
- * a one-pass run over the glob's positions (a RegExp of several `.*` backtracks for seconds on a
+ * time whatever the glob: a RegExp where its stars cannot compete for the same characters, else a
+ * one-pass run over the glob's positions (a RegExp of several `.*` backtracks for seconds on a
  * hostile 16 KB path).
  *
  * @example pathGlob('/api/**').test(routePath('/API/v1/')) // true
  */
 export function pathGlob(glob: string): { test(path: string): boolean } {
   const route = routePath(glob)
-  // A final `/**` or `/*`, `**`, `*` or one character (a UTF-16 unit, as `path[i]` reads it).
-  const tokens = route.match(/\/\*\*?$|\*\*?|./gs) ?? []
+  // A `/**` segment, a final `/*`, `**`, `*` or one character (a UTF-16 unit, as `path[i]` reads it).
+  const tokens = route.match(/\/\*\*(?=\/|$)|\/\*$|\*\*?|./gs) ?? []
   // Stars compete when a `**` (not the final `/**`) has another star after it, or two runs of
   // stars share a segment; otherwise the RegExp cannot backtrack far.
   if (!/\*\*.*\*|\*[^/*]+\*/.test(route.replace(/\/\*\*$/, ''))) {
@@ -57,24 +59,22 @@ export function pathGlob(glob: string): { test(path: string): boolean } {
   }
   return {
     test(path) {
-      // The glob positions reachable after the `i` characters read so far.
+      // The glob positions reachable after the `i` characters read so far; `j + 0.5`: past the
+      // `/` of the `/**` or `/*` at `j`, which goes on as a `**` or a `*`.
       let at = new Set([0])
       for (let i = 0; at.size > 0 && i <= path.length; i++) {
         const c = path[i]
         const next = new Set<number>()
         for (const j of at) {
-          const t = tokens[j]
-          // A star may match nothing (the Set visits what is added while it is iterated).
-          if (t?.endsWith('*')) at.add(j + 1)
-          // A final `/**` takes the rest of the path; a final `/*`, the rest without a `/`.
-          if (
-            c === undefined
-              ? j === tokens.length
-              : c === '/' && (t === '/**' || (t === '/*' && !path.includes('/', i + 1)))
-          )
-            return true
+          const t = j % 1 ? (tokens[j - 0.5] as string).slice(1) : tokens[j]
+          // A star may match nothing (the Set visits what is added while it is iterated); -~j
+          // is the position after j's token, j + 0.5 included.
+          if (t?.endsWith('*')) at.add(-~j)
+          if (c === undefined && j === tokens.length) return true
           if (t === '**' || (t === '*' && c !== '/')) next.add(j)
-          else if (t === c) next.add(j + 1)
+          // One character, or the `/` of a `/**` or `/*` (`t` is undefined only past the glob's
+          // end, and the path's end has returned there).
+          else if (t?.[0] === c) next.add((t as string)[1] ? j + 0.5 : j + 1)
         }
         at = next
       }

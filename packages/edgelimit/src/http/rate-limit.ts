@@ -50,7 +50,8 @@ export interface RouteRule {
   /**
    * The full path (also under a mounted router or a prefixed plugin: `/auth/login`), exact or a
    * glob (`/api/*`: one segment, `/api/` and so `/api` too; `/files/**`: any depth, `/files`
-   * too), matched whatever the case, trailing `/` and spelling (`//`, `%6C`, `..`, `\`) of the
+   * too, and a `**` segment in the middle is any depth too, none included, as a globstar is in
+   * gitignore), matched whatever the case, trailing `/` and spelling (`//`, `%6C`, `..`, `\`) of the
    * request's path (`routePath` in `edgelimit/http`); or a RegExp (without the `g` or `y` flag),
    * tested on the path as it came.
    */
