@@ -6,8 +6,10 @@
  * @example enforcedFor('login', 'client-42', 25) // the same answer on every call and every node
  */
 export function enforcedFor(rule: string, key: string, percent: number): boolean {
-  // (At 0 % no key is enforced: no bucket is below 0.)
   if (percent >= 100) return true
+  // At 0 % no key is enforced (no bucket is below 0): answered without hashing the key, as a
+  // rollout starts there and every request of the rule asks.
+  if (percent <= 0) return false
   let h = 0x811c9dc5
   const text = `${rule}\u0000${key}`
   for (let i = 0; i < text.length; i++) {
