@@ -1,4 +1,5 @@
 // The admin API's edges: the store down, the token, body size in bytes, bad fields, methods.
+import { manualClock } from 'edgelimit/testing'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type RedisServer, startRedis } from '../../edgelimit/test/support/redis.js'
 import { farWindow } from '../../edgelimit/test/support/window.js'
@@ -109,6 +110,74 @@ describe('peek with the store down', () => {
     // Requests still count.
     await (await fetch(`${own.gw.url}/x`)).arrayBuffer()
     expect(await storeMetrics()).not.toEqual(before)
+  })
+})
+
+describe('peek of an approximate rule', () => {
+  test('includes what this gateway admitted and has not synced yet: the remaining it will actually allow', async () => {
+    const redis = await startRedis()
+    // Nothing here waits on the time: the gateways decide on a clock that stands still until the
+    // test moves it (no sync is due before), their store calls have no deadline (a loaded machine
+    // cannot turn a slow answer into a fallback), and the store's windows, on Redis TIME, end far
+    // from this run.
+    const clock = manualClock(1_750_000_000_000)
+    const policy = `
+store: ${redis.url}
+admin: { token: ${TOKEN} }
+identity: { secret: test }
+defaults: { consistency: approximate, syncInterval: 1h, timeout: false }
+rules:
+  - { name: approx, algorithm: fixed-window, limit: 10, window: ${WINDOW} }
+  - name: tiered
+    algorithm: token-bucket
+    refillRate: 1
+    refillInterval: ${WINDOW}
+    tiers: { header: x-plan, default: free, plans: { free: { capacity: 5 }, pro: { capacity: 8 } } }
+`
+    const gw = await startInProcess(policy, { upstream: origin.url, clock })
+    // Another gateway on the same Redis sees only what has reached the store.
+    const other = await startInProcess(policy, { upstream: origin.url, clock })
+    const peek = async (on: InProcess, body: Record<string, unknown>) => {
+      const response = await post(on, '/admin/peek', body)
+      expect(response.status).toBe(200)
+      return (
+        (await response.json()) as { plans: { tier: string; decision: { remaining: number } }[] }
+      ).plans.map((p) => [p.tier, p.decision.remaining])
+    }
+    const approx = { rule: 'approx', ip: '127.0.0.1' }
+    const pro = { rule: 'tiered', ip: '127.0.0.1', headers: { 'x-plan': 'pro' } }
+    const request = async () =>
+      expect((await fetch(`${gw.url}/x`, { headers: { 'x-plan': 'pro' } })).status).toBe(200)
+    let after: InProcess | undefined
+    try {
+      for (let i = 0; i < 4; i++) await request()
+      // The first request went to the store; the next three are counted here, not synced.
+      expect(await peek(gw, approx)).toEqual([['', 6]])
+      expect(await peek(gw, pro)).toEqual([['pro', 4]])
+      expect(await peek(other, approx)).toEqual([['', 9]])
+      expect(await peek(other, pro)).toEqual([['pro', 7]])
+      // A peek charges nothing, here or in the store.
+      expect(await peek(gw, approx)).toEqual([['', 6]])
+      expect(await peek(gw, pro)).toEqual([['pro', 4]])
+      // An interval on, the next request sends the three and is counted here: this gateway
+      // allows 5 more (and 3), whether the sync has been answered yet or not.
+      clock.advance(3_600_000)
+      await request()
+      expect(await peek(gw, approx)).toEqual([['', 5]])
+      expect(await peek(gw, pro)).toEqual([['pro', 3]])
+      // Closing waits for that sync and sends the fifth: the store then holds all five, as a
+      // gateway started now reads it. (`other` would still answer from its own counts, read from
+      // the store when it first peeked, until its next sync.)
+      await gw.close()
+      after = await startInProcess(policy, { upstream: origin.url, clock })
+      expect(await peek(after, approx)).toEqual([['', 5]])
+      expect(await peek(after, pro)).toEqual([['pro', 3]])
+    } finally {
+      await gw.close()
+      await other.close()
+      await after?.close()
+      await redis.stop()
+    }
   })
 })
 

@@ -48,7 +48,9 @@ export interface Plan {
   readonly observes: ((key: string) => boolean) | undefined
   /**
    * A peek for the admin API, on a limiter of its own: it counts in no request metric, and says
-   * whether the answer came from the rule's `onStoreError` fallback instead of the store.
+   * whether the answer came from the rule's `onStoreError` fallback instead of the store. An
+   * approximate rule's is then read from its own limiter, whose counts the store lacks until
+   * they are synced.
    */
   inspect(key: string): Promise<{ decision: Decision; fallback: boolean }>
   readonly policies: readonly QuotaPolicy[]
@@ -162,9 +164,16 @@ export function compilePolicy(
         observe,
         observes,
         inspect: async (key) => {
-          const seen = store.inProcess
+          let seen = store.inProcess
             ? { decision: await shared.peek(key), fallback: false }
             : await inspectApart(options, key)
+          // An approximate rule decides from this gateway's own counter: the store lacks what it
+          // admitted and has not synced yet. Asked once the store has answered (a fallback is told
+          // apart there), the counter gives what this gateway will actually allow.
+          if (!seen.fallback && !store.inProcess && rule.consistency === 'approximate') {
+            const decision = await shared.peek(key)
+            seen = { decision, fallback: fellBack(decision) }
+          }
           return { ...seen, decision: observe(key, seen.decision) }
         },
         policies,
@@ -240,6 +249,11 @@ async function inspectApart(options: LimiterOptions, key: string) {
     },
   })
   return { decision: await limiter.peek(key), fallback }
+}
+
+/** Whether a one-rule decision came from the rule's `onStoreError` (the store failed meanwhile). */
+function fellBack(decision: Decision): boolean {
+  return decision.reason === 'store-unavailable' || decision.rules.some((r) => r.unknown === true)
 }
 
 /** Whether a rule only observes a key: `mode: shadow`, or outside its `enforce` share (the library's `enforcedFor`). */
