@@ -1,8 +1,8 @@
 import { relative } from 'node:path'
 import { pino } from 'pino'
 import { formatIssue, PolicyError } from './config/issues.js'
-import { describeUrl, maskUrl } from './config/secret.js'
-import { upstreamUrlProblems } from './config/upstream-url.js'
+import { maskUrl } from './config/secret.js'
+import { upstreamOverrideProblems } from './config/upstream-url.js'
 import { durationFlag, parseCommandArgs, UsageError } from './report/io.js'
 import { type Gateway, startGateway } from './server/gateway.js'
 import { tryLines } from './server/try.js'
@@ -25,15 +25,7 @@ function logLevel(value: string): string {
 /** The `--upstream` URL, as the policy's `upstream` takes it: http or https, with a host, and nothing the gateway would not send. */
 function upstreamFlag(value: string | undefined): string | undefined {
   if (value === undefined) return undefined
-  let url: URL | undefined
-  try {
-    url = new URL(value)
-  } catch {}
-  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '')
-    throw new UsageError(
-      `--upstream: expected a URL starting with http:// or https://, got ${describeUrl(value)}`,
-    )
-  const problems = upstreamUrlProblems(value)
+  const problems = upstreamOverrideProblems(value)
   if (problems.length > 0) throw new UsageError(problems.map((p) => `--upstream: ${p}`).join('\n'))
   return value
 }

@@ -6,6 +6,7 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
 import { farWindow } from '../../edgelimit/test/support/window.js'
+import { PolicyError } from '../src/config/issues.js'
 import { REPO_ROOT, runCli, spawnGateway, startInProcess, tempDir, writePolicy } from './support/gateway.js'
 import { arrival, type Origin, startOrigin } from './support/origin.js'
 
@@ -87,6 +88,47 @@ describe('a newcomer: npm start', () => {
     } finally {
       await gateway.stop()
     }
+  })
+
+  test('startGateway refuses such an upstream option as --upstream does: a PolicyError with ERR_URL, the URL masked, nothing opened', async () => {
+    const upstream = origin.url.replace('http://', 'http://proxyuser:s3cr3t@')
+    const port = await freePort()
+    const credentials = 'expected an upstream URL without a user or password, got'
+    const query = 'expected an upstream URL without a query or fragment, got'
+    for (const [url, masked, expected] of [
+      [
+        `${upstream}/?k=s3cr3t-q`,
+        `${origin.url.replace('http://', 'http://***@')}/?***`,
+        [credentials, query],
+      ],
+      [`${origin.url}/base#s3cr3t`, `${origin.url}/base#***`, [query]],
+      [
+        'ftp://user:s3cr3t@files.example.com',
+        'ftp://***@files.example.com',
+        ['expected a URL starting with http:// or https://, got'],
+      ],
+    ] as const) {
+      const outcome = await startInProcess('rules: []\n', { upstream: url, port }).then(
+        async (started) => {
+          await started.close()
+          return undefined
+        },
+        (error: unknown) => error,
+      )
+      expect(outcome, url).toBeInstanceOf(PolicyError)
+      const { issues, message } = outcome as PolicyError
+      expect(issues).toEqual(
+        expected.map((m) => ({
+          path: ['upstream'],
+          code: 'ERR_URL',
+          message: expect.stringContaining(`${m} "${masked}" (string)`),
+        })),
+      )
+      expect(message).toContain('[ERR_URL]')
+      expect(message).not.toContain('s3cr3t')
+    }
+    // Refused before the proxy listened.
+    await expect(fetch(`http://127.0.0.1:${port}/`)).rejects.toThrow()
   })
 
   test('200s with RateLimit headers, then a 429 problem+json on the login rule; the console says what to try', async () => {

@@ -27,3 +27,20 @@ export function upstreamUrlProblems(url: string): string[] {
   }
   return problems
 }
+
+/**
+ * What is wrong with an upstream URL given outside the policy (`--upstream`, `startGateway`'s
+ * `upstream`), checked as the policy's `upstream` is: http or https with a host, then
+ * `upstreamUrlProblems`. Every message shows the URL masked; none when the gateway can use it.
+ *
+ * @example upstreamOverrideProblems('ftp://files') // ['expected a URL starting with http:// or https://, got "ftp://files" (string)']
+ */
+export function upstreamOverrideProblems(value: unknown): string[] {
+  let url: URL | undefined
+  try {
+    url = typeof value === 'string' ? new URL(value) : undefined
+  } catch {}
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '')
+    return [`expected a URL starting with http:// or https://, got ${describeUrl(value)}`]
+  return upstreamUrlProblems(value as string)
+}

@@ -3,8 +3,9 @@ import type { AddressInfo } from 'node:net'
 import { resolve } from 'node:path'
 import { type Clock, type MemoryStore, systemClock } from 'edgelimit'
 import type { Logger } from 'pino'
-import type { Issue } from '../config/issues.js'
+import { type Issue, PolicyError } from '../config/issues.js'
 import type { GatewayConfig, UpstreamConfig } from '../config/types.js'
+import { upstreamOverrideProblems } from '../config/upstream-url.js'
 import { loadPolicy } from '../config/validate.js'
 import { compilePolicy } from '../policy/compile.js'
 import { openStore } from '../policy/store.js'
@@ -24,7 +25,12 @@ import { warnAbout } from './warn-about.js'
 export interface GatewayOptions {
   /** The policy file; watched for changes unless `watch` is false. */
   config: string
-  /** Overrides the policy's `upstream`. Without either, the built-in demo origin is started. */
+  /**
+   * Overrides the policy's `upstream` URL. Without either, the built-in demo origin is started.
+   * Checked as the policy's is (docs/decisions/0015-upstream-url-is-an-address.md): a URL that is
+   * not http or https, or holds a user, password, query or fragment, is refused with a
+   * `PolicyError` (`ERR_URL` at `upstream`, the URL masked), before anything is opened.
+   */
   upstream?: string | undefined
   /** @default 8080 (0: any free port) */
   port?: number
@@ -101,10 +107,16 @@ const DEFAULT_UPSTREAM: Omit<UpstreamConfig, 'url'> = {
  * Starts `edgelimit serve`: the proxy on `port`, operations (`/metrics`, `/healthz`, `/readyz`,
  * the admin API) on `adminPort`.
  *
- * @throws {PolicyError} when the policy file is invalid.
+ * @throws {PolicyError} when the policy file is invalid, or the `upstream` option (`ERR_URL`).
  * @example const gateway = await startGateway({ config: 'edgelimit.yaml', port: 0, adminPort: 0, logger: pino() })
  */
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  // The override is the same at every reload: checked once, as `--upstream` is.
+  if (options.upstream !== undefined) {
+    const problems = upstreamOverrideProblems(options.upstream)
+    if (problems.length > 0)
+      throw new PolicyError(problems.map((message) => ({ path: ['upstream'], code: 'ERR_URL', message })))
+  }
   const file = resolve(options.config)
   const log = options.logger
   const env = options.env ?? process.env
