@@ -30,13 +30,15 @@ function nodeServerPeer(c: Context): string | undefined {
 
 /**
  * Holds a shaped request for `ms`, then goes on, unless its client left meanwhile (the request's
- * signal, which @hono/node-server and Bun abort when the connection closes): that request
+ * signal, which @hono/node-server, Bun and Deno abort when the connection closes): that request
  * is dropped, as the gateway and nginx drop it, with a 499 that reaches no one rather than a
  * handler run for nobody.
  */
 async function hold(c: Context, ms: number, go: Next): Promise<Response | undefined> {
+  // Read before the hold: Deno aborts only a signal read before the client left.
+  const signal = c.req.raw.signal
   await sleep(ms)
-  if (c.req.raw.signal?.aborted) return c.body(null, 499 as 429)
+  if (signal?.aborted) return c.body(null, 499 as 429)
   await go()
   return undefined
 }

@@ -17,6 +17,7 @@ import {
   expressTarget,
   fastifyTarget,
   fetchNodeTarget,
+  honoDenoTarget,
   honoTarget,
   nodeTarget,
   type Running,
@@ -30,6 +31,7 @@ const targets: Target[] = [
   honoTarget,
   fetchNodeTarget,
   denoTarget,
+  honoDenoTarget,
   bunTarget,
   workerdTarget,
   edgeRuntimeTarget,
@@ -150,4 +152,8 @@ function matrix(title: string, list: readonly Target[], table: readonly Scenario
 
 matrix('adapter matrix', targets, scenarios)
 // workerd and edge-runtime are reached through a bridge, which a client leaving does not reach.
-matrix('adapter matrix, clients that leave', [fetchNodeTarget, denoTarget, bunTarget], leaving)
+matrix(
+  'adapter matrix, clients that leave',
+  [fetchNodeTarget, denoTarget, honoDenoTarget, bunTarget],
+  leaving,
+)

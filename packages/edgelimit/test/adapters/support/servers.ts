@@ -191,7 +191,7 @@ process.on('exit', () => {
  * Runs `fetch-server.mjs` (the built dist) in Deno or Bun, serving the scenarios by name; it prints
  * `{ ports }` once listening.
  */
-function subprocess(name: string, command: string, args: readonly string[]): Target {
+function subprocess(name: string, command: string, args: readonly string[], adapter = 'fetch'): Target {
   return {
     name,
     async start(scenarios) {
@@ -199,7 +199,7 @@ function subprocess(name: string, command: string, args: readonly string[]): Tar
         throw new Error(`${dist}/fetch.js is missing: run \`npm run build\` first`)
       const script = join(import.meta.dirname, 'fetch-server.mjs')
       const names = JSON.stringify(scenarios.map((s) => s.name))
-      const child = spawn(join(root, 'node_modules', '.bin', command), [...args, script, names], {
+      const child = spawn(join(root, 'node_modules', '.bin', command), [...args, script, names, adapter], {
         cwd: root,
         stdio: ['pipe', 'pipe', 'pipe'],
       })
@@ -241,12 +241,11 @@ function subprocess(name: string, command: string, args: readonly string[]): Tar
   }
 }
 
-export const denoTarget = subprocess('fetch (Deno)', 'deno', [
-  'run',
-  '--no-lock',
-  '--allow-net',
-  '--allow-read',
-  '--allow-env',
-])
+const denoArgs = ['run', '--no-lock', '--allow-net', '--allow-read', '--allow-env']
+
+export const denoTarget = subprocess('fetch (Deno)', 'deno', denoArgs)
+
+/** The built Hono middleware in a Hono app on `Deno.serve`, as `hono/deno` serves it. */
+export const honoDenoTarget = subprocess('hono (Deno)', 'deno', denoArgs, 'hono')
 
 export const bunTarget = subprocess('fetch (Bun)', 'bun', [])
