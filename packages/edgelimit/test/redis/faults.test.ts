@@ -126,7 +126,14 @@ describe('script loading', () => {
     try {
       const make = (onStoreError: 'open' | 'closed') =>
         createLimiter({
-          rules: [{ name: 'tb', algorithm: tokenBucket({ capacity: 10, refillRate: 1 }), onStoreError }],
+          // One token an hour: nothing refills during a run, however slow (Redis TIME is the clock).
+          rules: [
+            {
+              name: 'tb',
+              algorithm: tokenBucket({ capacity: 10, refillRate: 1, refillInterval: '1h' }),
+              onStoreError,
+            },
+          ],
           store: redisStore({ client, prefix: `reload-${onStoreError}` }),
           timeout: '5s',
           breaker: false,
@@ -153,7 +160,8 @@ describe('script loading', () => {
       await expect(bound.evaluate('k', 1, 'x' as unknown as number)).rejects.toThrow(/ERR/)
       await new Promise((resolve) => setTimeout(resolve, 20))
       expect(unhandled).toEqual([])
-      // The process goes on, and so does the store once Redis can run the script again.
+      // The process goes on, and so does the store once Redis can run the script again: 'k' was
+      // charged twice (the fail-open decision while the reload failed charged nothing).
       expect((await open.limit('k')).rules[0]?.remaining).toBe(8)
     } finally {
       process.off('unhandledRejection', onUnhandled)
