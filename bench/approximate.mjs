@@ -29,6 +29,7 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { Redis } from 'ioredis'
 import { checkTrace, peakIn, recordTrace } from '../packages/edgelimit/test/resilience/approx-trace.mjs'
+import { farWindow } from '../packages/edgelimit/test/support/far-window.mjs'
 import { dirtyText, ROOT, runMeta, writeResults } from './lib/machine.mjs'
 import { HOST, installCleanup, killOwnedSync, owned, tempDirs } from './lib/processes.mjs'
 import { redisCommand, startRedis } from './lib/redis-server.mjs'
@@ -147,23 +148,15 @@ async function builtPackage() {
   }
 }
 
-/** The fixed window is the clock hour: keep a run from straddling its end. */
-async function clearOfHourBoundary(marginMs) {
-  const left = 3_600_000 - (Date.now() % 3_600_000)
-  if (left < marginMs) {
-    process.stderr.write(`waiting ${Math.ceil(left / 1000)} s for the next hour's window\n`)
-    await new Promise((resolve) => setTimeout(resolve, left + 1000))
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // One run: 4 processes replay the trace in one mode
 // ---------------------------------------------------------------------------------------------
 
-async function run(admin, port, mode, traceFile, limit, n) {
+async function run(admin, port, mode, traceFile, limit, window, n) {
   await builtPackage()
   const prefix = `approx-bench-${n}-${Date.now()}`
-  const options = (index) => JSON.stringify({ trace: traceFile, index, limit, coalesce: mode.coalesce })
+  const options = (index) =>
+    JSON.stringify({ trace: traceFile, index, limit, window, coalesce: mode.coalesce })
   const workers = Array.from({ length: PROCESSES }, (_, index) =>
     startWorker([
       String(port),
@@ -227,7 +220,7 @@ function markdown(report) {
     `- Redis ${meta.redis.version}, started by the benchmark: \`${meta.redis.args}\`; ioredis ${meta.versions.ioredis}`,
     `- Date: ${meta.date}; ${meta.durationSeconds} s in all; load average (1/5/15 min) ${load.before.join(' / ')} before, ${load.after.join(' / ')} after, at most ${load.maxOneMinute} during the run${load.maxOneMinute > meta.cpu.cores ? `\n- **The 1-minute load average exceeded the ${meta.cpu.cores} cores during this run: the workers were descheduled for long stretches and caught up in bursts, which makes batches larger (more over-admission) and lets the Redis store coalesce more decisions into one call (fewer strict store calls) than on a quiet machine.**` : ''}`,
     `- edgelimit ${meta.versions.edgelimit} at ${meta.git.head}${dirtyText(meta.git.dirty)}; build hash ${meta.edgelimitBuild} (sha-256 of dist/*.js)`,
-    `- Trace: ${trace.source}; ${PROCESSES} processes × ${int(trace.requestsPerProcess)} requests (${int(trace.requests)} in all) on one key over ${trace.durationMs} ms; sha-256 ${trace.sha256}. Limit: \`fixedWindow({ limit: ${int(meta.limit)}, window: '365d' })\`, reached about ${Math.round(LIMIT_SHARE * 100)} % into the trace.`,
+    `- Trace: ${trace.source}; ${PROCESSES} processes × ${int(trace.requestsPerProcess)} requests (${int(trace.requests)} in all) on one key over ${trace.durationMs} ms; sha-256 ${trace.sha256}. Limit: \`fixedWindow({ limit: ${int(meta.limit)}, window: '${meta.window}' })\`, reached about ${Math.round(LIMIT_SHARE * 100)} % into the trace.`,
     '',
     `## Store calls and admissions (${meta.repeats} run${meta.repeats === 1 ? '' : 's'} per case, same trace)`,
     '',
@@ -264,7 +257,7 @@ function markdown(report) {
             .join('; ')}`,
       )
       .join(' — ')}.`,
-    '- The fixed window is the clock hour; a run that would straddle the hour waits for the next one.',
+    `- The fixed window is epoch-aligned (${meta.window}, picked at the start a day clear of both its ends: test/support/far-window.mjs), so no run counts in two windows.`,
     '',
   )
   return lines.join('\n')
@@ -297,6 +290,9 @@ async function main() {
   const requests = trace.processes.reduce((s, p) => s + p.length, 0)
   const durationMs = Math.max(...trace.processes.map((p) => p.at(-1)))
   const limit = opts.limit ?? Math.round((requests * LIMIT_SHARE) / 100) * 100
+  // Epoch-aligned, as fixed windows are: even a 365-day window ends (2026-12-18T00:00:00Z), and a
+  // run that spanned an end would count in two windows. Picked once, a day clear of both ends.
+  const window = farWindow()
 
   const modes = [
     {
@@ -337,8 +333,7 @@ async function main() {
     const order = round % 2 === 0 ? modes : [...modes].reverse()
     const roundResults = new Map()
     for (const mode of order) {
-      await clearOfHourBoundary(durationMs + 15_000)
-      const r = await run(admin, redis.port, mode, traceFile, limit, n++)
+      const r = await run(admin, redis.port, mode, traceFile, limit, window, n++)
       maxLoad = Math.max(maxLoad, os.loadavg()[0])
       roundResults.set(mode.id, r)
       process.stderr.write(
@@ -402,6 +397,7 @@ async function main() {
       }),
       processes: PROCESSES,
       limit,
+      window,
       repeats: opts.repeats,
     },
     trace: {
