@@ -36,9 +36,10 @@ const algorithms = {
   fixed: fixedWindow({ limit: 5, window: WINDOW }),
   sliding: slidingWindow({ limit: 5, window: WINDOW }),
   log: slidingLog({ limit: 5, window: '1m' }),
-  token: tokenBucket({ capacity: 5, refillRate: 1 }),
-  police: leakyBucket({ capacity: 5, leakRate: 1 }),
-  shape: leakyBucket({ capacity: 5, leakRate: 1, mode: 'shape' }),
+  // One an hour: nothing refills or drains between a key's decisions, however slow the machine.
+  token: tokenBucket({ capacity: 5, refillRate: 1, refillInterval: '1h' }),
+  police: leakyBucket({ capacity: 5, leakRate: 1, leakInterval: '1h' }),
+  shape: leakyBucket({ capacity: 5, leakRate: 1, leakInterval: '1h', mode: 'shape' }),
   gcra: gcra({ limit: 5, period: '1m' }),
 }
 
