@@ -171,10 +171,21 @@ async function answer(r: Response): Promise<Answer> {
   return { status: r.status, type: r.headers.get('content-type'), policy, body: await r.text() }
 }
 
+/**
+ * A script example's own report (its `onEvent` warning, docs/resilience.md) that a store call missed
+ * the 45 ms default deadline: on a loaded machine the first script load can, and a `closed` rule then
+ * denies as documented. Its printed answers hold for a store that answers in time: run it again.
+ */
+const MISSED_DEADLINE = /^rate-limit store timeout$/m
+
 async function script(block: Block, name: string): Promise<void> {
   const { path, runtime } = await file(block, name)
-  // Run again if it spanned the end of a window it counts in on the system clock or Redis TIME.
-  const { code, stdout, stderr } = await withinWindows(block.code, () => run(runtime, [path]))
+  // Run again if it spanned the end of a window it counts in on the system clock or Redis TIME,
+  // or (up to 3 runs) if its store missed the deadline, which the example itself reports.
+  const once = () => withinWindows(block.code, () => run(runtime, [path]))
+  let result = await once()
+  for (let tries = 1; tries < 3 && MISSED_DEADLINE.test(result.stderr); tries++) result = await once()
+  const { code, stdout, stderr } = result
   expect(code, stderr).toBe(0)
   const expected = expectedLines(block.code)
   if (expected.length > 0) expect(stdout.trim().split('\n')).toEqual(expected)
