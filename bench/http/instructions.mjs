@@ -1,8 +1,20 @@
 // Instructions per request under callgrind: the deterministic companion of bench:http.
 //
 //   npm run bench:http:instructions          (builds edgelimit first)
-//   node bench/http/instructions.mjs [--only <framework>[,<framework>…]] [--warm <n>] [--requests <n>]
-//                                    [--no-write]
+//   node bench/http/instructions.mjs [--only <framework>[,<framework>…]] [--rows <kind>[,<kind>…]]
+//                                    [--deny] [--connections <n>] [--warm <n>] [--requests <n>]
+//                                    [--dist <dir>] [--no-write]
+//
+//   --only         frameworks to run (node, express, fastify, hono, fetch; default all)
+//   --rows         which servers of each framework: bare (no edgelimit), adapter, control (the
+//                  fields by hand); default all three (--deny: bare and adapter, no control)
+//   --deny         the 429 path: every request goes to `/deny`, a route limited to 1 per hour
+//                  (scenario deny of server.mjs), so all but the first are denied; the bare server
+//                  answers it 200
+//   --connections  keep-alive connections of the load (default 16); 1 gives counts that repeat
+//                  within about 0.5 %, as requests then never overlap
+//   --dist         the built library to measure (default packages/edgelimit/dist), e.g. a copy of
+//                  an earlier build for a before/after pair
 //
 // bench:http measures requests per second on a shared 2-core VM, whose speed drifts by tens of
 // percent from one second to the next. This counts instead: each server of bench:http
@@ -36,6 +48,9 @@ const FRAMEWORKS = Object.fromEntries(
     .map(([name, a]) => [name, { label: a.label, control: CONTROL_OF[name] }]),
 )
 
+/** The servers `--rows` picks from, per framework. */
+const ROWS = ['bare', 'adapter', 'control']
+
 function parseArgs(argv) {
   const value = (name, fallback) => flagValue(argv, name, fallback)
   const count = (name, fallback) => {
@@ -47,10 +62,22 @@ function parseArgs(argv) {
   const unknown = only?.filter((f) => !(f in FRAMEWORKS)) ?? []
   if (unknown.length > 0)
     throw new Error(`--only: unknown ${unknown.join(', ')} (known: ${Object.keys(FRAMEWORKS).join(', ')})`)
+  const deny = argv.includes('--deny')
+  const rows = value('--rows', deny ? 'bare,adapter' : 'bare,adapter,control').split(',')
+  const badRows = rows.filter((r) => !ROWS.includes(r))
+  if (badRows.length > 0) throw new Error(`--rows: unknown ${badRows.join(', ')} (known: ${ROWS.join(', ')})`)
+  if (deny && rows.includes('control'))
+    throw new Error(
+      '--rows: the control rows set the fields of an admitted request; there is none with --deny',
+    )
   return {
     frameworks: only ?? Object.keys(FRAMEWORKS),
+    rows,
+    deny,
+    connections: count('--connections', 16),
     warm: count('--warm', 10_000),
     requests: count('--requests', 20_000),
+    dist: value('--dist', undefined),
     write: !argv.includes('--no-write'),
   }
 }
@@ -63,9 +90,12 @@ function valgrindVersion() {
   }
 }
 
-/** Sends `count` GET / requests over 16 keep-alive connections; rejects on any other status than 200. */
-function send(port, count) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 16 })
+/**
+ * Sends `count` GET requests to `target` over `connections` keep-alive connections; rejects on any
+ * status but 200 and, when `denied` is given, 429 (which it counts).
+ */
+function send(port, count, { target = '/', connections = 16, denied } = {}) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections })
   let started = 0
   let done = 0
   return new Promise((resolve, reject) => {
@@ -73,22 +103,23 @@ function send(port, count) {
       if (started === count) return
       started++
       http
-        .get({ host: '127.0.0.1', port, path: '/', agent }, (res) => {
+        .get({ host: '127.0.0.1', port, path: target, agent }, (res) => {
           res.resume()
           res.on('end', () => {
-            if (res.statusCode !== 200) reject(new Error(`status ${res.statusCode}`))
-            else if (++done === count) resolve()
+            if (res.statusCode === 429 && denied !== undefined) denied.count++
+            else if (res.statusCode !== 200) return reject(new Error(`status ${res.statusCode}`))
+            if (++done === count) resolve()
             else next()
           })
         })
         .on('error', reject)
     }
-    for (let i = 0; i < 16; i++) next()
+    for (let i = 0; i < connections; i++) next()
   }).finally(() => agent.destroy())
 }
 
 /** One server under callgrind answering `count` requests; resolves its total instruction count. */
-async function instructions(spec, count) {
+async function instructions(spec, count, opts) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'edgelimit-callgrind-'))
   try {
     // --single-threaded: V8 compiles and collects on the main thread, so the count does not
@@ -112,7 +143,12 @@ async function instructions(spec, count) {
       lines.once('line', (line) => resolve(JSON.parse(line).port))
       exited.then((code) => reject(new Error(`server ${spec.adapter} exited with ${code} before listening`)))
     })
-    await send(port, count)
+    const denied = { count: 0 }
+    await send(port, count, { target: opts.deny ? '/deny' : '/', connections: opts.connections, denied })
+    // Without the adapter nothing is denied; with it, all but the first request to /deny.
+    const expected = opts.deny && spec.limited ? count - 1 : 0
+    if (denied.count !== expected)
+      throw new Error(`${spec.adapter}: ${denied.count} of ${count} requests denied, expected ${expected}`)
     child.stdin.end() // the server exits; callgrind writes its totals
     await exited
     const file = readdirSync(dir).find((f) => f.startsWith('callgrind.out'))
@@ -127,11 +163,11 @@ async function instructions(spec, count) {
 /** Instructions per request at steady state: (run of warm + requests) − (run of warm), per request. */
 async function perRequest(spec, opts) {
   const t0 = Date.now()
-  const short = await instructions(spec, opts.warm)
-  const long = await instructions(spec, opts.warm + opts.requests)
+  const short = await instructions(spec, opts.warm, opts)
+  const long = await instructions(spec, opts.warm + opts.requests, opts)
   const per = (long - short) / opts.requests
   process.stderr.write(
-    `${spec.adapter.padEnd(15)} ${spec.limited ? 'limited' : 'bare   '} ${Math.round(per).toLocaleString('en-US').padStart(7)} instructions/request  ${((Date.now() - t0) / 1000).toFixed(0)} s\n`,
+    `${spec.adapter.padEnd(15)} ${spec.limited ? 'limited' : 'bare   '} ${spec.scenario.padEnd(5)} ${Math.round(per).toLocaleString('en-US').padStart(7)} instructions/request  ${((Date.now() - t0) / 1000).toFixed(0)} s\n`,
   )
   return per
 }
@@ -146,39 +182,42 @@ async function main(argv) {
   }
   const started = Date.now()
   const loadBefore = os.loadavg()
-  const snapshot = await snapshotEdgelimit()
+  const snapshot = await snapshotEdgelimit([], undefined, { from: opts.dist })
+  const scenario = opts.deny ? 'deny' : 'admit'
   const results = []
   try {
-    const spec = (adapter, limited) => ({ adapter, limited, scenario: 'admit', dist: snapshot.dir })
+    const spec = (adapter, limited) => ({ adapter, limited, scenario, dist: snapshot.dir })
     for (const framework of opts.frameworks) {
       const { label, control } = FRAMEWORKS[framework]
-      const without = await perRequest(spec(framework, false), opts)
+      const without = opts.rows.includes('bare') ? await perRequest(spec(framework, false), opts) : null
       const row = (kind, adapter, withCount) => ({
         framework,
         kind,
+        scenario,
         label: kind === 'adapter' ? label : `control: ${label}, the two draft-10 fields by hand`,
         withoutPerRequest: without,
         withPerRequest: withCount,
-        addedPerRequest: withCount - without,
-        ratio: without / withCount,
+        addedPerRequest: without === null ? null : withCount - without,
+        ratio: without === null ? null : without / withCount,
         adapter,
       })
-      results.push(row('adapter', framework, await perRequest(spec(framework, true), opts)))
-      if (control !== undefined)
+      if (opts.rows.includes('adapter'))
+        results.push(row('adapter', framework, await perRequest(spec(framework, true), opts)))
+      if (control !== undefined && opts.rows.includes('control'))
         results.push(row('control', control, await perRequest(spec(control, true), opts)))
     }
   } finally {
     rmSync(snapshot.dir, { recursive: true, force: true })
   }
 
-  const n = (x) => Math.round(x).toLocaleString('en-US')
+  const n = (x) => (x === null ? '—' : Math.round(x).toLocaleString('en-US'))
   const header = ['row', 'without (instr/req)', 'with (instr/req)', 'added', 'without / with']
   const rows = results.map((r) => [
-    r.label,
+    opts.deny ? `${r.label}, denied` : r.label,
     n(r.withoutPerRequest),
     n(r.withPerRequest),
-    `+${n(r.addedPerRequest)}`,
-    `${(r.ratio * 100).toFixed(1)}%`,
+    r.addedPerRequest === null ? '—' : `+${n(r.addedPerRequest)}`,
+    r.ratio === null ? '—' : `${(r.ratio * 100).toFixed(1)}%`,
   ])
   const out = table(header, rows, ['l', 'r', 'r', 'r', 'r'])
   const meta = runMeta({
@@ -192,22 +231,22 @@ async function main(argv) {
     packages: ['express', 'fastify', 'hono', '@hono/node-server'],
   })
   console.log(
-    `\nedgelimit HTTP adapters, user-space instructions per request (callgrind; ${opts.warm} warm-up, ${opts.requests} counted) — ${meta.date}, Node ${meta.node}\n`,
+    `\nedgelimit HTTP adapters, user-space instructions per request (callgrind; scenario ${scenario}, ${opts.connections} connection${opts.connections === 1 ? '' : 's'}, ${opts.warm} warm-up, ${opts.requests} counted) — ${meta.date}, Node ${meta.node}\n`,
   )
   console.log(out.text)
   if (!opts.write) return
   const method = {
     tool: valgrind,
-    server: 'bench/http/server.mjs, scenario admit (as bench:http)',
+    server: `bench/http/server.mjs, scenario ${scenario} (as bench:http)`,
     command: `valgrind --tool=callgrind node --single-threaded bench/http/server.mjs '<case>'`,
-    load: '16 keep-alive connections, GET /, from the benchmark process (not counted)',
+    load: `${opts.connections} keep-alive connection${opts.connections === 1 ? '' : 's'}, GET ${opts.deny ? '/deny (all but the first denied)' : '/'}, from the benchmark process (not counted)`,
     warmRequests: opts.warm,
     countedRequests: opts.requests,
     perRequest: '(total instructions answering warm + counted) − (total answering warm), / counted',
     counts: "the server process's user space only (no kernel time)",
   }
   const file = writeResults(
-    `http-instructions-${meta.date}`,
+    `http-instructions-${opts.deny ? 'deny-' : ''}${meta.date}`,
     { benchmark: 'http-instructions', ...meta, method, results },
     `# HTTP adapters: instructions per request — ${meta.date}
 
@@ -218,7 +257,7 @@ async function main(argv) {
 
 ${out.md}
 
-Each server of \`bench:http\` (scenario \`admit\`) ran under \`${method.command}\` twice: answering ${opts.warm} requests, and ${opts.warm + opts.requests}; the difference of the two instruction totals, divided by ${opts.requests}, is one request at steady state. The counts repeat within about 1 % from run to run whatever the machine's load. They cover the server's user space only, not the kernel's socket work, which \`bench:http\`'s requests per second include: \`without / with\` here is the throughput ratio if user-space instructions were all a request cost, and it sits below bench:http's ratio by the kernel's share. The control rows set the two draft-10 fields by hand where the adapter runs (see bench:http).
+Each server of \`bench:http\` (scenario \`${scenario}\`; load: ${method.load}) ran under \`${method.command}\` twice: answering ${opts.warm} requests, and ${opts.warm + opts.requests}; the difference of the two instruction totals, divided by ${opts.requests}, is one request at steady state. The counts repeat within about 1 % from run to run whatever the machine's load. They cover the server's user space only, not the kernel's socket work, which \`bench:http\`'s requests per second include: \`without / with\` here is the throughput ratio if user-space instructions were all a request cost, and it sits below bench:http's ratio by the kernel's share. The control rows set the two draft-10 fields by hand where the adapter runs (see bench:http).
 `,
   )
   console.log(`\nwrote ${path.relative(process.cwd(), file)}.json and .md`)
