@@ -3,7 +3,7 @@
 //   npm run bench:http:instructions          (builds edgelimit first)
 //   node bench/http/instructions.mjs [--only <framework>[,<framework>…]] [--rows <kind>[,<kind>…]]
 //                                    [--deny] [--connections <n>] [--warm <n>] [--requests <n>]
-//                                    [--dist <dir>] [--no-write]
+//                                    [--dist <dir>] [--keep <dir>] [--no-write]
 //
 //   --only         frameworks to run (node, express, fastify, hono, fetch; default all)
 //   --rows         which servers of each framework: bare (no edgelimit), adapter, control (the
@@ -15,6 +15,9 @@
 //                  within about 0.5 %, as requests then never overlap
 //   --dist         the built library to measure (default packages/edgelimit/dist), e.g. a copy of
 //                  an earlier build for a before/after pair
+//   --keep         keeps each run's callgrind output in this directory, named
+//                  <adapter>-<bare|limited>-<scenario>-<requests>.out: a per-function profile of one
+//                  request is the difference of a pair (callgrind_annotate each, subtract)
 //
 // bench:http measures requests per second on a shared 2-core VM, whose speed drifts by tens of
 // percent from one second to the next. This counts instead: each server of bench:http
@@ -29,7 +32,7 @@
 // Writes bench/results/http-instructions-<YYYY-MM-DD>.json and .md (UTC date).
 
 import { execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
@@ -78,6 +81,7 @@ function parseArgs(argv) {
     warm: count('--warm', 10_000),
     requests: count('--requests', 20_000),
     dist: value('--dist', undefined),
+    keep: value('--keep', undefined),
     write: !argv.includes('--no-write'),
   }
 }
@@ -152,6 +156,14 @@ async function instructions(spec, count, opts) {
     child.stdin.end() // the server exits; callgrind writes its totals
     await exited
     const file = readdirSync(dir).find((f) => f.startsWith('callgrind.out'))
+    if (opts.keep !== undefined && file !== undefined) {
+      mkdirSync(opts.keep, { recursive: true })
+      const kind = spec.limited ? 'limited' : 'bare'
+      copyFileSync(
+        path.join(dir, file),
+        path.join(opts.keep, `${spec.adapter}-${kind}-${spec.scenario}-${count}.out`),
+      )
+    }
     const totals = /^totals:\s+(\d+)/m.exec(readFileSync(path.join(dir, file ?? ''), 'utf8'))
     if (totals === null) throw new Error(`no totals in the callgrind output of ${spec.adapter}`)
     return Number(totals[1])
