@@ -159,11 +159,15 @@ export function headerRenderer(
 
   return (decision, nowMs, pk) => {
     const out: [string, string][] = []
-    const bind = bindingRule(decision.rules, decision.allowed)
-    const top = decision.rules[bind] as RuleDecision
     for (const standard of standards) {
-      if (standard === 'draft-10') draft10(out, decision, pk)
-      else if (standard === 'draft-7')
+      if (standard === 'draft-10') {
+        draft10(out, decision, pk)
+        continue
+      }
+      // The other standards show one rule, the binding one: draft-10 alone (the default) needs no search.
+      const bind = bindingRule(decision.rules, decision.allowed)
+      const top = decision.rules[bind] as RuleDecision
+      if (standard === 'draft-7')
         out.push(
           ['ratelimit', `limit=${top.limit}, remaining=${top.remaining}, reset=${ceilSeconds(msUntil(top))}`],
           ['ratelimit-policy', singles[bind] as string],
