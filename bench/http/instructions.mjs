@@ -149,9 +149,10 @@ async function instructions(spec, count, opts) {
     })
     const denied = { count: 0 }
     await send(port, count, { target: opts.deny ? '/deny' : '/', connections: opts.connections, denied })
-    // Without the adapter nothing is denied; with it, all but the first request to /deny.
+    // Without the adapter nothing is denied; with it, all but the first request to /deny, and one
+    // more when the run crosses the top of the hour (its window; a run lasts less than an hour).
     const expected = opts.deny && spec.limited ? count - 1 : 0
-    if (denied.count !== expected)
+    if (denied.count > expected || denied.count < expected - (expected > 0 ? 1 : 0))
       throw new Error(`${spec.adapter}: ${denied.count} of ${count} requests denied, expected ${expected}`)
     child.stdin.end() // the server exits; callgrind writes its totals
     await exited
