@@ -1,3 +1,4 @@
+import { problemJson } from '../http/problem.js'
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import {
   fromNodeRequest,
@@ -52,7 +53,7 @@ function routedUrl(req: ExpressRequestLike): string | undefined {
  * app.get('/', (req, res) => res.send('hello'))
  */
 export function expressRateLimit(options: ExpressRateLimitOptions): ExpressMiddleware {
-  const core = createRateLimitCore(options)
+  const core = createRateLimitCore(options, '', problemJson)
   // Returns whether to call `next()`; throws what goes to `next(error)`.
   const apply = (res: NodeResponseLike, verdict: HttpVerdict): boolean => {
     if (verdict.action === 'respond' && verdict.response !== undefined) {

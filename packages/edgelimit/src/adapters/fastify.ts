@@ -1,3 +1,4 @@
+import { problemJson } from '../http/problem.js'
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import { fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
 import { checkFailure, fieldValues, lowerName } from './shared.js'
@@ -82,7 +83,7 @@ function keepOnHijack(reply: FastifyReplyLike, headers: HttpVerdict['headers']):
  */
 export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
   async (app: FastifyInstanceLike, options: FastifyRateLimitOptions): Promise<void> => {
-    const core = createRateLimitCore(options, ' prefix logLevel logSerializers')
+    const core = createRateLimitCore(options, ' prefix logLevel logSerializers', problemJson)
     // A callback hook, not an async one: with the memory store, no promise per request.
     const apply = (reply: FastifyReplyLike, verdict: HttpVerdict, done: (error?: Error) => void) => {
       try {

@@ -1,4 +1,5 @@
 import type { Context, MiddlewareHandler, Next } from 'hono'
+import { problemJson } from '../http/problem.js'
 import {
   createRateLimitCore,
   type HttpRequest,
@@ -59,7 +60,7 @@ async function hold(c: Context, ms: number, go: Next): Promise<Response | undefi
  * serve(app) // @hono/node-server
  */
 export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
-  const core = createRateLimitCore(options, ' peer')
+  const core = createRateLimitCore(options, ' peer', problemJson)
   const peer = options.peer ?? nodeServerPeer
 
   async function after(c: Context, headers: HttpVerdict['headers']): Promise<undefined> {

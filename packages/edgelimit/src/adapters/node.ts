@@ -1,3 +1,4 @@
+import { problemJson } from '../http/problem.js'
 import { createRateLimitCore, type RateLimitOptions } from '../http/rate-limit.js'
 import { limitNode, type NodeRequestLike, type NodeResponseLike } from './node-io.js'
 
@@ -24,6 +25,6 @@ export type NodeRateLimitOptions = RateLimitOptions
 export function nodeRateLimit(
   options: NodeRateLimitOptions,
 ): (req: NodeRequestLike, res: NodeResponseLike) => Promise<boolean> {
-  const core = createRateLimitCore(options)
+  const core = createRateLimitCore(options, '', problemJson)
   return (req, res) => limitNode(core, req, res)
 }
