@@ -1,7 +1,7 @@
 import { problemJson } from '../http/problem.js'
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import { fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
-import { checkFailure, fieldValues, lowerName } from './shared.js'
+import { checkFailure, fieldValues, lowerName, repeatsName } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
 export interface FastifyRequestLike {
@@ -91,8 +91,16 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
           const answer = verdict.response
           reply.code(answer.status)
           // A name the answer repeats (two `set-cookie`) is sent with every value.
-          for (const [name, values] of fieldValues(answer.headers))
-            reply.header(name, values.length === 1 ? (values[0] as string) : values)
+          const fields = answer.headers
+          if (repeatsName(fields)) {
+            for (const [name, values] of fieldValues(fields))
+              reply.header(name, values.length === 1 ? (values[0] as string) : values)
+          } else {
+            for (let i = 0; i < fields.length; i++) {
+              const h = fields[i] as readonly [string, string]
+              reply.header(lowerName(h[0]), h[1])
+            }
+          }
           // Bytes, not a string: Fastify would append `; charset=utf-8` to a JSON content type.
           // Answered from the hook: `done` is not called.
           reply.send(encoder.encode(answer.body))

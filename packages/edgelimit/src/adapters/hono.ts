@@ -7,7 +7,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { addFields, checkFailure, fieldValues, sleep, urlPath } from './shared.js'
+import { addFields, checkFailure, fieldValues, lowerName, repeatsName, sleep, urlPath } from './shared.js'
 
 /** Options of `honoRateLimit`. */
 export interface HonoRateLimitOptions extends RateLimitOptions {
@@ -84,7 +84,15 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
     if (verdict.action === 'respond' && verdict.response !== undefined) {
       const { status, headers, body } = verdict.response
       // Values as arrays: Hono sends each (a name the answer repeats keeps every value).
-      return c.body(body, status as 429, Object.fromEntries(fieldValues(headers)))
+      if (repeatsName(headers)) return c.body(body, status as 429, Object.fromEntries(fieldValues(headers)))
+      // Else one string per name, which Hono sets as it sets a one-value array, with no Map or arrays.
+      // No prototype: a `__proto__` field is a field, as Object.fromEntries makes it.
+      const fields: Record<string, string> = Object.create(null)
+      for (let i = 0; i < headers.length; i++) {
+        const h = headers[i] as readonly [string, string]
+        fields[lowerName(h[0])] = h[1]
+      }
+      return c.body(body, status as 429, fields)
     }
     const headers = verdict.headers
     const outgoing = (c.env as NodeServerBindings | undefined)?.outgoing

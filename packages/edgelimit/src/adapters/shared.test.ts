@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { lowerName, pathOf, urlPath } from './shared.js'
+import { fieldValues, lowerName, pathOf, repeatsName, urlPath } from './shared.js'
 
 describe('urlPath', () => {
   it('is new URL(url).pathname for every serialised URL (property)', () => {
@@ -84,5 +84,37 @@ describe('lowerName', () => {
       }),
       { numRuns: 300 },
     )
+  })
+})
+
+describe('repeatsName', () => {
+  it('is whether fieldValues groups two fields under one name (property)', () => {
+    const name = fc.constantFrom(
+      'set-cookie',
+      'Set-Cookie',
+      'SET-COOKIE',
+      'vary',
+      'ratelimit',
+      'x-ratelimit-limit',
+      'x-ratelimit-reset',
+      'a',
+      'A',
+      'b',
+    )
+    fc.assert(
+      fc.property(fc.array(fc.tuple(name, fc.string()), { maxLength: 8 }), (fields) => {
+        expect(repeatsName(fields)).toBe(fieldValues(fields).size < fields.length)
+      }),
+      { numRuns: 2_000 },
+    )
+    expect(
+      repeatsName([
+        ['ratelimit-policy', 'p'],
+        ['ratelimit', 'r'],
+        ['retry-after', '1'],
+        ['content-type', 'c'],
+        ['cache-control', 'n'],
+      ]),
+    ).toBe(false)
   })
 })

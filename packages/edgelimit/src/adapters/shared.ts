@@ -71,6 +71,23 @@ export function fieldValues(fields: readonly (readonly [string, string])[]): Map
   return byName
 }
 
+/**
+ * Whether `fields` name one field twice, in any case (two `set-cookie`): only then must an adapter
+ * group their values (`fieldValues`, a Map and an array per name); else it sends each pair as it
+ * is, the name in lower case. Lengths are compared first: the default answer's names all differ in
+ * length, so no name is lower-cased for the check.
+ */
+export function repeatsName(fields: readonly (readonly [string, string])[]): boolean {
+  for (let i = 1; i < fields.length; i++) {
+    const name = (fields[i] as readonly [string, string])[0]
+    for (let j = 0; j < i; j++) {
+      const other = (fields[j] as readonly [string, string])[0]
+      if (other.length === name.length && lowerName(other) === lowerName(name)) return true
+    }
+  }
+  return false
+}
+
 const lowerNames = new Map<string, string>()
 
 /**
