@@ -1,7 +1,7 @@
 import { problemJson } from '../http/problem.js'
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import { fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
-import { checkFailure, fieldValues, lowerName, repeatsName } from './shared.js'
+import { checkFailure, lowerName, sendFields } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
 export interface FastifyRequestLike {
@@ -48,6 +48,9 @@ export interface FastifyRateLimitPlugin {
 // responses are untouched: `reply.raw` headers would put every header through Node's slower path.
 // The copy never breaks the route's hijack: none once the route sent the head itself (an SSE
 // stream that writes, then hijacks), and a value Node refuses is left out.
+const setOnReply = (reply: FastifyReplyLike, name: string, value: string | string[]) =>
+  reply.header(name, value)
+
 function keepOnHijack(reply: FastifyReplyLike, headers: HttpVerdict['headers']): void {
   const hijack = reply.hijack
   reply.hijack = () => {
@@ -91,16 +94,7 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
           const answer = verdict.response
           reply.code(answer.status)
           // A name the answer repeats (two `set-cookie`) is sent with every value.
-          const fields = answer.headers
-          if (repeatsName(fields)) {
-            for (const [name, values] of fieldValues(fields))
-              reply.header(name, values.length === 1 ? (values[0] as string) : values)
-          } else {
-            for (let i = 0; i < fields.length; i++) {
-              const h = fields[i] as readonly [string, string]
-              reply.header(lowerName(h[0]), h[1])
-            }
-          }
+          sendFields(reply, answer.headers, setOnReply)
           // Bytes, not a string: Fastify would append `; charset=utf-8` to a JSON content type.
           // Answered from the hook: `done` is not called.
           reply.send(encoder.encode(answer.body))

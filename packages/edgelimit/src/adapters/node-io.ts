@@ -1,5 +1,5 @@
 import { type HttpRequest, type HttpVerdict, pending, type RateLimitCore } from '../http/rate-limit.js'
-import { fieldValues, lowerName, pathOf, repeatsName, sleep } from './shared.js'
+import { pathOf, sendFields, sleep } from './shared.js'
 
 /** The part of Node's `IncomingMessage` the adapter reads (Express and Fastify's `raw` fit too). */
 export interface NodeRequestLike {
@@ -83,19 +83,13 @@ export function setNodeHeaders(res: NodeResponseLike, headers: HttpVerdict['head
 /** Writes a 429/503 answer; a name it repeats (two `set-cookie`) is sent with every value. */
 export function sendNodeAnswer(res: NodeResponseLike, verdict: HttpVerdict): void {
   const answer = verdict.response as NonNullable<HttpVerdict['response']>
-  const fields = answer.headers
   res.statusCode = answer.status
-  if (repeatsName(fields)) {
-    for (const [name, values] of fieldValues(fields))
-      res.setHeader(name, values.length === 1 ? (values[0] as string) : values)
-  } else {
-    for (let i = 0; i < fields.length; i++) {
-      const h = fields[i] as readonly [string, string]
-      res.setHeader(lowerName(h[0]), h[1])
-    }
-  }
+  sendFields(res, answer.headers, setOnResponse)
   res.end(answer.body)
 }
+
+const setOnResponse = (res: NodeResponseLike, name: string, value: string | string[]) =>
+  res.setHeader(name, value)
 
 const PROCEED: Promise<boolean> = Promise.resolve(true)
 const ANSWERED: Promise<boolean> = Promise.resolve(false)

@@ -88,6 +88,27 @@ export function repeatsName(fields: readonly (readonly [string, string])[]): boo
   return false
 }
 
+/**
+ * Sends a denial's fields through `set(target, name, value)`: pair by pair, names lower case, or,
+ * when the answer repeats a name (two `set-cookie`), each name once with every value. `set` is a
+ * module-level function, so a denial allocates no closure.
+ */
+export function sendFields<T>(
+  target: T,
+  fields: readonly (readonly [string, string])[],
+  set: (target: T, name: string, value: string | string[]) => unknown,
+): void {
+  if (repeatsName(fields)) {
+    for (const [name, values] of fieldValues(fields))
+      set(target, name, values.length === 1 ? (values[0] as string) : values)
+    return
+  }
+  for (let i = 0; i < fields.length; i++) {
+    const h = fields[i] as readonly [string, string]
+    set(target, lowerName(h[0]), h[1])
+  }
+}
+
 const lowerNames = new Map<string, string>()
 
 /**
