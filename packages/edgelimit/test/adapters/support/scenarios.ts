@@ -21,7 +21,10 @@ export interface Step {
   status: number
   /** Exact header values (lowercase names); `null`: the field must be absent. */
   expect?: Record<string, string | null>
-  /** `X-RateLimit-Reset` must be now + this many seconds (epoch seconds, checked within bounds). */
+  /**
+   * `X-RateLimit-Reset` must be a request's time + this many seconds (epoch seconds): between the
+   * scenario's first request being sent and this one's answer.
+   */
   legacyResetIn?: number
   /** The problem+json body, all fields but `detail` (any string). */
   problem?: Record<string, unknown>
