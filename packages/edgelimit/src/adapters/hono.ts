@@ -7,7 +7,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { addFields, checkFailure, fieldValues, lowerName, repeatsName, sleep, urlPath } from './shared.js'
+import { addFields, checkFailure, sendFields, sleep, urlPath } from './shared.js'
 
 /** Options of `honoRateLimit`. */
 export interface HonoRateLimitOptions extends RateLimitOptions {
@@ -22,6 +22,10 @@ export interface HonoRateLimitOptions extends RateLimitOptions {
 interface NodeServerBindings {
   incoming?: { socket?: { remoteAddress?: string } }
   outgoing?: { setHeader?: (name: string, value: string) => unknown; headersSent?: boolean }
+}
+
+const setOnRecord = (fields: Record<string, string | string[]>, name: string, value: string | string[]) => {
+  fields[name] = value
 }
 
 /** `@hono/node-server` passes the Node request as `c.env.incoming`. */
@@ -83,15 +87,10 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
   function apply(c: Context, next: Next, verdict: HttpVerdict): Response | ReturnType<MiddlewareHandler> {
     if (verdict.action === 'respond' && verdict.response !== undefined) {
       const { status, headers, body } = verdict.response
-      // Values as arrays: Hono sends each (a name the answer repeats keeps every value).
-      if (repeatsName(headers)) return c.body(body, status as 429, Object.fromEntries(fieldValues(headers)))
-      // Else one string per name, which Hono sets as it sets a one-value array, with no Map or arrays.
-      // No prototype: a `__proto__` field is a field, as Object.fromEntries makes it.
-      const fields: Record<string, string> = Object.create(null)
-      for (let i = 0; i < headers.length; i++) {
-        const h = headers[i] as readonly [string, string]
-        fields[lowerName(h[0])] = h[1]
-      }
+      // One string per name, or an array for a name the answer repeats: Hono sends every value.
+      // No prototype: a `__proto__` field is a field.
+      const fields: Record<string, string | string[]> = Object.create(null)
+      sendFields(fields, headers, setOnRecord)
       return c.body(body, status as 429, fields)
     }
     const headers = verdict.headers
