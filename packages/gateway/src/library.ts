@@ -1,7 +1,7 @@
 /**
  * What the gateway takes from the library beyond its public entry points: the HTTP building
  * blocks come from `edgelimit/http` (shared with every adapter); `bindingRule`, `describe`,
- * `enforcedFor` and `within` are internal helpers not worth a public export, taken from the library's source in this one file.
+ * `enforcedFor`, `problemJson` and `within` are internal helpers not worth a public export, taken from the library's source in this one file.
  */
 
 export {
@@ -21,5 +21,6 @@ export {
 } from 'edgelimit/http'
 export { bindingRule } from '../../edgelimit/src/decision.js'
 export { describe } from '../../edgelimit/src/errors.js'
+export { problemJson } from '../../edgelimit/src/http/problem.js'
 export { within } from '../../edgelimit/src/resilience/deadline.js'
 export { enforcedFor } from '../../edgelimit/src/resilience/rollout.js'

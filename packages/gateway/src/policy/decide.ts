@@ -1,5 +1,5 @@
 import type { Decision, RuleDecision } from 'edgelimit'
-import { bindingRule, type HeaderStandard, problemFor, rateLimitHeaders } from '../library.js'
+import { bindingRule, type HeaderStandard, problemFor, problemJson, rateLimitHeaders } from '../library.js'
 import type { CompiledPolicy, CompiledRule, Plan } from './compile.js'
 import type { KeyContext } from './key.js'
 import type { RequestInfo } from './request.js'
@@ -171,7 +171,7 @@ function answer(
     allowed: false,
     headers,
     delayMs: 0,
-    denial: { status: problem.status, body: JSON.stringify(problem) },
+    denial: { status: problem.status, body: problemJson(problem) },
     parts,
   }
 }
