@@ -125,16 +125,19 @@ export async function serve(args: readonly string[]): Promise<number> {
     'listening',
   )
   return new Promise<number>((resolve) => {
-    const stop = (signal: string) => {
+    // The first SIGTERM or SIGINT drains; a second signal, of either kind, exits at once (exit 1).
+    let stopping = false
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) return resolve(1)
+      stopping = true
       log.info({ signal }, 'shutting down')
-      process.once(signal, () => resolve(1))
       gateway.close().then(
         () => resolve(0),
         () => resolve(1),
       )
     }
-    process.once('SIGTERM', () => stop('SIGTERM'))
-    process.once('SIGINT', () => stop('SIGINT'))
+    process.on('SIGTERM', stop)
+    process.on('SIGINT', stop)
     process.on('SIGHUP', () => void gateway.reload('SIGHUP'))
     process.off('SIGHUP', earlyHup)
     if (hupWhileStarting) void gateway.reload('SIGHUP')

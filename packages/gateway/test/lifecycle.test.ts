@@ -334,6 +334,34 @@ describe('signals', () => {
       await gateway.stop('SIGKILL')
     }
   })
+
+  test.each([
+    ['SIGTERM', 'SIGTERM'],
+    ['SIGINT', 'SIGINT'],
+    ['SIGTERM', 'SIGINT'],
+    ['SIGINT', 'SIGTERM'],
+  ] as const)('a second signal exits at once, exit 1: %s then %s', async (first, second) => {
+    const file = writePolicy(tempDir(), 'rules: []\n')
+    const gateway = await spawnGateway(['--config', file, '--upstream', origin.url])
+    try {
+      // A request the origin holds far longer than the test waits: the drain would wait for it.
+      const arrived = arrival(origin, '/slow')
+      const slow = fetch(`${gateway.url}/slow?ms=20000`).catch(() => undefined)
+      await arrived
+      gateway.child.kill(first)
+      await gateway.waitForLog((l) => l.msg === 'draining')
+      gateway.child.kill(second)
+      const exit = await Promise.race([
+        gateway.exited,
+        new Promise<string>((r) => setTimeout(() => r('still running 5 s after the second signal'), 5000)),
+      ])
+      expect(exit).toBe(1)
+      expect(gateway.logs.some((l) => l.msg === 'stopped')).toBe(false)
+      await slow
+    } finally {
+      await gateway.stop('SIGKILL')
+    }
+  })
 })
 
 describe('file watching', () => {
