@@ -401,6 +401,40 @@ describe('upstream failures', () => {
     }
   })
 
+  test('an upstream that closes without answering, or answers with what is not HTTP: a 502 that says so, not "could not be reached"', async () => {
+    // Each upstream reads the request head, then answers it with `answer` (nothing: it closes).
+    const answers: [string, RegExp][] = [
+      ['', /^The upstream closed the connection before it answered \(UND_ERR_SOCKET\)\.$/],
+      [
+        'HTTP/1.1 200 OK\r\nx-bad: a\x01b\r\ncontent-length: 2\r\n\r\nok',
+        /^The upstream's answer is not valid HTTP \(.*Invalid header value char.*\)\.$/,
+      ],
+      ['HELLO\r\n\r\n', /^The upstream's answer is not valid HTTP \(.+\)\.$/],
+      [
+        `HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(20_000)}\r\ncontent-length: 2\r\n\r\nok`,
+        /^The upstream's answer is not valid HTTP \(UND_ERR_HEADERS_OVERFLOW\)\.$/,
+      ],
+    ]
+    for (const [answer, detail] of answers) {
+      const upstream = createServer((socket) => {
+        socket.on('error', () => {})
+        socket.once('data', () => socket.end(Buffer.from(answer, 'latin1')))
+      })
+      await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+      const { port } = upstream.address() as { port: number }
+      const mine = await startInProcess('rules: []\n', { upstream: `http://127.0.0.1:${port}` })
+      try {
+        const response = await fetch(`${mine.url}/orders`)
+        expect(response.status).toBe(502)
+        const problem = (await response.json()) as { detail: string }
+        expect(problem.detail, JSON.stringify(answer.slice(0, 30))).toMatch(detail)
+      } finally {
+        await mine.close()
+        upstream.close()
+      }
+    }
+  })
+
   test('an upstream slower than its timeout answers 504; an upstream path prefix is kept', async () => {
     const slow = await startInProcess(`upstream: { url: ${origin.url}/base, timeout: 200ms }\nrules: []\n`)
     try {

@@ -669,6 +669,31 @@ describe('an upgrade the upstream does not accept', () => {
     }
   })
 
+  test('an upstream that closes without answering, or answers with what is not HTTP: a 502 that says so', async () => {
+    const answers: [string, RegExp][] = [
+      ['', /^The upstream closed the connection before it answered \(ECONNRESET\)\.$/],
+      ['HELLO\r\n\r\n', /^The upstream's answer is not valid HTTP \(HPE_[A-Z_]+\)\.$/],
+    ]
+    for (const [answer, detail] of answers) {
+      const upstream = createNetServer((socket) => {
+        socket.on('error', () => {})
+        socket.once('data', () => socket.end(answer))
+      })
+      await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r))
+      const mine = await startInProcess('rules: []\n', {
+        upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+      })
+      try {
+        const { res, body } = await refused(`${mine.url.replace('http', 'ws')}/chat`)
+        expect(res.statusCode).toBe(502)
+        expect((JSON.parse(body) as { detail: string }).detail).toMatch(detail)
+      } finally {
+        await mine.close()
+        upstream.close()
+      }
+    }
+  })
+
   test('an upstream that never answers the handshake gets 504 after upstream.timeout', async () => {
     // Reads (so that it sees the gateway leave) and never answers.
     const silent = createNetServer((socket) => socket.on('error', () => {}).resume())

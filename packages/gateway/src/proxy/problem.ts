@@ -12,9 +12,28 @@ const UPSTREAM_TIMEOUTS = new Set([
 ])
 
 /**
+ * Upstream errors (undici's, and Node's HTTP client's for a WebSocket handshake) of an upstream
+ * that was reached: it closed the connection before its answer's head, or sent one that is not
+ * HTTP. Any other error before an answer is taken as the upstream not reached.
+ */
+const CLOSED_EARLY = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
+const NOT_HTTP = new Set(['UND_ERR_HEADERS_OVERFLOW', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH'])
+
+/** The detail of a 502: what became of the request, as far as the gateway can tell. */
+function badGatewayDetail(error: Error & { code?: string }, reason: string): string {
+  const code = error.code ?? ''
+  if (CLOSED_EARLY.has(code)) return `The upstream closed the connection before it answered (${reason}).`
+  // undici's parser errors carry no code; Node's carry an HPE_ one.
+  if (NOT_HTTP.has(code) || code.startsWith('HPE_') || error.name === 'HTTPParserError')
+    return `The upstream's answer is not valid HTTP (${reason}).`
+  return `The upstream could not be reached (${reason}).`
+}
+
+/**
  * Answers a request whose upstream failed before its answer began: 504 when it was too slow,
- * 502 when it could not be reached, the error's code (or message) in the detail. When no answer
- * can be sent, the connection is closed: the client is not left waiting. Returns the status.
+ * 502 when it could not be reached, closed the connection before answering, or answered with what
+ * is not HTTP (the detail says which, with the error's code or message). When no answer can be
+ * sent, the connection is closed: the client is not left waiting. Returns the status.
  *
  * @example const status = sendUpstreamFailure(res, '/orders', error, rateLimitFields)
  */
@@ -32,9 +51,7 @@ export function sendUpstreamFailure(
       res,
       status,
       instance,
-      status === 504
-        ? `The upstream did not answer in time (${reason}).`
-        : `The upstream could not be reached (${reason}).`,
+      status === 504 ? `The upstream did not answer in time (${reason}).` : badGatewayDetail(error, reason),
       extra,
     )
   } catch (failure) {
