@@ -65,6 +65,20 @@ describe('bad policies: one fixture per error class', () => {
     )
   })
 
+  test('a file of two YAML documents (a second `---`) says so, placed at the second, in words for its editor', () => {
+    const file = writePolicy(tempDir(), 'version: 1\nrules: []\n---\nversion: 1\nrules: []\n')
+    const report = checkFiles([file])
+    expect(report.ok).toBe(false)
+    expect(report.lines[0]).toMatch(
+      /edgelimit\.yaml:3:1 {2}\(root\): YAML: the file holds more than one document \(`---` at line 3\); a policy is one document \[ERR_YAML\]$/,
+    )
+    // Nothing of the parser's own API (`YAML.parseAllDocuments()`), which an operator cannot call.
+    expect(report.lines.join('\n')).not.toMatch(/parseAllDocuments/)
+    // One document that starts (or ends) with its marker is one policy.
+    const one = writePolicy(tempDir(), '---\nversion: 1\nrules: []\n...\n')
+    expect(checkFiles([one]).ok).toBe(true)
+  })
+
   test('a policy file above 1 MiB is ERR_FILE, refused by its size before it is read or parsed', async () => {
     const dir = tempDir()
     const line = '  - { name: r, algorithm: fixed-window, limit: 1, window: 1s }\n'
