@@ -421,3 +421,24 @@ describe('every admin error is a problem with a code', () => {
     }
   })
 })
+
+describe('POST /admin/reload while the gateway drains', () => {
+  test('is refused with 422 and an error saying the gateway is stopping, not an empty rejection', async () => {
+    const gw = await startInProcess(`admin: { token: ${TOKEN} }\nrules: []\n`, { upstream: origin.url })
+    // A request the origin holds keeps the gateway draining (and the operations port up).
+    const slow = fetch(`${gw.url}/slow?ms=1500`)
+    await expect.poll(() => gw.gateway.metrics.inFlight).toBe(1)
+    const closed = gw.close()
+    try {
+      const response = await post(gw, '/admin/reload', '')
+      expect(response.status).toBe(422)
+      expect(await response.json()).toEqual({ ok: false, issues: [], error: 'the gateway is stopping' })
+      expect(gw.logs.find((l) => l.msg === 'reload abandoned: the gateway is stopping')).toMatchObject({
+        reason: 'admin API',
+      })
+      expect((await slow).status).toBe(200)
+    } finally {
+      await closed
+    }
+  })
+})

@@ -78,8 +78,14 @@ export function createReloader(options: ReloaderOptions): Reloader {
     return { ok: false, issues: [], error: message }
   }
 
+  // A reload asked for or found while the gateway stops: nothing is put in force, and it says why.
+  function abandoned(reason: string): ReloadResult {
+    log.info({ reason, generation: proxy.current.id }, 'reload abandoned: the gateway is stopping')
+    return { ok: false, issues: [], error: STOPPING.message }
+  }
+
   async function doReload(reason: string, onlyIfChanged: boolean): Promise<ReloadResult> {
-    if (proxy.draining) return { ok: false, issues: [] }
+    if (proxy.draining) return abandoned(reason)
     const source = readPolicySource(file, env)
     // A file that cannot be read is seen as its error: reported (and counted) once, as an invalid
     // text is; the watcher only reads a file that stayed so for a while (not one mid-replace).
@@ -128,8 +134,7 @@ export function createReloader(options: ReloaderOptions): Reloader {
       if (store !== old.policy.store) await store.close().catch(() => {})
       if (upstream !== old.upstream) await upstream.close().catch(() => {})
       if (error !== STOPPING) return failed(reason, error)
-      log.info({ reason, generation: proxy.current.id }, 'reload abandoned: the gateway is stopping')
-      return { ok: false, issues: [], error: 'the gateway is stopping' }
+      return abandoned(reason)
     }
     warnAbout(config, log)
     const next: Generation = {
