@@ -435,6 +435,44 @@ describe('upstream failures', () => {
     }
   })
 
+  test('requests waiting for a free connection of a stalled upstream get their 504 within upstream.timeout too, not one timeout after another', async () => {
+    // Takes each request and never answers: the one connection stays busy until its timeout.
+    const stalled = createServer((socket) => socket.on('error', () => {}).resume())
+    await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve))
+    const { port } = stalled.address() as { port: number }
+    const busy = await startInProcess(
+      `upstream: { url: http://127.0.0.1:${port}, timeout: 1s, connections: 1 }\nrules: []\n`,
+    )
+    try {
+      const started = performance.now()
+      const answers = await Promise.all(
+        [1, 2, 3, 4].map(async (i) => {
+          const response = await fetch(`${busy.url}/wait/${i}`, {
+            method: i === 4 ? 'POST' : 'GET',
+            body: i === 4 ? 'x' : undefined,
+          })
+          const problem = (await response.json()) as { detail: string }
+          return { status: response.status, detail: problem.detail, ms: performance.now() - started }
+        }),
+      )
+      // Waiting in line: about the timeout each (undici times the first in steps of 0.5 s), not 2, 3, 4 s.
+      for (const answer of answers) {
+        expect(answer.status).toBe(504)
+        expect(answer.ms).toBeLessThan(3000)
+      }
+      expect(answers.slice(1).map((a) => a.detail)).toContain(
+        'The upstream did not answer in time (no connection to it was free within upstream.timeout: all 1 busy or being opened).',
+      )
+      await expect.poll(() => busy.gateway.metrics.inFlight).toBe(0)
+      const metrics = await (await fetch(`${busy.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_responses_total{code="504"} 4')
+      expect(metrics).toContain('edgelimit_upstream_responses_total{code="error"} 4')
+    } finally {
+      await busy.close()
+      stalled.close()
+    }
+  })
+
   test('an upstream slower than its timeout answers 504; an upstream path prefix is kept', async () => {
     const slow = await startInProcess(`upstream: { url: ${origin.url}/base, timeout: 200ms }\nrules: []\n`)
     try {

@@ -53,6 +53,7 @@ export interface ForwardSink {
 // Answers that never have a body (RFC 9110 §6.4.1); a Content-Length on them is the
 // representation's (304, §8.6) or a mistake (204), yet undici fails them once their head is in.
 const BODILESS = new Set([204, 304])
+const CLOSE = ['connection', 'close'] as const
 
 function hasBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length']
@@ -60,6 +61,19 @@ function hasBody(req: IncomingMessage): boolean {
 }
 
 const CLIENT_GONE = 'the client closed the connection'
+
+/**
+ * What a request that waited `upstream.timeout` for a free connection of the pool fails with: undici
+ * counts its timeouts from the request's start on a connection, and keeps the rest queued without
+ * a limit (a stalled upstream would make the last of them wait one timeout per request before it).
+ */
+export class PoolTimeout extends Error {
+  readonly code = 'UPSTREAM_BUSY'
+  constructor(connections: number) {
+    super(`no connection to it was free within upstream.timeout: all ${connections} busy or being opened`)
+    this.name = 'PoolTimeout'
+  }
+}
 // The exchanges a connection is serving, more than one when requests are pipelined: one 'close'
 // listener per connection, not per request, and every exchange is ended when the client goes.
 const SERVING = Symbol('edgelimit.exchanges')
@@ -77,6 +91,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private relayed = false
   // Kept: Node detaches `req.socket` once the response has ended.
   private readonly socket: Watched
+  // Runs until the request starts on a connection of the pool (see `PoolTimeout`).
+  private waiting: NodeJS.Timeout | undefined
   constructor(
     private readonly req: IncomingMessage,
     private readonly res: ServerResponse,
@@ -97,6 +113,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private finish(status: number | 'aborted', upstream: number | 'error' | 'aborted', error?: Error): void {
     if (this.finished) return
     this.finished = true
+    clearTimeout(this.waiting)
     this.socket[SERVING]?.delete(this)
     this.sink.done(status, upstream, error)
   }
@@ -108,9 +125,31 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.finish(499, 'aborted')
   }
 
+  /**
+   * Given to undici and not started yet (no free connection, or one being opened): it may wait up
+   * to `timeoutMs` for one. One started at once (a free keep-alive connection) sets no timer.
+   */
+  queued(timeoutMs: number, connections: number): void {
+    if (this.finished || this.controller !== undefined) return
+    this.waiting = setTimeout(() => this.waitedTooLong(connections), timeoutMs)
+  }
+
+  /**
+   * Still queued after `upstream.timeout`: answered 504 now, and aborted when undici starts it
+   * (a queued request cannot be taken back before). Its body, unread, closes the connection.
+   */
+  private waitedTooLong(connections: number): void {
+    if (this.finished || this.controller !== undefined) return
+    const error = new PoolTimeout(connections)
+    const extra = hasBody(this.req) && !this.req.readableEnded ? [...this.extra, CLOSE] : this.extra
+    this.finish(sendUpstreamFailure(this.res, this.req.url ?? '/', error, extra), 'error', error)
+  }
+
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller
+    clearTimeout(this.waiting)
     if (this.res.destroyed) controller.abort(new Error(CLIENT_GONE))
+    else if (this.finished) controller.abort(new Error('answered while waiting for a connection'))
   }
 
   onResponseStart(
@@ -226,6 +265,7 @@ export function openUpstream(config: UpstreamConfig): Upstream {
     forward(req, res, extra, sink, trusted, maxBodySize) {
       // A declared length is checked before the rules (and Node reads no more than it says).
       const counted = req.headers['content-length'] === undefined ? maxBodySize : undefined
+      const exchange = new Exchange(req, res, extra, sink)
       pool.dispatch(
         {
           path: base + (req.url ?? '/'),
@@ -233,8 +273,9 @@ export function openUpstream(config: UpstreamConfig): Upstream {
           headers: requestHeaders(req, config.preserveHost, trusted),
           body: hasBody(req) ? (counted === undefined ? req : upTo(req, counted)) : null,
         },
-        new Exchange(req, res, extra, sink),
+        exchange,
       )
+      exchange.queued(config.timeoutMs, config.connections)
     },
     tunnel(req, res, socket, head, extra, sink, trusted) {
       openTunnel({ url, base, config }, { req, res, socket, head }, extra, sink, trusted)

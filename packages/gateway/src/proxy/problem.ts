@@ -9,6 +9,7 @@ const UPSTREAM_TIMEOUTS = new Set([
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_CONNECT_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
+  'UPSTREAM_BUSY',
 ])
 
 /**
@@ -45,7 +46,8 @@ export function sendUpstreamFailure(
 ): 502 | 504 {
   const code = error.code
   const status = UPSTREAM_TIMEOUTS.has(code ?? '') ? 504 : 502
-  const reason = code ?? error.message
+  // The gateway's own (a request that found no free connection) says it in words.
+  const reason = code === undefined || code === 'UPSTREAM_BUSY' ? error.message : code
   try {
     sendProblem(
       res,
