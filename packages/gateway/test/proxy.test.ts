@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { sendProblem } from '../src/proxy/problem.js'
 import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import type { Echo } from './support/origin.js'
-import { type Origin, startOrigin } from './support/origin.js'
+import { arrival, type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
 let gw: InProcess
@@ -485,6 +485,35 @@ describe('upstream failures', () => {
       expect(seen.url).toBe('/base/x?y=1')
     } finally {
       await slow.close()
+    }
+  })
+})
+
+describe('a client that stops reading its answer', () => {
+  test('is cut off after upstream.bodyTimeout without a byte read, and its upstream connection serves others again', async () => {
+    const mine = await startInProcess(
+      `upstream: { url: ${origin.url}, timeout: 10s, bodyTimeout: 1s, connections: 1 }\nrules: []\n`,
+    )
+    const reader = connect(mine.gateway.port, '127.0.0.1')
+    try {
+      reader.on('error', () => {})
+      // Asks for far more than the socket buffers on both sides hold, and never reads a byte.
+      reader.pause()
+      const started = arrival(origin, '/big')
+      reader.write(`GET /big?bytes=${200 * 1024 * 1024} HTTP/1.1\r\nhost: a\r\n\r\n`)
+      await started
+      // The one upstream connection is the stalled answer's until it is cut off.
+      const before = performance.now()
+      const other = await fetch(`${mine.url}/echo`)
+      expect(other.status).toBe(200)
+      expect(performance.now() - before).toBeLessThan(6000)
+      await expect.poll(() => mine.gateway.metrics.inFlight).toBe(0)
+      const metrics = await (await fetch(`${mine.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_responses_total{code="aborted"} 1')
+      expect(metrics).toContain('edgelimit_upstream_responses_total{code="aborted"} 1')
+    } finally {
+      reader.destroy()
+      await mine.close()
     }
   })
 })

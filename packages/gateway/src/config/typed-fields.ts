@@ -11,6 +11,7 @@ const TYPED_FIELDS = new Set([
   'version',
   'upstream.timeout',
   'upstream.connectTimeout',
+  'upstream.bodyTimeout',
   'upstream.connections',
   'upstream.preserveHost',
   'clients.headersTimeout',

@@ -20,6 +20,11 @@ export interface UpstreamConfig {
   /** Until the upstream's response headers arrive (else 504). */
   readonly timeoutMs: number
   readonly connectTimeoutMs: number
+  /**
+   * Once the answer's head is in: how long its body may go without a byte moving, the upstream
+   * sending none (undici's body timeout) or the client reading none; then it is cut off.
+   */
+  readonly bodyTimeoutMs: number
   /** Keep-alive connections per upstream. */
   readonly connections: number
   /** Send the client's Host instead of the upstream's. */

@@ -160,7 +160,14 @@ function readUpstream(c: Checker, value: unknown): UpstreamConfig | undefined {
   const short = typeof value === 'string'
   const o = short ? { url: value } : value
   if (!c.object(['upstream'], o)) return undefined
-  c.fields(['upstream'], o, ['url', 'timeout', 'connectTimeout', 'connections', 'preserveHost'])
+  c.fields(['upstream'], o, [
+    'url',
+    'timeout',
+    'connectTimeout',
+    'bodyTimeout',
+    'connections',
+    'preserveHost',
+  ])
   let url: string | undefined
   if (o.url === undefined) c.add(['upstream', 'url'], 'ERR_REQUIRED', 'the field "url" is required')
   else {
@@ -173,6 +180,8 @@ function readUpstream(c: Checker, value: unknown): UpstreamConfig | undefined {
   const timeoutMs = o.timeout === undefined ? 30_000 : c.duration(['upstream', 'timeout'], o.timeout)
   const connectTimeoutMs =
     o.connectTimeout === undefined ? 5_000 : c.duration(['upstream', 'connectTimeout'], o.connectTimeout)
+  const bodyTimeoutMs =
+    o.bodyTimeout === undefined ? 300_000 : c.duration(['upstream', 'bodyTimeout'], o.bodyTimeout)
   const connections =
     o.connections === undefined ? 128 : c.integer(['upstream', 'connections'], o.connections, 1, 65_536)
   const preserveHost =
@@ -181,12 +190,13 @@ function readUpstream(c: Checker, value: unknown): UpstreamConfig | undefined {
     url === undefined ||
     timeoutMs === undefined ||
     connectTimeoutMs === undefined ||
+    bodyTimeoutMs === undefined ||
     connections === undefined ||
     preserveHost === undefined
   ) {
     return undefined
   }
-  return { url, timeoutMs, connectTimeoutMs, connections, preserveHost }
+  return { url, timeoutMs, connectTimeoutMs, bodyTimeoutMs, connections, preserveHost }
 }
 
 function readStore(c: Checker, value: unknown): StoreConfig | undefined {

@@ -98,6 +98,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     private readonly res: ServerResponse,
     private readonly extra: readonly (readonly [string, string])[],
     private readonly sink: ForwardSink,
+    private readonly bodyTimeoutMs: number,
   ) {
     const socket = req.socket as Watched
     let serving = socket[SERVING]
@@ -177,8 +178,15 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.relayed = true
     if (!res.write(chunk) && !c.paused) {
       c.pause()
-      // A response whose client left never drains, and undici's body timeout sleeps while paused.
+      // A response whose client left never drains, and undici's body timeout sleeps while paused:
+      // a client that stops reading would hold its upstream connection for ever.
+      const stalled = setTimeout(() => {
+        res.off('drain', wake)
+        res.off('close', wake)
+        this.clientStalled()
+      }, this.bodyTimeoutMs)
       const wake = (): void => {
+        clearTimeout(stalled)
         res.off('drain', wake)
         res.off('close', wake)
         if (res.destroyed) this.clientGone()
@@ -189,6 +197,15 @@ class Exchange implements Dispatcher.DispatchHandler {
       res.once('drain', wake)
       res.once('close', wake)
     }
+  }
+
+  /** The client read no byte of the answer for `upstream.bodyTimeout`: cut off, upstream included. */
+  private clientStalled(): void {
+    const error = new Error('the client read no byte of the answer within upstream.bodyTimeout')
+    // Counted first: the abort reports to onResponseError at once.
+    this.finish('aborted', 'aborted', error)
+    this.res.destroy()
+    this.controller?.abort(error)
   }
 
   onResponseEnd(): void {
@@ -245,7 +262,7 @@ class Exchange implements Dispatcher.DispatchHandler {
  * Opens a keep-alive pool to an upstream.
  *
  * @example
- * const upstream = openUpstream({ url: 'http://127.0.0.1:3000', timeoutMs: 30_000, connectTimeoutMs: 5_000, connections: 128, preserveHost: false })
+ * const upstream = openUpstream({ url: 'http://127.0.0.1:3000', timeoutMs: 30_000, connectTimeoutMs: 5_000, bodyTimeoutMs: 300_000, connections: 128, preserveHost: false })
  * upstream.forward(req, res, headers, { done: (status) => console.log(status) })
  */
 export function openUpstream(config: UpstreamConfig): Upstream {
@@ -254,6 +271,7 @@ export function openUpstream(config: UpstreamConfig): Upstream {
   const pool = new Pool(url.origin, {
     connections: config.connections,
     headersTimeout: config.timeoutMs,
+    bodyTimeout: config.bodyTimeoutMs,
     connect: { timeout: config.connectTimeoutMs },
     keepAliveTimeout: 4_000,
   })
@@ -265,7 +283,7 @@ export function openUpstream(config: UpstreamConfig): Upstream {
     forward(req, res, extra, sink, trusted, maxBodySize) {
       // A declared length is checked before the rules (and Node reads no more than it says).
       const counted = req.headers['content-length'] === undefined ? maxBodySize : undefined
-      const exchange = new Exchange(req, res, extra, sink)
+      const exchange = new Exchange(req, res, extra, sink, config.bodyTimeoutMs)
       pool.dispatch(
         {
           path: base + (req.url ?? '/'),

@@ -99,6 +99,7 @@ export interface ReloadResult {
 const DEFAULT_UPSTREAM: Omit<UpstreamConfig, 'url'> = {
   timeoutMs: 30_000,
   connectTimeoutMs: 5_000,
+  bodyTimeoutMs: 300_000,
   connections: 128,
   preserveHost: false,
 }
