@@ -121,3 +121,43 @@ describe('the `check` output docs/gateway.md shows', () => {
     })
   })
 })
+
+/** The message of every `log.<level>(…)` call in the gateway's source (a template: up to its first `${`). */
+function logMessages(): { message: string; where: string }[] {
+  const src = join(GATEWAY_ROOT, 'src')
+  const files = readdirSync(src, { recursive: true, encoding: 'utf8' }).filter(
+    (f) => f.endsWith('.ts') && !f.endsWith('.test.ts'),
+  )
+  const found: { message: string; where: string }[] = []
+  for (const file of files) {
+    const text = readFileSync(join(src, file), 'utf8')
+    for (const call of text.matchAll(/\blog\.(?:trace|debug|info|warn|error|fatal)\(/g)) {
+      // The call's arguments: up to the parenthesis that closes it.
+      let depth = 1
+      let end = (call.index as number) + call[0].length
+      while (depth > 0 && end < text.length) {
+        const c = text[end++]
+        if (c === '(') depth++
+        else if (c === ')') depth--
+      }
+      const args = text.slice((call.index as number) + call[0].length, end - 1)
+      const last = /(['`])((?:(?!\1)[^\\]|\\.)*)\1\s*,?\s*$/.exec(args)
+      expect(last, `${file}: a log call without a message: ${args.slice(0, 80)}`).not.toBeNull()
+      const message = ((last as RegExpExecArray)[2] as string).split('${')[0] as string
+      found.push({ message, where: `src/${file}:${text.slice(0, call.index).split('\n').length}` })
+    }
+  }
+  return found
+}
+
+describe('the Logs section of docs/gateway.md', () => {
+  test('names every line the gateway logs', () => {
+    const page = readFileSync(join(REPO_ROOT, 'docs/gateway.md'), 'utf8')
+    const start = page.indexOf('### Logs')
+    const section = page.slice(start, page.indexOf('\n## ', start)).replace(/\s+/g, ' ')
+    const messages = logMessages()
+    expect(messages.length).toBeGreaterThan(20)
+    const missing = messages.filter(({ message }) => !section.includes(message.trim()))
+    expect(missing.map((m) => `${m.where}: ${m.message}`)).toEqual([])
+  })
+})
