@@ -91,8 +91,9 @@ class Exchange implements Dispatcher.DispatchHandler {
   private relayed = false
   // Kept: Node detaches `req.socket` once the response has ended.
   private readonly socket: Watched
-  // Runs until the request starts on a connection of the pool (see `PoolTimeout`).
-  private waiting: NodeJS.Timeout | undefined
+  // Until the request starts on a connection of the pool (see `PoolTimeout`), then while the
+  // answer waits for its client to read (`upstream.bodyTimeout`); cleared when the exchange ends.
+  private timer: NodeJS.Timeout | undefined
   constructor(
     private readonly req: IncomingMessage,
     private readonly res: ServerResponse,
@@ -114,7 +115,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private finish(status: number | 'aborted', upstream: number | 'error' | 'aborted', error?: Error): void {
     if (this.finished) return
     this.finished = true
-    clearTimeout(this.waiting)
+    clearTimeout(this.timer)
     this.socket[SERVING]?.delete(this)
     this.sink.done(status, upstream, error)
   }
@@ -132,7 +133,7 @@ class Exchange implements Dispatcher.DispatchHandler {
    */
   queued(timeoutMs: number, connections: number): void {
     if (this.finished || this.controller !== undefined) return
-    this.waiting = setTimeout(() => this.waitedTooLong(connections), timeoutMs)
+    this.timer = setTimeout(() => this.waitedTooLong(connections), timeoutMs)
   }
 
   /**
@@ -148,7 +149,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller
-    clearTimeout(this.waiting)
+    clearTimeout(this.timer)
     if (this.res.destroyed) controller.abort(new Error(CLIENT_GONE))
     else if (this.finished) controller.abort(new Error('answered while waiting for a connection'))
   }
@@ -180,13 +181,13 @@ class Exchange implements Dispatcher.DispatchHandler {
       c.pause()
       // A response whose client left never drains, and undici's body timeout sleeps while paused:
       // a client that stops reading would hold its upstream connection for ever.
-      const stalled = setTimeout(() => {
+      this.timer = setTimeout(() => {
         res.off('drain', wake)
         res.off('close', wake)
         this.clientStalled()
       }, this.bodyTimeoutMs)
       const wake = (): void => {
-        clearTimeout(stalled)
+        clearTimeout(this.timer)
         res.off('drain', wake)
         res.off('close', wake)
         if (res.destroyed) this.clientGone()
