@@ -304,6 +304,8 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
     }
     return entry.remaining.map((left, i) => {
       const admits = cost <= left
+      // A cost above what the rule can ever admit waits for nothing (REFERENCE §1), as the store says.
+      const never = cost > (context.rules[i] as StoreRule).compiled.limit
       const charged = allowed && admits && cost > 0
       if (charged) entry.remaining[i] = left - cost
       let resetAfterMs = Math.max(0, (entry.resetAt[i] as number) - now)
@@ -324,9 +326,15 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
         // The exact wait is known only to the store: the next sync is when it can change; with no
         // sync coming (quota spent, nothing pending), when the store's last answer says one more
         // unit may pass (the window's end; a bucket's next token).
-        retryAfterMs: admits ? 0 : idle ? (entry.retryAt[i] as number) - now : wait,
+        retryAfterMs: admits
+          ? 0
+          : never
+            ? Number.POSITIVE_INFINITY
+            : idle
+              ? (entry.retryAt[i] as number) - now
+              : wait,
         delayMs: admits ? delayMs : 0,
-        reason: admits ? undefined : 'limit-exceeded',
+        reason: admits ? undefined : never ? 'cost-exceeds-limit' : 'limit-exceeded',
       }
     })
   }

@@ -13,6 +13,8 @@ import {
   createLimiter,
   type Duration,
   fixedWindow,
+  gcra,
+  leakyBucket,
   tokenBucket,
 } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
@@ -280,6 +282,45 @@ describe('approximate consistency on Redis', () => {
     clock.advance(300)
     const reset = 3_600_000 - (T0 % 3_600_000) - 600
     expect(await retryAfter()).toEqual([reset, String(Math.ceil(reset / 1000))])
+  })
+
+  it('a cost above what a rule can ever admit is cost-exceeds-limit with no finite retry, decided here as by the store', async () => {
+    const clock = manualClock(T0)
+    // Each limit a cost of 11 exceeds: a window's 10, a GCRA's burst of 5, a shaping queue of 2 (3 slots).
+    const algorithms = [
+      fixedWindow({ limit: 10, window: '1h' }),
+      gcra({ limit: 1, period: '1s', burst: 5 }),
+      leakyBucket({ capacity: 2, leakRate: 1, mode: 'shape' }),
+    ]
+    const limiter = createLimiter({
+      rules: algorithms.map((algorithm, i) => ({
+        name: `r${i}`,
+        algorithm,
+        consistency: approximate,
+        syncInterval: '250ms',
+      })),
+      store: redisStore({ client: fixture.client, prefix: 'ax', clock: 'client' }),
+      clock,
+      timeout: false,
+      breaker: false,
+    })
+    const ask = async (cost: number) => {
+      const d = await limiter.limit('k', { cost })
+      return [d.allowed, d.reason, d.retryAfterMs, d.rules.map((r) => r.reason ?? 'admitted')]
+    }
+    const never = [
+      false,
+      'cost-exceeds-limit',
+      Number.POSITIVE_INFINITY,
+      algorithms.map(() => 'cost-exceeds-limit'),
+    ]
+    // The key's first request is the store's; the next are decided here, also after a sync.
+    expect(await ask(11)).toEqual(never)
+    expect(await ask(11)).toEqual(never)
+    expect((await ask(1))[0]).toBe(true)
+    clock.advance(300)
+    expect(await ask(11)).toEqual(never)
+    expect(await ask(11)).toEqual(never)
   })
 })
 
