@@ -18,11 +18,13 @@ interface Entry {
   /** When the store may admit one more unit, as its last answer tells (see `unitAfter`). */
   retryAt: number[]
   /**
-   * A shaping leaky bucket's queue (`mode: 'shape'`), per rule (0 for the others): its virtual
-   * finish time (TAT) as the store's last answer tells, pushed out by what was admitted here since,
+   * A bucket's or GCRA's virtual finish time (TAT), per rule (0 for the windows): for a shaping
+   * leaky bucket (`mode: 'shape'`) its queue, for the others when they are full (token bucket) or
+   * empty again; as the store's last answer tells, pushed out by what was admitted here since,
    * as `(TAT - base) · r` (see `Step`), in integer arithmetic. The store's TAT is read from its
-   * `resetAfterMs`, rounded up to whole ms: where `T` is not whole ms, a delay can come out up to
-   * 1 ms longer than the store's own (never shorter; each sync reads it again, so it does not add up).
+   * `resetAfterMs`, rounded up to whole ms: where `T` is not whole ms, a delay or reset can come out
+   * up to 1 ms longer than the store's own (never shorter; each sync reads it again, so it does not
+   * add up).
    */
   tat: number[]
   /** When the key was seeded: the origin of `tat`. */
@@ -113,10 +115,11 @@ function unitAfter(rule: StoreRule, v: RuleVerdict, forced: number): number {
   )
 }
 
-/** A shaping leaky bucket's unit of queue, `T = p / r` ms (the reduced fraction). */
+/** A bucket's or GCRA's unit, `T = p / r` ms (the reduced fraction); `shape`: a shaping queue. */
 interface Step {
   readonly r: number
   readonly p: number
+  readonly shape: boolean
 }
 
 /** A first call that rejected: the waiting requests fall back as when it failed. */
@@ -177,16 +180,25 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
   const { sync: send, intervalMs, timeoutMs } = context
   const rules = context.rules.length
   const windows = context.rules.every((r) => r.policy.algorithm === 'fixed-window')
-  // Shaping rules: each request is held `delayMs`, its place in the queue, which the store's
-  // answers and the admissions here since tell.
+  // Buckets and GCRA: each unit admitted here pushes the time the key is fresh again (its
+  // `resetAfterMs`) out by `T`, as in the store; a shaping rule also holds each request
+  // `delayMs`, its place in the queue. The store's answers and the admissions here since tell.
   const steps = context.rules.map(({ policy }): Step | undefined => {
-    if (policy.algorithm !== 'leaky-bucket' || policy.mode !== 'shape') return undefined
-    const g = gcd(policy.leakRate, policy.leakIntervalMs)
-    return { r: policy.leakRate / g, p: policy.leakIntervalMs / g }
+    const [rate, ms] =
+      policy.algorithm === 'token-bucket'
+        ? [policy.refillRate, policy.refillIntervalMs]
+        : policy.algorithm === 'leaky-bucket'
+          ? [policy.leakRate, policy.leakIntervalMs]
+          : policy.algorithm === 'gcra'
+            ? [policy.limit, policy.periodMs]
+            : [0, 0]
+    if (rate === 0) return undefined
+    const g = gcd(rate, ms)
+    return { r: rate / g, p: ms / g, shape: policy.algorithm === 'leaky-bucket' && policy.mode === 'shape' }
   })
   /**
-   * Sets a shaping rule's queue from the store's verdict `v` for a call made at `now` (the TAT is
-   * `resetAfterMs` away: the queue is empty then), plus `units` admitted here and not in it.
+   * Sets a bucket's or GCRA's TAT from the store's verdict `v` for a call made at `now` (the TAT is
+   * `resetAfterMs` away: the key is fresh then), plus `units` admitted here and not in it.
    */
   const queue = (entry: Entry, i: number, v: RuleVerdict, now: number, units: number) => {
     const s = steps[i]
@@ -315,7 +327,7 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
         // REFERENCE §2 shape: delay = max(0, TAT - now), then TAT = max(TAT, now) + cost·T.
         const at = (now - entry.base) * s.r
         const tat = entry.tat[i] as number
-        delayMs = Math.max(0, Math.ceil((tat - at) / s.r))
+        if (s.shape) delayMs = Math.max(0, Math.ceil((tat - at) / s.r))
         if (charged) entry.tat[i] = Math.max(tat, at) + cost * s.p
         resetAfterMs = Math.max(0, Math.ceil(((entry.tat[i] as number) - at) / s.r))
       }

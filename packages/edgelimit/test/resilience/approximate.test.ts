@@ -322,6 +322,48 @@ describe('approximate consistency on Redis', () => {
     expect(await ask(11)).toEqual(never)
     expect(await ask(11)).toEqual(never)
   })
+  it("a bucket's or GCRA's resetAfterMs counts what was admitted here, as the store does", async () => {
+    const algorithms = [
+      tokenBucket({ capacity: 5, refillRate: 1 }),
+      leakyBucket({ capacity: 5, leakRate: 1 }),
+      gcra({ limit: 5, period: '5s' }),
+    ]
+    for (const [n, algorithm] of algorithms.entries()) {
+      const clock = manualClock(T0)
+      const limiter = (prefix: string, consistency?: ApproximateConsistency) =>
+        createLimiter({
+          rules: [{ name: 'api', algorithm, ...(consistency ? { consistency, syncInterval: '250ms' } : {}) }],
+          store: redisStore({ client: fixture.client, prefix, clock: 'client' }),
+          clock,
+          timeout: false,
+          breaker: false,
+        })
+      const approx = limiter(`ab${n}`, approximate)
+      // Strict on a store of its own, and strict on the approximate limiter's store.
+      const [strict, truth] = [limiter(`ab${n}s`), limiter(`ab${n}`)]
+      // Seeded by a peek (a fresh key: 0), then admissions here, before any sync: one process, so
+      // the store would answer what strict answers.
+      const before: [number, number][] = []
+      for (const dt of [0, 10, 10, 10]) {
+        clock.advance(dt)
+        const [s, a] = await Promise.all(
+          dt === 0 ? [strict.peek('k'), approx.peek('k')] : [strict.limit('k'), approx.limit('k')],
+        )
+        before.push([s.resetAfterMs, a.resetAfterMs])
+      }
+      expect(before.map(([, a]) => a)).toEqual(before.map(([s]) => s))
+      // A sync (started at 330, it charges the batch then) and admissions after it: the store's
+      // state once they are in it, to the millisecond (whole-ms units).
+      let last = 0
+      for (const dt of [300, 10, 10]) {
+        clock.advance(dt)
+        last = (await approx.limit('k')).resetAfterMs
+        await fixture.client.ping()
+      }
+      await approx.flush()
+      expect([n, last]).toEqual([n, (await truth.peek('k')).resetAfterMs])
+    }
+  })
 })
 
 describe('approximate syncs whose replies are lost, on Redis', () => {
