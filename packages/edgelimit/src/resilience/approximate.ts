@@ -302,6 +302,20 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       entry.syncing === undefined &&
       entry.pending === 0 &&
       entry.remaining.every((r, i) => r === 0 && now < (entry.retryAt[i] as number))
+    // Spent and synced, and the time its denials gave (`retryAfterMs`) has come: the store decides
+    // this request, as a first one, rather than the counts here from before it (which would deny it
+    // again until the sync it starts is answered). Nothing is pending or in flight to lose; at most
+    // one such call per interval, as for syncs.
+    if (
+      entry.syncing === undefined &&
+      entry.pending === 0 &&
+      now - entry.syncedAt >= intervalMs &&
+      entry.remaining.some((r) => r === 0) &&
+      entry.remaining.every((r, i) => r > 0 || now >= (entry.retryAt[i] as number))
+    ) {
+      entries.delete(key)
+      return undefined
+    }
     if (!busy(entry, now) && now - entry.syncedAt >= intervalMs && !idle) void sync(key, entry, now)
     // A sync in flight for longer than the interval: the next one is still about an interval away.
     const next = entry.syncedAt + intervalMs - now

@@ -502,6 +502,32 @@ describe('approximate consistency on Redis, a key whose quota is spent', () => {
     await new Promise((resolve) => setImmediate(resolve))
   }
 
+  it('a client that waits the retryAfterMs of a spent key is admitted then, as in strict mode', async () => {
+    // Window and bucket from a fresh key at T0 (at a 10 s boundary): 3 at once, then the window's
+    // end (10 s), or the bucket's next token (1 s after the first: refill 1/s).
+    const cases = [
+      { algorithm: fixedWindow({ limit: 3, window: '10s' }), at: 10_000 },
+      { algorithm: tokenBucket({ capacity: 3, refillRate: 1 }), at: 1000 },
+    ]
+    for (const [n, { algorithm, at }] of cases.entries()) {
+      const clock = manualClock(T0)
+      const [limiter] = processes(1, algorithm as ReturnType<typeof tokenBucket>, `aq${n}`, clock)
+      if (limiter === undefined) throw new Error('no limiter')
+      const seen: [number, boolean, number][] = []
+      for (let i = 0; i < 3; i++) await limiter.limit('k')
+      // Denied: retry when told (the next sync, then, spent and synced, when the store admits again).
+      for (let i = 0; i < 5 && seen.at(-1)?.[1] !== true; i++) {
+        const d = await limiter.limit('k')
+        seen.push([clock.now() - T0, d.allowed, d.retryAfterMs])
+        await answered()
+        if (!d.allowed) clock.advance(d.retryAfterMs)
+      }
+      // The last denial's wait ended at `at`, and the request then was admitted.
+      const [t, allowed] = seen.at(-1) ?? []
+      expect([n, t, allowed]).toEqual([n, at, true])
+    }
+  })
+
   it('a spent token bucket admits again at its refill rate, not only once full again', async () => {
     // Two processes on one key, each a request every 20 ms, against 20 tokens refilling 5/s.
     const clock = manualClock(T0)
