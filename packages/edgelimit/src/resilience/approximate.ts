@@ -333,7 +333,16 @@ export function createApproximate(context: ApproximateContext, maxKeys = 100_000
       // A cost above what the rule can ever admit waits for nothing (REFERENCE §1), as the store says.
       const never = cost > (context.rules[i] as StoreRule).compiled.limit
       const charged = allowed && admits && cost > 0
-      if (charged) entry.remaining[i] = left - cost
+      if (charged) {
+        entry.remaining[i] = left - cost
+        // What is admitted here counts in a log for a window, and in a fixed window until its end:
+        // the last answer's, or, when that one is over (or held nothing), the one `now` is in.
+        const { policy } = context.rules[i] as StoreRule
+        const resetAt = entry.resetAt[i] as number
+        if (policy.algorithm === 'sliding-log') entry.resetAt[i] = Math.max(resetAt, now + policy.windowMs)
+        else if (policy.algorithm === 'fixed-window' && resetAt <= now)
+          entry.resetAt[i] = now - (now % policy.windowMs) + policy.windowMs
+      }
       let resetAfterMs = Math.max(0, (entry.resetAt[i] as number) - now)
       let delayMs = 0
       const s = steps[i]

@@ -15,6 +15,7 @@ import {
   fixedWindow,
   gcra,
   leakyBucket,
+  slidingLog,
   tokenBucket,
 } from '../../src/index.js'
 import { redisStore } from '../../src/redis.js'
@@ -362,6 +363,33 @@ describe('approximate consistency on Redis', () => {
       }
       await approx.flush()
       expect([n, last]).toEqual([n, (await truth.peek('k')).resetAfterMs])
+    }
+  })
+
+  it("a fixed window's or sliding log's resetAfterMs counts what was admitted here, as the store would", async () => {
+    const algorithms = [fixedWindow({ limit: 5, window: '10s' }), slidingLog({ limit: 5, window: '10s' })]
+    for (const [n, algorithm] of algorithms.entries()) {
+      const clock = manualClock(T0 + 2500)
+      const limiter = (prefix: string, consistency?: ApproximateConsistency) =>
+        createLimiter({
+          rules: [{ name: 'api', algorithm, ...(consistency ? { consistency, syncInterval: '250ms' } : {}) }],
+          store: redisStore({ client: fixture.client, prefix, clock: 'client' }),
+          clock,
+          timeout: false,
+          breaker: false,
+        })
+      const [approx, strict] = [limiter(`aw${n}`, approximate), limiter(`aw${n}s`)]
+      // Seeded by a peek (a fresh key: 0), then admissions here, before any sync: one process, so
+      // the store would answer what strict answers.
+      const resets: [number, number][] = []
+      for (const dt of [0, 10, 10, 10]) {
+        clock.advance(dt)
+        const [s, a] = await Promise.all(
+          dt === 0 ? [strict.peek('k'), approx.peek('k')] : [strict.limit('k'), approx.limit('k')],
+        )
+        resets.push([s.resetAfterMs, a.resetAfterMs])
+      }
+      expect([n, resets.map(([, a]) => a)]).toEqual([n, resets.map(([s]) => s)])
     }
   })
 })
