@@ -14,6 +14,7 @@ import { lingerOnClose } from './lingering-close.js'
 import type { Metrics } from './metrics.js'
 import { observe } from './observe.js'
 import { pendingResponses } from './pending-responses.js'
+import { upstreamFailureLog } from './upstream-log.js'
 
 /** The gateway's proxy: its servers, the generation new requests take, and the requests in flight. */
 export interface ProxyServer {
@@ -63,6 +64,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
   let inFlight = 0
   let draining = false
   let drained: (() => void) | undefined
+  const upstreamFailed = upstreamFailureLog(log, clock)
 
   /**
    * One request through the gateway: decided, then answered or forwarded (a WebSocket upgrade:
@@ -140,10 +142,13 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       this.done(417, 'none')
     }
 
-    done(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none'): void {
+    done(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none', error?: Error): void {
       if (this.settled) return
       this.settled = true
       if (status === 499) status = goneStatus(this.req.socket) // a 408 or 400 Node's parser answered
+      if (upstream === 'error' && error !== undefined) {
+        upstreamFailed({ status, error, method: this.req.method, path: this.req.url })
+      }
       const gen = this.gen
       gen.inFlight--
       inFlight--

@@ -1,0 +1,67 @@
+import type { Clock } from 'edgelimit'
+import type { Logger } from 'pino'
+
+/** Upstream failures logged one by one per reason and second; those past it are summed up. */
+const UPSTREAM_FAILURES_PER_SECOND = 10
+const WINDOW_MS = 1_000
+
+/** A request the upstream failed: the status the client got (`aborted`: cut off mid-body). */
+export interface UpstreamFailure {
+  readonly status: number | 'aborted'
+  readonly error: Error & { code?: string }
+  readonly method: string | undefined
+  readonly path: string | undefined
+}
+
+interface Window {
+  start: number
+  logged: number
+  suppressed: number
+  timer: NodeJS.Timeout | undefined
+}
+
+/**
+ * Logs each upstream failure (`upstream failed`, a warning), at most `UPSTREAM_FAILURES_PER_SECOND`
+ * per reason (the error's code, else its name) in a second that begins with the first of them;
+ * the rest of that second is summed up in one line (`upstream failures not logged`) when the
+ * second ends (an unref'd timer) or the next failure comes after it, whichever is first. An outage
+ * writes at most 10 lines a second per reason, and every failure is logged or counted in one.
+ *
+ * @example
+ * const failed = upstreamFailureLog(log, systemClock)
+ * failed({ status: 502, error, method: 'GET', path: '/orders' })
+ */
+export function upstreamFailureLog(log: Logger, clock: Clock): (failure: UpstreamFailure) => void {
+  const windows = new Map<string, Window>()
+  const summarize = (reason: string, w: Window): void => {
+    clearTimeout(w.timer)
+    w.timer = undefined
+    if (w.suppressed === 0) return
+    log.warn(
+      { reason, suppressed: w.suppressed, since: new Date(w.start).toISOString() },
+      'upstream failures not logged: more than 10 in a second for one reason',
+    )
+    w.suppressed = 0
+  }
+  return ({ status, error, method, path }) => {
+    const reason = error.code ?? error.name
+    const now = clock.now()
+    let w = windows.get(reason)
+    if (w === undefined || now - w.start >= WINDOW_MS) {
+      if (w !== undefined) summarize(reason, w)
+      w = { start: now, logged: 0, suppressed: 0, timer: undefined }
+      windows.set(reason, w)
+    }
+    if (w.logged < UPSTREAM_FAILURES_PER_SECOND) {
+      w.logged++
+      log.warn({ status, reason, err: error.message, method, path }, 'upstream failed')
+      return
+    }
+    w.suppressed++
+    if (w.timer === undefined) {
+      const window = w
+      window.timer = setTimeout(() => summarize(reason, window), Math.max(0, w.start + WINDOW_MS - now))
+      window.timer.unref()
+    }
+  }
+}
