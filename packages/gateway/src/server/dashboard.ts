@@ -26,6 +26,11 @@ export interface DashboardOptions {
   readonly topKeys?: number
   /** The browser's reconnection delay (the stream's `retry:`). @default 2000 */
   readonly retryMs?: number
+  /**
+   * A client whose socket stays full (it reads nothing) for this long, counted in skipped updates
+   * (`stalledMs / intervalMs`), is dropped: its slot is freed. @default 30000
+   */
+  readonly stalledMs?: number
 }
 
 /** `GET /dashboard` and its event stream `GET /dashboard/events`. */
@@ -67,6 +72,8 @@ interface Client {
   last: number
   /** The socket's buffer is full: skip updates until it drains. */
   blocked: boolean
+  /** Updates skipped since it filled. */
+  skipped: number
 }
 
 const SHADOW: readonly Outcome[] = ['allowed', 'shadow_denied']
@@ -110,8 +117,8 @@ export function seriesFor(data: DashboardData, context: DashboardContext): WireS
  * Creates the live dashboard: a self-contained page (uPlot inlined, no external request) fed by
  * Server-Sent Events — a `snapshot` on connect, then an `update` per interval with the points
  * since the last one sent. One timer serves every client and runs only while one is connected;
- * a client that leaves is forgotten at once, and `close()` ends every stream (the admin server
- * and the process can then stop).
+ * a client that leaves is forgotten at once, one that reads nothing for `stalledMs` is dropped,
+ * and `close()` ends every stream (the admin server and the process can then stop).
  *
  * @example const dashboard = createDashboard({ data: metrics.dashboard, context }); dashboard.handle(req, res, path)
  */
@@ -120,6 +127,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
   const intervalMs = options.intervalMs ?? 1000
   const maxClients = options.maxClients ?? 32
   const retryMs = options.retryMs ?? 2000
+  const maxSkipped = Math.max(1, Math.ceil((options.stalledMs ?? 30_000) / intervalMs))
   const clients = new Set<Client>()
   let timer: NodeJS.Timeout | undefined
   let closed = false
@@ -148,6 +156,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
       client.blocked = true
       client.res.once('drain', () => {
         client.blocked = false
+        client.skipped = 0
       })
     }
   }
@@ -155,8 +164,15 @@ export function createDashboard(options: DashboardOptions): Dashboard {
   function tick(): void {
     // Clients that are up to the same second share one message.
     const bySince = new Map<number, DashboardMessage>()
-    for (const client of clients) {
-      if (client.blocked) continue
+    for (const client of [...clients]) {
+      if (client.blocked) {
+        // A client that reads nothing would hold its slot for good: 32 of them lock everyone out.
+        if (++client.skipped >= maxSkipped) {
+          drop(client)
+          client.res.destroy()
+        }
+        continue
+      }
       let body = bySince.get(client.last)
       if (body === undefined) {
         body = message(client.last)
@@ -188,7 +204,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     })
     req.socket.setNoDelay(true)
     res.write(`retry: ${retryMs}\n\n`)
-    const client: Client = { res, last: Number.NEGATIVE_INFINITY, blocked: false }
+    const client: Client = { res, last: Number.NEGATIVE_INFINITY, blocked: false, skipped: 0 }
     clients.add(client)
     res.once('close', () => drop(client))
     res.on('error', () => drop(client))
