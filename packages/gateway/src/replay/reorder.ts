@@ -3,7 +3,8 @@ import { emptyRecord, type LogRecord } from './record.js'
 /**
  * Restores time order within a bounded horizon. Access logs are written when a request ends but
  * stamped with its start, so lines run out of order by up to the longest request (the sample log
- * by up to a minute). Records wait in per-second buckets (a ring covering the horizon) until the
+ * by up to a minute). Records wait in per-second buckets (a ring covering the horizon; past a day,
+ * the ring keeps a day's number of buckets and each covers a longer span) until the
  * newest time seen is `horizonMs` past them, or `maxHeld` are waiting; then they are released
  * oldest first, equal times in file order. A record older than what was already released is
  * released at once (the replay decides it at the latest time seen, and counts it as late).
@@ -18,7 +19,10 @@ export interface Reorder {
 
 /** Creates a reorder buffer releasing records to `release`. */
 export function reorder(horizonMs: number, maxHeld: number, release: (r: LogRecord) => void): Reorder {
-  const size = Math.ceil(horizonMs / 1000) + 2
+  // A bucket per second up to a day; beyond, as many buckets, each wider: a bucket per second of
+  // a '366d' horizon would be 31 million arrays, and of '100000d' more than an array can hold.
+  const width = Math.max(1000, Math.ceil(horizonMs / MAX_BUCKETS))
+  const size = Math.ceil(horizonMs / width) + 2
   // Held records live in columns (one array per field, indexed by slot), not as objects: a
   // bucket's records are read back in order from dense arrays, which the processor prefetches,
   // instead of from objects scattered over the heap. Freed slots are reused most recent first.
@@ -42,17 +46,17 @@ export function reorder(horizonMs: number, maxHeld: number, release: (r: LogReco
   const counts = new Int32Array(size)
   const latest = new Float64Array(size)
   const unsorted = new Uint8Array(size)
-  // The oldest second not yet released; everything held is in [base, base + size).
+  // The oldest bucket not yet released; everything held is in [base, base + size).
   let base = Number.NaN
   let held = 0
   // The record handed to `release`, refilled for each.
   const out: LogRecord = emptyRecord()
 
-  // Seconds are counted from the first base: small non-negative integers (epoch seconds are past
+  // Buckets are counted from the first base: small non-negative integers (epoch seconds are past
   // the small-integer range, and a modulo of doubles is a slow library call).
   let anchor = 0
-  /** The bucket index of a second (at or after `anchor`: everything held is at or after `base`). */
-  const at = (second: number) => (second - anchor) % size
+  /** The ring index of a bucket (at or after `anchor`: everything held is at or after `base`). */
+  const at = (bin: number) => (bin - anchor) % size
 
   function slot(): number {
     if (free.length > 0) return free.pop() as number
@@ -68,8 +72,8 @@ export function reorder(horizonMs: number, maxHeld: number, release: (r: LogReco
     return used++
   }
 
-  function flush(second: number) {
-    const b = at(second)
+  function flush(bin: number) {
+    const b = at(bin)
     const n = counts[b] as number
     if (n === 0) return
     const bucket = ring[b] as number[]
@@ -100,7 +104,7 @@ export function reorder(horizonMs: number, maxHeld: number, release: (r: LogReco
     }
   }
 
-  /** Releases every second before `until`. */
+  /** Releases every bucket before `until`. */
   function advance(until: number) {
     if (until - base >= size) {
       // A jump past the whole ring: release what is held in order, then move at once.
@@ -113,14 +117,14 @@ export function reorder(horizonMs: number, maxHeld: number, release: (r: LogReco
 
   return {
     push(r) {
-      const second = Math.floor(r.ts / 1000)
+      const bin = Math.floor(r.ts / width)
       // The first line may be followed by older ones: the ring starts a horizon before it.
-      if (Number.isNaN(base)) anchor = base = second - (size - 2)
-      if (second < base) {
+      if (Number.isNaN(base)) anchor = base = bin - (size - 2)
+      if (bin < base) {
         release(r)
         return
       }
-      if (second >= base + size) advance(second - size + 1)
+      if (bin >= base + size) advance(bin - size + 1)
       const k = slot()
       tsOf[k] = r.ts
       ipOf[k] = r.ip
@@ -133,7 +137,7 @@ export function reorder(horizonMs: number, maxHeld: number, release: (r: LogReco
       uaOf[k] = r.ua
       jsonOf[k] = r.json
       countedOf[k] = r.counted === true
-      const b = at(second)
+      const b = at(bin)
       const n = counts[b] as number
       if (n === 0) latest[b] = r.ts
       else if (r.ts < (latest[b] as number)) unsorted[b] = 1
@@ -141,7 +145,7 @@ export function reorder(horizonMs: number, maxHeld: number, release: (r: LogReco
       ;(ring[b] as number[])[n] = k
       counts[b] = n + 1
       held++
-      const until = Math.floor((r.ts - horizonMs) / 1000)
+      const until = Math.floor((r.ts - horizonMs) / width)
       if (until > base) advance(until)
       while (held > maxHeld) advance(base + 1)
     },
@@ -153,3 +157,6 @@ export function reorder(horizonMs: number, maxHeld: number, release: (r: LogReco
     },
   }
 }
+
+/** Buckets of the ring at most: a day of seconds. */
+const MAX_BUCKETS = 86_400

@@ -54,3 +54,22 @@ test('at most maxHeld records wait', () => {
   r.drain()
   expect(out).toEqual([1000, 500, 2000, 3000, 4000])
 })
+
+test('a horizon of any length holds a bounded ring: 366 days and 100,000 days reorder like 2 minutes', () => {
+  // One bucket per second would be 31,622,402 arrays for 366 d (minutes and gigabytes to build)
+  // and, for 100,000 d (`--reorder 100000d`), more than an array can hold: a RangeError.
+  const times = [5000, 1000, 5000, 3000, 1000, 70_000, 9000]
+  const expected = run(times, 120_000)
+  for (const days of [366, 100_000]) expect(run(times, days * 86_400_000)).toEqual(expected)
+})
+
+test('past a day, lines still wait at least the horizon, and only older ones are late', () => {
+  const day = 86_400_000
+  // Horizon 3 d: 1 d + 5 s is within it of 4 d (held); 1 s is older than what 4 d released (late).
+  expect(run([0, 4 * day, day + 5000, 1000], 3 * day)).toEqual([
+    '0a',
+    '1000d',
+    `${day + 5000}c`,
+    `${4 * day}b`,
+  ])
+})
