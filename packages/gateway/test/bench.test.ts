@@ -116,6 +116,9 @@ describe('edgelimit bench', () => {
       [['--concurrency', '1,0'], /--concurrency: expected whole numbers/],
       [['--duration', 'soon'], /--duration: expected a duration like 2s, got "soon"/],
       [['--keys=0'], /--keys: expected a positive whole number/],
+      // A Node timer of more than 2^31 - 1 ms fires at once: a store still connecting failed at
+      // once with "did not become ready within 2592000000 ms".
+      [['--timeout', '25d'], /--timeout: expected at most 24d \(Node's timer limit\), got "25d"/],
       [['--bogus'], /Unknown option '--bogus'/],
     ]
     for (const [args, message] of cases) {

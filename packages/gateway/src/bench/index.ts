@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import path from 'node:path'
 import type { Limiter } from 'edgelimit'
 import { PolicyError } from '../config/issues.js'
+import { MAX_TIMER_MS } from '../config/timer.js'
 import { loadPolicy } from '../config/validate.js'
 import { within } from '../library.js'
 import { compilePolicy } from '../policy/compile.js'
@@ -36,7 +37,7 @@ Options:
   --concurrency <n,n,...>   decisions in flight, one level each (default 1,16,256)
   --duration <duration>     measured time per level (default 2s), after a warm-up of a fifth of it
   --keys <n>                distinct keys per level, used round-robin (default 100000)
-  --timeout <duration>      how long to wait for the store to be ready (default 5s)
+  --timeout <duration>      how long to wait for the store to be ready (default 5s, at most 24d)
   --json <file>             the results as JSON
   -h, --help                this help
 Exit codes: 0 done, 1 some decisions failed (rejected, not denied), 2 usage, policy or store error.
@@ -113,7 +114,10 @@ async function bench(args: string[], io: CliIo): Promise<number> {
   const at = (f: string) => path.resolve(workingDirectory(io), f)
   const inFlight = levels(values.concurrency)
   const durationMs = durationFlag('duration', values.duration, 2000, '2s')
-  const timeoutMs = durationFlag('timeout', values.timeout, 5000, '2s')
+  const timeoutMs = durationFlag('timeout', values.timeout, 5000, '5s')
+  // One timer waits for the store: a Node timer of more than 2^31 - 1 ms fires at once.
+  if (timeoutMs > MAX_TIMER_MS)
+    throw new UsageError(`--timeout: expected at most 24d (Node's timer limit), got "${values.timeout}"`)
   const keyCount = positiveInt('keys', values.keys, 100_000)
   if (keyCount > MAX_KEYS)
     throw new UsageError(
