@@ -69,8 +69,10 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
     const t = get(obj, name)
     // Read from the digits as written: JSON.parse's double drops a nanosecond epoch's (past 2^53)
     // and rounds a long fraction (1700000000.9999999 is 1700000001).
-    const ts = toMs(t, typeof t === 'number' ? numberText(line, name, t) : undefined)
-    if (ts === undefined) return `bad time ${JSON.stringify(t).slice(0, 40)}`
+    const digits = typeof t === 'number' ? numberText(line, name, t) : undefined
+    const ts = toMs(t, digits)
+    // As written: a number past a double (1e400) parses as Infinity, which JSON.stringify writes `null`.
+    if (ts === undefined) return `bad time ${(digits ?? JSON.stringify(t)).slice(0, 40)}`
     record.ts = ts
     record.ip = text(pick(obj, fields.ip))
     record.user = text(pick(obj, fields.user))

@@ -198,6 +198,13 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
     expect(io.out()).toContain('far2.log:5: bad time "900000000000000000000"')
   })
 
+  test('a bad epoch time is quoted as written: 1e400 (past a double: JSON.parse reads Infinity) is not "null"', async () => {
+    const content =
+      '{"time": 1e400, "ip": "10.0.0.1", "path": "/"}\n{"time": -1E999, "ip": "10.0.0.1", "path": "/"}\n'
+    const r = await replayLog({ inputs: [file('inf.log', content)], rules: perIp(100) })
+    expect(r.malformed.examples.map((m) => m.reason)).toEqual(['bad time 1e400', 'bad time -1E999'])
+  })
+
   test('an access-log time with a letter in its year or an offset beyond 23:59 is a bad timestamp, not another year', async () => {
     const at = (time: string) => `10.0.0.1 - - [${time}] "GET / HTTP/1.1" 200 512\n`
     const content = [
