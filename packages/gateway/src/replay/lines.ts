@@ -1,4 +1,4 @@
-import { closeSync, createReadStream, openSync, readSync } from 'node:fs'
+import { closeSync, createReadStream, fstatSync, openSync, readSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import { createGunzip } from 'node:zlib'
 import { UsageError } from '../report/io.js'
@@ -127,6 +127,8 @@ export async function forEachLine(
 function isGzip(file: string): boolean {
   const fd = openSync(file, 'r')
   try {
+    // A directory opens, and its first read fails with an EISDIR that names no file.
+    if (fstatSync(fd).isDirectory()) throw new UsageError(`${file}: a directory, not a log file`)
     const magic = Buffer.alloc(2)
     return readSync(fd, magic, 0, 2, 0) === 2 && magic[0] === 0x1f && magic[1] === 0x8b
   } finally {

@@ -650,6 +650,13 @@ describe('the command', () => {
       [[SAMPLE, '--bogus'], /Unknown option '--bogus'/],
       [[SAMPLE, '--field', 'when=ts'], /--field: expected/],
       [[SAMPLE, '--reorder', 'soon'], /--reorder: expected a duration/],
+      // A directory opens, but reading it fails with a message that names no file.
+      [
+        [SAMPLE, dir],
+        new RegExp(
+          `^edgelimit replay: ${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: a directory, not a log file\n$`,
+        ),
+      ],
       [
         [
           SAMPLE,

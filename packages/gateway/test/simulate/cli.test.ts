@@ -384,6 +384,12 @@ describe('edgelimit simulate', () => {
       [['--limit', '1e3'], /--limit: expected a positive whole number up to 2147483647, got "1e3"/],
       [['--seed', '0x10'], /--seed: expected a positive whole number, got "0x10"/],
       [['--trace', path.join(dir, 'missing.csv')], /ENOENT/],
+      [
+        ['--trace', dir],
+        new RegExp(
+          `^edgelimit simulate: ${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: a directory, not a log file\n$`,
+        ),
+      ],
       [['--trace', file('empty.csv', 'time,key\n')], /no requests found/],
       [
         ['--config', file('bad.yaml', 'rules: [{ name: x, algorithm: magic }]\n')],
