@@ -48,7 +48,7 @@ Options:
                            blocks the request before later rules see it
   --format <auto|clf|json> line format (default auto)
   --field <name=source>    JSON field mapping, repeatable: time, ip, user, method, path, status,
-                           userAgent (e.g. --field time=ts --field ip=client.addr)
+                           userAgent, host, query (e.g. --field time=ts --field ip=client.addr)
   --reorder <duration>     put lines back in time order within this horizon (default 2m; 0: file
                            order); older lines are decided at the latest time seen, and counted
   --html <file>            HTML report (default edgelimit-replay.html)

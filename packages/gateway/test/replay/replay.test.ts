@@ -685,6 +685,9 @@ describe('the command', () => {
     const help = captureIo(dir)
     expect(await runReplay(['--help'], help)).toBe(0)
     expect(help.out()).toContain('Usage: edgelimit replay')
+    // Every field --field takes (its usage error lists them) is in the help.
+    const fields = /--field <name=source>[^:]*: ([\s\S]*?) \(e\.g\./.exec(help.out())?.[1]?.split(/,\s+/)
+    expect(fields).toEqual(['time', 'ip', 'user', 'method', 'path', 'status', 'userAgent', 'host', 'query'])
   })
 
   test('--limit is a whole number in digits up to 2147483647; the error quotes what was typed', async () => {
