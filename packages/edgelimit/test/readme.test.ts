@@ -30,3 +30,20 @@ describe('README examples run as written', () => {
     })
   })
 })
+
+describe("the README's Decision table", () => {
+  it('names every reason a decision can carry (DenyReason and DecisionReason in the source)', () => {
+    const src = (file: string) => readFileSync(join(root, 'packages', 'edgelimit', 'src', file), 'utf8')
+    const union = (text: string, name: string) =>
+      [...(new RegExp(`export type ${name} = ([^\\n]+)`).exec(text)?.[1] ?? '').matchAll(/'([\w-]+)'/g)].map(
+        (m) => m[1] as string,
+      )
+    const reasons = [
+      ...union(src('core/types.ts'), 'DenyReason'),
+      ...union(src('decision.ts'), 'DecisionReason'),
+    ]
+    expect(reasons).toContain('store-unavailable')
+    const row = readme.split('\n').find((l) => l.startsWith('| `reason`')) ?? ''
+    expect(reasons.filter((r) => !row.includes(`\`'${r}'\``))).toEqual([])
+  })
+})
