@@ -9,9 +9,9 @@ import { tryLines } from './server/try.js'
 
 function port(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback
-  const n = Number(value)
-  if (!Number.isInteger(n) || n < 0 || n > 65_535)
-    throw new UsageError(`--${name}: expected a port from 0 to 65535, got "${value}"`)
+  // Digits only: Number() reads '' as 0 (a random port for `--port "$PORT"` with PORT unset).
+  const n = /^\d{1,5}$/.test(value) ? Number(value) : Number.NaN
+  if (!(n <= 65_535)) throw new UsageError(`--${name}: expected a port from 0 to 65535, got "${value}"`)
   return n
 }
 

@@ -1162,6 +1162,13 @@ describe('the CLI', () => {
         ['serve', '--port', 'eighty'],
         'edgelimit serve: --port: expected a port from 0 to 65535, got "eighty"',
       ],
+      // Number() reads '' as 0 (`--port "$PORT"` with PORT unset: a random port, silently), and
+      // takes 1e3, 0x1F90 and ' 80'; a port is written in digits.
+      ...['', '1e3', '0x1F90', ' 80', '80.0'].map((typed) => [
+        ['serve', `--port=${typed}`],
+        `edgelimit serve: --port: expected a port from 0 to 65535, got "${typed}"`,
+      ]),
+      [['serve', '--admin-port='], 'edgelimit serve: --admin-port: expected a port from 0 to 65535, got ""'],
       [['serve', '--drain-timeout', 'soon'], 'edgelimit serve: --drain-timeout: expected a duration'],
       [
         ['serve', '--log-level', 'loud'],
