@@ -1,4 +1,6 @@
-import { createLimiter, memoryStore, type StoreRule, slidingLog } from 'edgelimit'
+import { ConfigError, createLimiter, memoryStore, type StoreRule, slidingLog } from 'edgelimit'
+import { duration } from '../report/format.js'
+import { UsageError } from '../report/io.js'
 import type { Contestant } from './contestants.js'
 import { spanTracker } from './span.js'
 import type { Trace } from './trace.js'
@@ -77,11 +79,13 @@ export function simulate(trace: Trace, contestants: readonly Contestant[]): Simu
     const id = `${c.scope ?? ''}|${c.nominal.limit}|${c.nominal.windowMs}`
     let ref = references.get(id)
     if (ref === undefined) {
+      const { limit, windowMs } = c.nominal
       ref = run(
         trace,
-        { ...c, id: 'reference', spec: slidingLog({ limit: c.nominal.limit, window: c.nominal.windowMs }) },
+        { ...c, id: 'reference', spec: slidingLog({ limit, window: windowMs }) },
         bucketMs,
         buckets,
+        `${c.label}: cannot be scored: the exact sliding log of its burst and the time to refill it (${limit} per ${duration(windowMs)}) is past what a rule takes`,
       ).decisions
       references.set(id, ref)
     }
@@ -119,11 +123,11 @@ const SKIPPED = 0
 const ADMITTED = 1
 const DENIED = 2
 
-function run(trace: Trace, c: Contestant, bucketMs: number, buckets: number) {
+function run(trace: Trace, c: Contestant, bucketMs: number, buckets: number, what = c.label) {
   // Validated by createLimiter, then bound to a store of its own: the same rule and store the
   // limiter's synchronous path runs, without building a Decision per request.
   const name = c.id.replace(/[^\x21-\x7e]/g, '_').slice(0, 64) || 'rule'
-  const rule = createLimiter({ rules: [{ name, algorithm: c.spec }] }).rules[0] as StoreRule
+  const rule = limiterRule(name, c, what)
   const store = memoryStore({ maxKeys: Math.max(100_000, trace.keys.length * 2) }).bind([rule])
   const keyOf = c.keyOf
   const ids = new Map<string, number>()
@@ -207,4 +211,21 @@ function run(trace: Trace, c: Contestant, bucketMs: number, buckets: number) {
     timeline: { admitted: admittedAt, denied: deniedAt },
   }
   return { decisions, result }
+}
+
+/**
+ * The contestant's rule as `createLimiter` validates it. Options it refuses (a window past 366 d,
+ * `limit × window` past exact arithmetic: flags, or a policy the gateway takes whose scoring log
+ * is longer) are a usage error naming `what`, not a crash.
+ */
+function limiterRule(name: string, c: Contestant, what: string): StoreRule {
+  try {
+    return createLimiter({ rules: [{ name, algorithm: c.spec }] }).rules[0] as StoreRule
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error
+    const issues = error.issues.map(
+      (i) => `${i.path.replace(/^rules\[0\]\.algorithm\./, '')}: ${i.message} [${i.code}]`,
+    )
+    throw new UsageError(`${what}: ${issues.join('; ')}`, { cause: error })
+  }
 }

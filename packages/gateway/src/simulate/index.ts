@@ -83,6 +83,10 @@ async function run(args: string[], io: CliIo): Promise<number> {
   const at = (f: string) => path.resolve(cwd, f)
   const limit = values.limit === undefined ? undefined : positiveInt('limit', values.limit, 100, MAX_LIMIT)
   const windowMs = durationFlag('window', values.window, undefined, '60s')
+  if (windowMs !== undefined && windowMs > MAX_WINDOW_MS)
+    throw new UsageError(
+      `--window: expected at most 366d (the longest window a rule takes), got "${values.window}"`,
+    )
   const seed = positiveInt('seed', values.seed, 1)
   const only = values.algorithms?.split(',').map((s) => s.trim())
   const unknown = only?.filter((a) => !(ALGORITHM_IDS as readonly string[]).includes(a)) ?? []
@@ -177,3 +181,6 @@ function parse(args: string[]) {
     },
   })
 }
+
+/** The longest window the library's rules take (366 days). */
+const MAX_WINDOW_MS = 366 * 86_400_000

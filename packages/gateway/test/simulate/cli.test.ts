@@ -391,6 +391,27 @@ describe('edgelimit simulate', () => {
         ),
       ],
       [['--trace', file('empty.csv', 'time,key\n')], /no requests found/],
+      // What the library refuses was thrown as a bug (exit 1, "edgelimit: Invalid edgelimit options").
+      [
+        ['--window', '367d'],
+        /^edgelimit simulate: --window: expected at most 366d \(the longest window a rule takes\), got "367d"\n$/,
+      ],
+      [
+        ['--trace', file('two.csv', '0,a\n1,a\n'), '--limit', '2147483647', '--window', '366d'],
+        /^edgelimit simulate: sliding window counter: limit: limit × window is 67908586878892800000, above the exact-arithmetic bound \d+ \[ERR_RANGE\]\n$/,
+      ],
+      // A valid policy (check passes) whose rule refills its burst in 1,000 days: the exact sliding
+      // log it is scored against would need a window of that length.
+      [
+        [
+          '--config',
+          file(
+            'slow.yaml',
+            'rules:\n  - { name: slow, algorithm: token-bucket, capacity: 1000, refillRate: 1, refillInterval: 1d }\n',
+          ),
+        ],
+        /^edgelimit simulate: slow: cannot be scored: the exact sliding log of its burst and the time to refill it \(1000 per 24000 h\) is past what a rule takes: window: expected a duration like "60s" .* got 86400000000 \(number\) \[ERR_DURATION\]\n$/,
+      ],
       [
         ['--config', file('bad.yaml', 'rules: [{ name: x, algorithm: magic }]\n')],
         /bad\.yaml:1:\d+\s+rules\[0\]\.algorithm/,
