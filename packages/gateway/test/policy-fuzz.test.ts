@@ -130,6 +130,20 @@ describe('policy fuzzing', () => {
     ])
   })
 
+  test('an alias inside the node it names (a cycle) is a YAML issue placed at the alias, not a stack overflow', () => {
+    // The parser takes these, and toJS builds a value that contains itself: every walk of it recursed
+    // for ever (check, serve, replay and simulate: "edgelimit: Maximum call stack size exceeded", exit 1).
+    for (const [text, line, column] of [
+      ['version: 1\nrules: &a [*a]\n', 2, 12],
+      ['version: 1\nrules:\n  - &r { name: a, algorithm: gcra, limit: 1, period: 1s, match: *r }\n', 3, 65],
+      ['version: 1\nidentity: &i\n  secret: s\n  x: [1, { y: *i }]\nrules: []\n', 4, 15],
+    ] as const) {
+      const { issues } = checkSource(parsePolicyText(text, 'cycle.yaml', {}))
+      expect(issues).toMatchObject([{ code: 'ERR_YAML', file: 'cycle.yaml', line, column }])
+      expect(issues[0]?.message).toMatch(/alias .* inside the node it refers to/)
+    }
+  })
+
   test('random edits of a full policy validate or report coded issues; what validates compiles and decides', async () => {
     const store = await openStore({ type: 'memory', maxKeys: 1000 })
     let valid = 0

@@ -1,5 +1,6 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
 import {
+  type Alias,
   type Document,
   isAlias,
   isMap,
@@ -112,6 +113,17 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
     )
     return { file, text, value: undefined, issues, place }
   }
+  const cycle = cyclicAlias(doc)
+  if (cycle !== undefined) {
+    const issue: Issue = {
+      path: [],
+      code: 'ERR_YAML',
+      message: `YAML: the alias *${cycle.source} is inside the node it refers to (a cycle)`,
+      file,
+      ...at(rangeStart(cycle) ?? 0),
+    }
+    return { file, text, value: undefined, issues: [issue], place }
+  }
   let raw: unknown
   try {
     raw = doc.toJS({ maxAliasCount: 100 })
@@ -134,6 +146,23 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
     (path) => isTypedField(path) || (!isTextField(path) && isPlainScalar(doc, path)),
   )
   return { file, text, value: substituted.value, issues: substituted.issues.map(place), place }
+}
+
+/**
+ * The first alias inside the node its anchor names (`rules: &a [*a]`): the parser takes it, and
+ * `toJS` builds a value that contains itself, which every later walk would follow for ever.
+ */
+function cyclicAlias(doc: Document): Alias | undefined {
+  let found: Alias | undefined
+  visit(doc, {
+    Alias(_, node, path) {
+      const target = node.resolve(doc)
+      if (target === undefined || !path.includes(target)) return undefined
+      found = node
+      return visit.BREAK
+    },
+  })
+  return found
 }
 
 /** Where the first alias without an anchor before it is (else the document's start). */
