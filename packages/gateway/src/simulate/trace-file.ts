@@ -57,7 +57,13 @@ export async function readTrace(
         const key = o.key ?? o.ip
         if (t === undefined || (typeof key !== 'string' && typeof key !== 'number'))
           return skip(line, 'expected "t" (or time/ts/timestamp) and "key" (or ip)')
-        const cost = typeof o.cost === 'number' && Number.isSafeInteger(o.cost) && o.cost >= 1 ? o.cost : 1
+        // As for `time,key,cost` lines: a cost that is there must be a whole number from 1.
+        const cost = o.cost ?? 1
+        if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1)
+          return skip(
+            line,
+            `bad cost ${typeof cost === 'number' ? numberText(text, 'cost', cost) : JSON.stringify(cost)}`,
+          )
         rows.push({
           t,
           key: String(key),

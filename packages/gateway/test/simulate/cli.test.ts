@@ -108,6 +108,20 @@ describe('edgelimit simulate', () => {
     expect(g?.maxInSpan.count).toBe(22)
   })
 
+  test('--trace: a JSON line whose cost is not a whole number from 1 is skipped and reported, as a time,key,cost line is', async () => {
+    // It was taken as cost 1: a cost of 1e400 or 2^53 + 1 admitted under a limit of 2.
+    const lines = ['{"t":0,"key":"a","cost":1e400}', '{"t":1,"key":"a","cost":9007199254740993}']
+    lines.push('{"t":2,"key":"a","cost":0}', '{"t":3,"key":"a","cost":-2}', '{"t":4,"key":"a","cost":1.5}')
+    lines.push('{"t":5,"key":"a","cost":"2"}', '{"t":6,"key":"a","cost":3}', '{"t":7,"key":"a"}')
+    const trace = file('costs.jsonl', `${lines.join('\n')}\n`)
+    const r = await simulateJson(['--trace', trace, '--limit', '2', '--algorithms', 'fixed-window'])
+    expect(r.err).toContain(
+      '6 malformed line(s) skipped: line 1: bad cost 1e400; line 2: bad cost 9007199254740993; line 3: bad cost 0; line 4: bad cost -2; line 5: bad cost 1.5; line 6: bad cost "2"',
+    )
+    // Cost 3 (more than the limit) is denied; the line without a cost costs 1.
+    expect(r.results[0]?.algorithms[0]).toMatchObject({ admitted: 1, denied: 1 })
+  })
+
   test('--trace: an access log, JSON lines, and time,key[,cost] lines', async () => {
     const log = await simulateJson([
       '--trace',
