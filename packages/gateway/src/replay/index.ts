@@ -118,6 +118,7 @@ async function replay(args: string[], io: CliIo): Promise<number> {
     'max-keys',
     values['max-keys'],
     policy === undefined ? REPLAY_MAX_KEYS : keysHeld(policy.store),
+    MAX_STORE_KEYS,
   )
   const inputs = positionals.map((p) => (p === '-' ? '-' : at(p)))
   let total = 0
@@ -206,3 +207,6 @@ function quickRule(values: {
   const key = (values.key ?? 'ip').split('+').map((k) => k.trim())
   return policyFromRules([{ name: algorithm, algorithm, key: key.length === 1 ? key[0] : key, ...params }])
 }
+
+/** The most keys the library's memory store holds (its `maxKeys` bound, 2^31 - 1). */
+const MAX_STORE_KEYS = 2 ** 31 - 1

@@ -650,6 +650,11 @@ describe('the command', () => {
       [[SAMPLE, '--bogus'], /Unknown option '--bogus'/],
       [[SAMPLE, '--field', 'when=ts'], /--field: expected/],
       [[SAMPLE, '--reorder', 'soon'], /--reorder: expected a duration/],
+      // Past the memory store's bound: thrown as a bug (exit 1, "edgelimit: Invalid edgelimit options").
+      [
+        [SAMPLE, '--max-keys', '3000000000'],
+        /^edgelimit replay: --max-keys: expected a positive whole number up to 2147483647, got "3000000000"\n$/,
+      ],
       // A directory opens, but reading it fails with a message that names no file.
       [
         [SAMPLE, dir],
