@@ -6,7 +6,7 @@ const USAGE = `edgelimit — a rate-limiting reverse proxy driven by one YAML po
 Usage:
   edgelimit serve --config <file> [--upstream <url>] [--port 8080] [--admin-port 9090]
                   [--host 127.0.0.1] [--admin-host 127.0.0.1] [--log-level info]
-                  [--drain-timeout 30s] [--no-watch] [-q]
+                  [--drain-timeout 30s] [--no-watch] [-q] [-h]
   edgelimit check <file>...          validate policies offline (exit 1 on problems)
   edgelimit simulate [scenario…|all] [--config <file>] [--html <file>]
                                      every algorithm (or the policy's rules) on the same traffic

@@ -30,6 +30,29 @@ function upstreamFlag(value: string | undefined): string | undefined {
   return value
 }
 
+/** `edgelimit serve --help`. */
+const SERVE_USAGE = `Usage: edgelimit serve --config <file> [options]
+
+Runs the rate-limiting reverse proxy: every request goes through the policy's rules, then to the
+upstream; metrics, health, the dashboard and the admin API are on the admin port. See docs/gateway.md.
+
+Options:
+  -c, --config <file>        the policy (default edgelimit.yaml)
+  -u, --upstream <url>       where requests go (overrides the policy's upstream; without either,
+                             a built-in demo origin)
+  -p, --port <port>          the proxy's port (default 8080; 0 picks a free one)
+  --host <address>           the proxy's address (default 127.0.0.1; 0.0.0.0 in a container)
+  --admin-port <port>        the operations port (default 9090)
+  --admin-host <address>     its address (default 127.0.0.1)
+  --log-level <level>        fatal, error, warn, info (default), debug, trace or silent
+  --drain-timeout <duration> how long SIGTERM waits for requests in flight (default 30s)
+  --no-watch                 do not reload the policy when its file changes (SIGHUP still does)
+  -q, --quiet                no console banner
+  -h, --help                 this help
+Environment: EDGELIMIT_ADMIN_TOKEN (admin API bearer token), any \${VAR} the policy uses.
+Signals: SIGHUP reloads the policy; SIGTERM and SIGINT drain requests in flight, then exit.
+`
+
 /**
  * `edgelimit serve`: runs the gateway until SIGTERM or SIGINT (drain, then exit 0); SIGHUP
  * reloads the policy. Resolves the exit code.
@@ -48,8 +71,13 @@ export async function serve(args: readonly string[]): Promise<number> {
       'drain-timeout': { type: 'string', default: '30s' },
       'no-watch': { type: 'boolean', default: false },
       quiet: { type: 'boolean', short: 'q', default: false },
+      help: { type: 'boolean', short: 'h' },
     },
   })
+  if (values.help === true) {
+    process.stdout.write(SERVE_USAGE)
+    return 0
+  }
   const drainTimeoutMs = durationFlag('drain-timeout', values['drain-timeout'], 30_000, '30s')
   const upstream = upstreamFlag(values.upstream)
   const log = pino(

@@ -1241,7 +1241,7 @@ describe('the CLI', () => {
   })
 
   test('every command takes -h and --help: its usage on standard output, exit 0', async () => {
-    for (const command of ['check', 'simulate', 'replay', 'bench'])
+    for (const command of ['serve', 'check', 'simulate', 'replay', 'bench'])
       for (const flag of ['--help', '-h']) {
         const r = await runCli([command, flag], { timeoutMs: 10_000 })
         expect([r.code, r.stderr], `${command} ${flag}`).toEqual([0, ''])
