@@ -8,12 +8,14 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createRateLimit } from '../../src/http.js'
 import {
+  type AlgorithmSpec,
   approximate,
   type Clock,
   createLimiter,
   type Duration,
   fixedWindow,
   gcra,
+  type Limiter,
   leakyBucket,
   slidingLog,
   tokenBucket,
@@ -86,6 +88,38 @@ function onRedis(o: {
     timeout: false,
     breaker: false,
   })
+}
+
+/**
+ * Limiters of one rule on the fixture's Redis and one manual clock, per store prefix: strict, or
+ * with `consistency` (synced every 250 ms).
+ */
+function resetLimiter(algorithm: AlgorithmSpec, clock: Clock) {
+  return (prefix: string, consistency?: ApproximateConsistency) =>
+    createLimiter({
+      rules: [{ name: 'api', algorithm, ...(consistency ? { consistency, syncInterval: '250ms' } : {}) }],
+      store: redisStore({ client: fixture.client, prefix, clock: 'client' }),
+      clock,
+      timeout: false,
+      breaker: false,
+    })
+}
+
+/**
+ * The key seeded by a peek (a fresh key: 0), then 3 admissions 10 ms apart, before any sync: one
+ * process, so the store would answer what strict answers. Each step's [strict, approximate]
+ * resetAfterMs.
+ */
+async function resetsBeforeSync(clock: ReturnType<typeof manualClock>, strict: Limiter, approx: Limiter) {
+  const resets: [number, number][] = []
+  for (const dt of [0, 10, 10, 10]) {
+    clock.advance(dt)
+    const [s, a] = await Promise.all(
+      dt === 0 ? [strict.peek('k'), approx.peek('k')] : [strict.limit('k'), approx.limit('k')],
+    )
+    resets.push([s.resetAfterMs, a.resetAfterMs])
+  }
+  return resets
 }
 
 describe('approximate consistency on Redis', () => {
@@ -331,27 +365,11 @@ describe('approximate consistency on Redis', () => {
     ]
     for (const [n, algorithm] of algorithms.entries()) {
       const clock = manualClock(T0)
-      const limiter = (prefix: string, consistency?: ApproximateConsistency) =>
-        createLimiter({
-          rules: [{ name: 'api', algorithm, ...(consistency ? { consistency, syncInterval: '250ms' } : {}) }],
-          store: redisStore({ client: fixture.client, prefix, clock: 'client' }),
-          clock,
-          timeout: false,
-          breaker: false,
-        })
+      const limiter = resetLimiter(algorithm, clock)
       const approx = limiter(`ab${n}`, approximate)
       // Strict on a store of its own, and strict on the approximate limiter's store.
       const [strict, truth] = [limiter(`ab${n}s`), limiter(`ab${n}`)]
-      // Seeded by a peek (a fresh key: 0), then admissions here, before any sync: one process, so
-      // the store would answer what strict answers.
-      const before: [number, number][] = []
-      for (const dt of [0, 10, 10, 10]) {
-        clock.advance(dt)
-        const [s, a] = await Promise.all(
-          dt === 0 ? [strict.peek('k'), approx.peek('k')] : [strict.limit('k'), approx.limit('k')],
-        )
-        before.push([s.resetAfterMs, a.resetAfterMs])
-      }
+      const before = await resetsBeforeSync(clock, strict, approx)
       expect(before.map(([, a]) => a)).toEqual(before.map(([s]) => s))
       // A sync (started at 330, it charges the batch then) and admissions after it: the store's
       // state once they are in it, to the millisecond (whole-ms units).
@@ -370,25 +388,9 @@ describe('approximate consistency on Redis', () => {
     const algorithms = [fixedWindow({ limit: 5, window: '10s' }), slidingLog({ limit: 5, window: '10s' })]
     for (const [n, algorithm] of algorithms.entries()) {
       const clock = manualClock(T0 + 2500)
-      const limiter = (prefix: string, consistency?: ApproximateConsistency) =>
-        createLimiter({
-          rules: [{ name: 'api', algorithm, ...(consistency ? { consistency, syncInterval: '250ms' } : {}) }],
-          store: redisStore({ client: fixture.client, prefix, clock: 'client' }),
-          clock,
-          timeout: false,
-          breaker: false,
-        })
+      const limiter = resetLimiter(algorithm, clock)
       const [approx, strict] = [limiter(`aw${n}`, approximate), limiter(`aw${n}s`)]
-      // Seeded by a peek (a fresh key: 0), then admissions here, before any sync: one process, so
-      // the store would answer what strict answers.
-      const resets: [number, number][] = []
-      for (const dt of [0, 10, 10, 10]) {
-        clock.advance(dt)
-        const [s, a] = await Promise.all(
-          dt === 0 ? [strict.peek('k'), approx.peek('k')] : [strict.limit('k'), approx.limit('k')],
-        )
-        resets.push([s.resetAfterMs, a.resetAfterMs])
-      }
+      const resets = await resetsBeforeSync(clock, strict, approx)
       expect([n, resets.map(([, a]) => a)]).toEqual([n, resets.map(([s]) => s)])
     }
   })
