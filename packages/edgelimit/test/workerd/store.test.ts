@@ -205,6 +205,40 @@ describe('durableObjectStore options', () => {
     const d = await limiter.limit('k')
     expect([d.allowed, d.reason]).toEqual([false, 'store-unavailable'])
   })
+
+  it('a failed call is ERR_EDGELIMIT_STORE with the original as its cause, named in its message, also when it is not an Error', async () => {
+    const gone = new TypeError('no such object')
+    const failing = (reason: unknown) => ({
+      idFromName: (name: string) => name,
+      get: () => ({ evaluate: () => Promise.reject(reason), reset: () => Promise.reject(reason) }),
+    })
+    const outcome = async (reason: unknown) => {
+      const errors: unknown[] = []
+      const limiter = createLimiter({
+        rules: [{ name: 'r', algorithm: fixedWindow({ limit: 1, window: '1s' }) }],
+        store: durableObjectStore({ namespace: failing(reason) }),
+        breaker: false,
+        onEvent: (e) => {
+          if (e.type === 'store-error') errors.push(e.error)
+        },
+      })
+      await limiter.limit('k')
+      errors.push(await limiter.reset('k').catch((error: unknown) => error))
+      return errors.map((e) => {
+        const { code, message, cause } = e as { code?: string; message: string; cause?: unknown }
+        return { code, message, same: cause === reason }
+      })
+    }
+    // A store-error event for the decision's call and one for the reset's, then the reset's rejection.
+    const thrown = await outcome(gone)
+    const refused = await outcome('object overloaded')
+    const emptied = await outcome(new RangeError(''))
+    expect([thrown, refused, emptied]).toEqual([
+      [0, 1, 2].map(() => ({ code: 'ERR_EDGELIMIT_STORE', message: 'no such object', same: true })),
+      [0, 1, 2].map(() => ({ code: 'ERR_EDGELIMIT_STORE', message: 'object overloaded', same: true })),
+      [0, 1, 2].map(() => ({ code: 'ERR_EDGELIMIT_STORE', message: 'RangeError', same: true })),
+    ])
+  })
 })
 
 describe('EdgelimitDurableObject in workerd', () => {
@@ -402,12 +436,17 @@ describe('EdgelimitDurableObject in workerd', () => {
     expect([full.body[0]?.allowed, full.body[0]?.retryAfterMs]).toEqual([false, 86_400_000 - 100_001])
   })
 
-  it("the object's errors reach the limiter as ERR_EDGELIMIT_STORE, with their message", async () => {
+  it("the object's errors reach the limiter as ERR_EDGELIMIT_STORE, with their message and as its cause", async () => {
     // Over RPC an error keeps its message (its name in it) and loses its code: the store restores it.
     const body = await (await worker.fetch('/store-error')).json()
+    // The error that came over RPC is kept as the store error's cause, its message the same.
+    const named = expect.stringMatching(
+      /runs no sliding-window rules: list its factory in durableObjectClass/,
+    )
     const refused = {
       code: 'ERR_EDGELIMIT_STORE',
-      message: expect.stringMatching(/runs no sliding-window rules: list its factory in durableObjectClass/),
+      message: named,
+      cause: { name: expect.any(String), message: named },
     }
     expect(body).toEqual({
       reason: 'store-unavailable',

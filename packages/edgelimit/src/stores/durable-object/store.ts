@@ -69,7 +69,9 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
       : (key: string) => `${prefix}:s:${shards}:${shardOf(key, shards)}`
   // One RPC to the key's object, through a stub of its own (stubs belong to the request that made
   // them on Workers). Async, so that a failure to reach the object is a rejection the limiter's
-  // failure policy sees. An error comes over RPC without its code: each is the store's.
+  // failure policy sees. An error comes over RPC without its code: each is the store's, with the
+  // original as its `cause` and its message (an Error's name when it has none; a value that is not
+  // an Error, as a string).
   const call = async <M extends keyof EdgelimitStub>(
     key: string,
     method: M,
@@ -82,7 +84,9 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
       >
       return await stub[method](request)
     } catch (error) {
-      throw new EdgelimitError('ERR_EDGELIMIT_STORE', (error as Error).message)
+      const failure = new EdgelimitError('ERR_EDGELIMIT_STORE', String((error as Error)?.message || error))
+      failure.cause = error
+      throw failure
     }
   }
 

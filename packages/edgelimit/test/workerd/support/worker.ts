@@ -202,11 +202,15 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
         store: durableObjectStore({ namespace: env.FIXED as DurableObjectNamespaceLike, prefix: 'fixed' }),
         breaker: false,
         onEvent: (e) => {
-          if (e.type === 'store-error') events.push({ kind: e.kind, ...coded(e.error) })
+          if (e.type === 'store-error')
+            events.push({ kind: e.kind, ...coded(e.error), cause: causeOf(e.error) })
         },
       })
       const decision = await limiter.limit('k')
-      const reset = await limiter.reset('k').then(() => null, coded)
+      const reset = await limiter.reset('k').then(
+        () => null,
+        (error: unknown) => ({ ...coded(error), cause: causeOf(error) }),
+      )
       return Response.json({ reason: decision.reason, events, reset })
     }
     case '/configure': {
@@ -244,6 +248,12 @@ async function handle(request: Request, env: Env, ctx: ExecutionContext): Promis
 /** An error's code and message, as the vitest side checks them. */
 function coded(error: unknown) {
   return { code: (error as { code?: string }).code ?? null, message: String((error as Error).message) }
+}
+
+/** What an error's `cause` is: the error that came over RPC (its name and message), or null. */
+function causeOf(error: unknown) {
+  const cause = (error as { cause?: unknown }).cause
+  return cause instanceof Error ? { name: cause.name, message: cause.message } : null
 }
 
 let deadlineLimiter: ReturnType<typeof createLimiter> | undefined
