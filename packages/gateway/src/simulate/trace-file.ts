@@ -15,7 +15,8 @@ import { type Trace, type TraceField, traceBuilder } from './trace.js'
  * - `time,key[,cost]` (comma, tab or space separated; a header line is skipped).
  * A time is read the same way in both (`traceMs`): a number under 10⁹ is milliseconds from the
  * start of the trace, a larger one an epoch time in seconds (10 digits), milliseconds (13),
- * microseconds (16) or nanoseconds (19); or an ISO 8601 or access-log time. Malformed lines are counted in `skipped` and reported with
+ * microseconds (16) or nanoseconds (19); or an ISO 8601 or access-log time. A negative or
+ * non-finite number is a bad time. Malformed lines are counted in `skipped` and reported with
  * their line numbers.
  */
 export async function readTrace(
@@ -53,7 +54,11 @@ export async function readTrace(
         const v = name === undefined ? undefined : o[name]
         // Read from the digits as written: JSON.parse's double drops a nanosecond epoch's (past 2^53)
         // and rounds a long fraction (1700000000.9999999 is 1700000001).
-        const t = traceMs(v, typeof v === 'number' ? numberText(text, name as string, v) : undefined)
+        const written = typeof v === 'number' ? numberText(text, name as string, v) : undefined
+        const t = traceMs(v, written)
+        // As written: 1e400 parses as Infinity, which JSON.stringify writes `null`.
+        if (name !== undefined && t === undefined)
+          return skip(line, `bad time ${(written ?? JSON.stringify(v)).slice(0, 40)}`)
         const key = o.key ?? o.ip
         if (t === undefined || (typeof key !== 'string' && typeof key !== 'number'))
           return skip(line, 'expected "t" (or time/ts/timestamp) and "key" (or ip)')
@@ -91,6 +96,10 @@ export async function readTrace(
         .trim()
         .split(/[,\t ]+/)
       const ms = traceMs(parts[0])
+      // A first field that starts as a number does but reads as no time (-1000, 1e3) is a bad time,
+      // not a header line.
+      if (ms === undefined && /^[+-]?\.?\d/.test(parts[0] as string))
+        return skip(line, `bad time ${JSON.stringify(parts[0]).slice(0, 40)}`)
       if (ms === undefined || parts[1] === undefined) {
         if (line === 1) return // a header line
         return skip(line, 'expected an access log line, a JSON object, or time,key[,cost]')
@@ -135,11 +144,14 @@ const RELATIVE_BELOW = 1e9
  * 10⁹ is milliseconds from the start of the trace; a larger one an epoch time, its unit told by
  * its count of integer digits (10 seconds, 13 milliseconds, 16 microseconds, 19 nanoseconds;
  * `toMs`, which `text`, the number as written, is for); a string otherwise an ISO 8601 or
- * access-log time. Undefined when it is none of these, or outside the range of dates.
+ * access-log time. Undefined when it is none of these (a negative or non-finite number), or outside
+ * the range of dates.
  */
 export function traceMs(v: unknown, text?: string): number | undefined {
+  // A negative number is no time: not ms before the trace's start, nor an epoch before 1970.
+  if (typeof v === 'number' && !(v >= 0 && Number.isFinite(v))) return undefined
   const n =
     typeof v === 'number' ? v : typeof v === 'string' && /^\d+(\.\d+)?$/.test(v) ? Number(v) : undefined
-  if (n !== undefined && n >= 0 && n < RELATIVE_BELOW) return Math.round(n)
+  if (n !== undefined && n < RELATIVE_BELOW) return Math.round(n)
   return toMs(v, text)
 }

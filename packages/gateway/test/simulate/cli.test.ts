@@ -122,6 +122,39 @@ describe('edgelimit simulate', () => {
     expect(r.results[0]?.algorithms[0]).toMatchObject({ admitted: 1, denied: 1 })
   })
 
+  test('--trace: a negative or non-finite time is a bad time, skipped and reported, in JSON and time,key lines', async () => {
+    // {"t":-1000} was read as an epoch 1000 s before 1970 (a trace 16 m 41 s long), and a first
+    // time,key line of -1000 was taken for a header and dropped without a word.
+    const json = ['{"t":-1000,"key":"a"}', '{"t":1e400,"key":"a"}', '{"t":-0.5,"key":"a"}']
+    json.push('{"t":"yesterday","key":"a"}', '{"t":0,"key":"a"}', '{"t":500,"key":"b"}')
+    const j = await simulateJson([
+      '--trace',
+      file('negative.jsonl', `${json.join('\n')}\n`),
+      '--limit',
+      '2',
+      '--window',
+      '1s',
+      '--algorithms',
+      'fixed-window',
+    ])
+    expect(j.err).toContain(
+      '4 malformed line(s) skipped: line 1: bad time -1000; line 2: bad time 1e400; line 3: bad time -0.5; line 4: bad time "yesterday"',
+    )
+    expect(j.results[0]).toMatchObject({ requests: 2, durationMs: 501 })
+    const csv = await simulateJson([
+      '--trace',
+      file('negative.csv', '-1000,a\n0,a\n-1,b\n500,b\n'),
+      '--limit',
+      '2',
+      '--window',
+      '1s',
+      '--algorithms',
+      'fixed-window',
+    ])
+    expect(csv.err).toContain('2 malformed line(s) skipped: line 1: bad time "-1000"; line 3: bad time "-1"')
+    expect(csv.results[0]).toMatchObject({ requests: 2, durationMs: 501 })
+  })
+
   test('--trace: an access log, JSON lines, and time,key[,cost] lines', async () => {
     const log = await simulateJson([
       '--trace',
