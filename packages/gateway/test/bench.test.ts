@@ -131,6 +131,30 @@ describe('edgelimit bench', () => {
     expect(missing.err).toMatch(/cannot read the file/)
   })
 
+  test('--concurrency reads decimal digits as the other number flags do: 1e3, 0x10, 2.0 are usage errors', async () => {
+    // It parsed with Number(): 1e3 ran 1000 in flight, 0x10 ran 16, where --keys 1e3 is refused.
+    const file = policy('levels.yaml', 'memory')
+    for (const value of ['1e3', '0x10', '2.0', '1,_2', '+4', '1,,2']) {
+      const r = await bench(['-c', file, '--rule', 'login', '--duration', '50ms', '--concurrency', value])
+      expect([r.code, r.err]).toEqual([
+        2,
+        `edgelimit bench: --concurrency: expected whole numbers from 1 to 100000 like 1,16,256, got "${value}"\n`,
+      ])
+    }
+    const grouped = await bench([
+      '-c',
+      file,
+      '--rule',
+      'login',
+      '--duration',
+      '50ms',
+      '--concurrency',
+      '1_0, 2',
+    ])
+    expect(grouped.code).toBe(0)
+    expect(grouped.report?.results.map((r) => r.inFlight)).toEqual([10, 2])
+  })
+
   test('an output it cannot write (--json under a file): exit 2 before running, not after', async () => {
     const file = policy('out.yaml', 'memory')
     writeFileSync(path.join(dir, 'a-file'), 'x')

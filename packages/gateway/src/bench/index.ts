@@ -11,6 +11,7 @@ import { type Align, duration, int, table } from '../report/format.js'
 import {
   type CliIo,
   checkOutput,
+  decimalDigits,
   durationFlag,
   parseCommandArgs,
   positiveInt,
@@ -97,7 +98,7 @@ function isInputError(error: unknown): boolean {
 function levels(value: string | undefined): number[] {
   if (value === undefined) return [1, 16, 256]
   const list = value.split(',').map((s) => s.trim())
-  const parsed = list.map((s) => Number(s.replace(/_/g, '')))
+  const parsed = list.map(decimalDigits)
   if (list.length === 0 || parsed.some((n) => !Number.isSafeInteger(n) || n < 1 || n > 100_000))
     throw new UsageError(
       `--concurrency: expected whole numbers from 1 to 100000 like 1,16,256, got "${value}"`,

@@ -167,6 +167,16 @@ export function durationFlag<F extends number | undefined>(
 export const MAX_LIMIT = 2 ** 31 - 1
 
 /**
+ * A number flag's value written in decimal digits (`_` may group them: `1_000`), or NaN for
+ * anything else (`1e3`, `0x10`, `2.0`, `+4`, `''`): what `positiveInt` and lists of numbers read.
+ *
+ * @example decimalDigits('1_000') // 1000
+ */
+export function decimalDigits(value: string): number {
+  return /^\d+(_\d+)*$/.test(value) ? Number(value.replace(/_/g, '')) : Number.NaN
+}
+
+/**
  * Parses a whole, positive number flag written in decimal digits (`_` may group them: `1_000`),
  * up to `max`; `1e3`, `0x10` and `''` are usage errors quoting what was typed.
  */
@@ -177,7 +187,7 @@ export function positiveInt(
   max = Number.MAX_SAFE_INTEGER,
 ): number {
   if (value === undefined) return fallback
-  const n = /^\d+(_\d+)*$/.test(value) ? Number(value.replace(/_/g, '')) : Number.NaN
+  const n = decimalDigits(value)
   if (!Number.isSafeInteger(n) || n < 1 || n > max) {
     const bound = max === Number.MAX_SAFE_INTEGER ? '' : ` up to ${max}`
     throw new UsageError(`--${flag}: expected a positive whole number${bound}, got "${value}"`)
