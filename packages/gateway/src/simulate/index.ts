@@ -124,6 +124,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
     if (limit !== undefined) checkSize(scenarios, limit, windowMs)
     for (const scenario of scenarios) {
       const trace = scenario.build({ limit, windowMs, seed })
+      if (trace.n === 0) throw noRequests(scenario, { limit, windowMs, seed }, values.window)
       results.push(simulate(trace, contestantsFor(trace.limit, trace.windowMs)))
     }
   }
@@ -159,6 +160,32 @@ function checkSize(scenarios: readonly Scenario[], limit: number, windowMs: numb
       `more than the ${count(MAX_SCENARIO_REQUESTS)} simulate builds; ` +
       `--limit ${lo} is the most that works${scenarios.length > 1 ? ' for these scenarios' : ''}`,
   )
+}
+
+/**
+ * A scenario that yields no requests (bursty's browsers start within its first 10 s, so 10 windows
+ * of 1 ms hold none) has nothing to score, as a trace file without a request has not: a usage
+ * error naming the smallest window that yields some, for this limit and seed.
+ */
+function noRequests(
+  scenario: Scenario,
+  options: { limit: number | undefined; windowMs: number | undefined; seed: number },
+  window: string | undefined,
+): UsageError {
+  const yields = (w: number) =>
+    scenario.size({ ...options, windowMs: w }) <= MAX_SCENARIO_REQUESTS &&
+    scenario.build({ ...options, windowMs: w }).n > 0
+  const given = `${scenario.name}${window === undefined ? '' : ` with --window ${window}`} yields no requests, nothing to simulate`
+  let lo = options.windowMs ?? scenario.windowMs
+  let hi = lo * 2
+  while (hi <= MAX_WINDOW_MS && !yields(hi)) [lo, hi] = [hi, hi * 2]
+  if (hi > MAX_WINDOW_MS) return new UsageError(given)
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2)
+    if (yields(mid)) hi = mid
+    else lo = mid
+  }
+  return new UsageError(`${given}; the smallest window that yields any is ${hi}ms (for seed ${options.seed})`)
 }
 
 function parse(args: string[]) {

@@ -422,6 +422,32 @@ describe('edgelimit simulate', () => {
     expect((await run(['bursty', '--limit', '100000', '--window', '1s'])).code).toBe(2)
   })
 
+  test('a scenario that yields no requests is a usage error naming the smallest window that yields any', async () => {
+    // bursty's 50 browsers start within its first 10 s and it lasts 10 windows: with --window 1ms
+    // no request, and simulate printed an empty scoring table and exited 0.
+    const run = async (args: string[]) => {
+      const io = captureIo(dir)
+      return [await runSimulate([...args, '--no-html'], io), io.out(), io.err()]
+    }
+    expect(await run(['bursty', '--window', '1ms'])).toEqual([
+      2,
+      '',
+      'edgelimit simulate: bursty with --window 1ms yields no requests, nothing to simulate; the smallest window that yields any is 3ms (for seed 1)\n',
+    ])
+    // One scenario of several: nothing is simulated or written.
+    const all = await run(['all', '--window', '2ms', '--seed', '7'])
+    expect(all[0]).toBe(2)
+    expect(all[2]).toMatch(
+      /^edgelimit simulate: bursty with --window 2ms yields no requests, nothing to simulate; the smallest window that yields any is \d+ms \(for seed 7\)\n$/,
+    )
+    const smallest = /(\d+)ms \(for seed 7\)/.exec(String(all[2]))?.[1]
+    const ok = await simulateJson(['bursty', '--window', `${smallest}ms`, '--seed', '7'])
+    expect(ok.code).toBe(0)
+    expect(ok.results[0]?.requests).toBeGreaterThan(0)
+    const below = await run(['bursty', '--window', `${Number(smallest) - 1}ms`, '--seed', '7'])
+    expect(below[0]).toBe(2)
+  })
+
   test('usage errors exit 2; --help and --list exit 0', async () => {
     const cases: [string[], RegExp][] = [
       [['nosuch'], /unknown scenario "nosuch"/],
