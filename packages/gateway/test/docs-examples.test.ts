@@ -12,6 +12,7 @@ import { Ajv } from 'ajv'
 import { describe, expect, test } from 'vitest'
 import { parse } from 'yaml'
 import { checkFiles } from '../src/check.js'
+import { createMetrics } from '../src/server/metrics.js'
 import { GATEWAY_ROOT, REPO_ROOT, tempDir, writePolicy } from './support/gateway.js'
 
 const pages = ['docs', 'docs/adapters', 'docs/stores'].flatMap((dir) =>
@@ -159,5 +160,30 @@ describe('the Logs section of docs/gateway.md', () => {
     expect(messages.length).toBeGreaterThan(20)
     const missing = messages.filter(({ message }) => !section.includes(message.trim()))
     expect(missing.map((m) => `${m.where}: ${m.message}`)).toEqual([])
+  })
+})
+
+describe('the metrics table of docs/gateway.md', () => {
+  test('names every metric the gateway registers, each with the labels it has', () => {
+    // It gave edgelimit_config_generation a `result` label (a row shared with the reload counter).
+    const lines = readFileSync(join(REPO_ROOT, 'docs/gateway.md'), 'utf8').split('\n')
+    const from = lines.indexOf('### Metrics')
+    expect(from, 'a "### Metrics" heading').toBeGreaterThan(0)
+    const documented = new Map<string, string[]>()
+    const start = lines.findIndex((l, i) => i > from && l.startsWith('|'))
+    const end = lines.findIndex((l, i) => i > start && !l.startsWith('|'))
+    for (const row of lines.slice(start + 2, end)) {
+      const cells = row.split('|').slice(1, -1)
+      const names = [...(cells[0] ?? '').matchAll(/`(edgelimit_\w+)`/g)].map((m) => m[1] as string)
+      const labels = [...(cells[1] ?? '').matchAll(/`(\w+)`/g)].map((m) => m[1] as string)
+      for (const name of names) documented.set(name, labels)
+    }
+    const registered = new Map(
+      createMetrics()
+        .registry.getMetricsAsArray()
+        .filter((m) => !/^edgelimit_(process|nodejs)_/.test(m.name))
+        .map((m) => [m.name, [...((m as unknown as { labelNames?: string[] }).labelNames ?? [])]]),
+    )
+    expect(Object.fromEntries(documented)).toEqual(Object.fromEntries(registered))
   })
 })
