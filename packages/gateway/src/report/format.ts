@@ -5,6 +5,15 @@ export function int(n: number): string {
   return Math.round(n).toLocaleString('en-US')
 }
 
+/**
+ * A count and its noun, singular for 1: `1 request`, `2,300 requests`.
+ *
+ * @example counted(1, 'malformed line') // '1 malformed line'
+ */
+export function counted(n: number, noun: string): string {
+  return `${int(n)} ${noun}${n === 1 ? '' : 's'}`
+}
+
 /** A share as a percentage with enough digits to show small values: `0.0031 %`. */
 export function pct(part: number, whole: number): string {
   if (whole === 0) return '—'

@@ -1,5 +1,6 @@
 import path from 'node:path'
 import { loadPolicy, PolicyError } from '../replay/policy.js'
+import { counted } from '../report/format.js'
 import {
   type CliIo,
   durationFlag,
@@ -106,7 +107,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
     })
     if (skipped.count > 0)
       io.stderr.write(
-        `${values.trace}: ${skipped.count} malformed line(s) skipped: ${skipped.first.join('; ')}\n`,
+        `${values.trace}: ${counted(skipped.count, 'malformed line')} skipped: ${skipped.first.join('; ')}\n`,
       )
     for (const gap of traceGaps(rules ?? [], trace)) io.stderr.write(`${values.trace}: rule ${gap}\n`)
     results.push(simulate(trace, contestantsFor(trace.limit, trace.windowMs)))

@@ -1,4 +1,4 @@
-import { duration, int, pct, table } from '../report/format.js'
+import { counted, duration, int, pct, table } from '../report/format.js'
 import { escapeHtml, htmlTable, PALETTE, type Report, renderReport, type Section } from '../report/html.js'
 import type { AlgorithmResult, SimulationResult } from './engine.js'
 
@@ -34,7 +34,7 @@ function groupsLine(a: AlgorithmResult): string {
 }
 
 function heading(r: SimulationResult): string {
-  return `${r.scenario}: ${int(r.requests)} requests from ${int(r.clients)} clients over ${duration(r.durationMs)}; limit ${int(r.limit)} per ${duration(r.windowMs)}`
+  return `${r.scenario}: ${counted(r.requests, 'request')} from ${counted(r.clients, 'client')} over ${duration(r.durationMs)}; limit ${int(r.limit)} per ${duration(r.windowMs)}`
 }
 
 /** The terminal table of one simulation, with the admitted share per client group. */

@@ -2,6 +2,7 @@ import { clfParser, NO_REQUEST } from '../replay/clf.js'
 import { numberText } from '../replay/json-number.js'
 import { forEachLine } from '../replay/lines.js'
 import { toMs } from '../replay/time.js'
+import { counted } from '../report/format.js'
 import { UsageError } from '../report/io.js'
 import { type Trace, type TraceField, traceBuilder } from './trace.js'
 
@@ -124,7 +125,7 @@ export async function readTrace(
   const name = file === '-' ? 'standard input' : (file.split('/').pop() ?? file)
   const trace = b.build({
     name,
-    description: `${rows.length.toLocaleString('en-US')} requests from ${name}, in time order`,
+    description: `${counted(rows.length, 'request')} from ${name}, in time order`,
     limit: meta.limit,
     windowMs: meta.windowMs,
     durationMs: Math.max(1, end - origin + 1),

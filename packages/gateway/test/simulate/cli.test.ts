@@ -116,7 +116,7 @@ describe('edgelimit simulate', () => {
     const trace = file('costs.jsonl', `${lines.join('\n')}\n`)
     const r = await simulateJson(['--trace', trace, '--limit', '2', '--algorithms', 'fixed-window'])
     expect(r.err).toContain(
-      '6 malformed line(s) skipped: line 1: bad cost 1e400; line 2: bad cost 9007199254740993; line 3: bad cost 0; line 4: bad cost -2; line 5: bad cost 1.5; line 6: bad cost "2"',
+      '6 malformed lines skipped: line 1: bad cost 1e400; line 2: bad cost 9007199254740993; line 3: bad cost 0; line 4: bad cost -2; line 5: bad cost 1.5; line 6: bad cost "2"',
     )
     // Cost 3 (more than the limit) is denied; the line without a cost costs 1.
     expect(r.results[0]?.algorithms[0]).toMatchObject({ admitted: 1, denied: 1 })
@@ -138,7 +138,7 @@ describe('edgelimit simulate', () => {
       'fixed-window',
     ])
     expect(j.err).toContain(
-      '4 malformed line(s) skipped: line 1: bad time -1000; line 2: bad time 1e400; line 3: bad time -0.5; line 4: bad time "yesterday"',
+      '4 malformed lines skipped: line 1: bad time -1000; line 2: bad time 1e400; line 3: bad time -0.5; line 4: bad time "yesterday"',
     )
     expect(j.results[0]).toMatchObject({ requests: 2, durationMs: 501 })
     const csv = await simulateJson([
@@ -151,8 +151,21 @@ describe('edgelimit simulate', () => {
       '--algorithms',
       'fixed-window',
     ])
-    expect(csv.err).toContain('2 malformed line(s) skipped: line 1: bad time "-1000"; line 3: bad time "-1"')
+    expect(csv.err).toContain('2 malformed lines skipped: line 1: bad time "-1000"; line 3: bad time "-1"')
     expect(csv.results[0]).toMatchObject({ requests: 2, durationMs: 501 })
+  })
+
+  test('--trace: one request, one client and one malformed line are written in the singular', async () => {
+    // "1 requests from 1 clients" and "1 malformed lines skipped".
+    const io = captureIo(dir)
+    const trace = file('one.csv', '0,alice\nnot-a-time,x\n')
+    expect(await runSimulate(['--trace', trace, '--algorithms', 'fixed-window', '--no-html'], io)).toBe(0)
+    expect(io.out()).toMatch(
+      /^one\.csv: 1 request from 1 client over 1 ms; limit 100 per 1 m\n1 request from one\.csv, in time order\n/,
+    )
+    expect(io.err()).toBe(
+      `${trace}: 1 malformed line skipped: line 2: expected an access log line, a JSON object, or time,key[,cost]\n`,
+    )
   })
 
   test('--trace: an access log, JSON lines, and time,key[,cost] lines', async () => {
@@ -182,7 +195,7 @@ describe('edgelimit simulate', () => {
       'sliding-log',
     ])
     // A bad value is quoted with its control characters escaped (nothing reaches the terminal raw).
-    expect(c.err).toContain('2 malformed line(s) skipped: line 5: expected an access log line')
+    expect(c.err).toContain('2 malformed lines skipped: line 5: expected an access log line')
     expect(c.err).toContain('line 7: bad cost "\\u001b[2J"')
     expect(c.results[0]?.algorithms[0]).toMatchObject({ admitted: 3, denied: 1 })
     const jsonl = file(
@@ -222,7 +235,7 @@ describe('edgelimit simulate', () => {
     expect(p.results[0]?.requests).toBe(2)
     expect(p.results[0]?.algorithms[0]).toMatchObject({ admitted: 2, denied: 0 })
     expect(p.err).toContain(
-      '2 malformed line(s) skipped: line 2: no request ("-" or "": the connection sent none)',
+      '2 malformed lines skipped: line 2: no request ("-" or "": the connection sent none)',
     )
   })
 
