@@ -1,4 +1,4 @@
-import { duration, int, isoTime, pct, table } from '../report/format.js'
+import { counted, duration, int, isoTime, pct, table } from '../report/format.js'
 import { escapeHtml, htmlTable, PALETTE, type Report, renderReport } from '../report/html.js'
 import type { ReplayResult, RuleReport } from './engine.js'
 
@@ -55,8 +55,8 @@ function headline(r: ReplayResult, label: string): string[] {
   const span =
     r.firstTs === undefined || r.lastTs === undefined ? '' : ` (${isoTime(r.firstTs)} … ${isoTime(r.lastTs)})`
   return [
-    `edgelimit replay: ${int(r.lines)} lines from ${label}${span}, ${r.mode} mode`,
-    `${int(r.requests)} requests evaluated, ${int(r.malformed.count)} malformed line${r.malformed.count === 1 ? '' : 's'} skipped; ` +
+    `edgelimit replay: ${counted(r.lines, 'line')} from ${label}${span}, ${r.mode} mode`,
+    `${counted(r.requests, 'request')} evaluated, ${counted(r.malformed.count, 'malformed line')} skipped; ` +
       `${int(r.outOfOrder.count)} out of order (up to ${duration(r.outOfOrder.maxLagMs)} early; ` +
       (r.late.count === 0
         ? r.outOfOrder.reorderMs > 0
@@ -64,8 +64,8 @@ function headline(r: ReplayResult, label: string): string[] {
           : 'decided in file order at the latest time seen)'
         : `${int(r.late.count)} beyond the ${duration(r.outOfOrder.reorderMs)} reorder window, decided up to ${duration(r.late.maxLagMs)} late)`),
     r.mode === 'shadow'
-      ? `${int(r.denied)} requests (${pct(r.denied, r.requests)}) would have been blocked by at least one rule`
-      : `${int(r.blocked)} requests (${pct(r.blocked, r.requests)}) blocked; ${int(r.denied)} denied by at least one rule (shadow rules included)`,
+      ? `${counted(r.denied, 'request')} (${pct(r.denied, r.requests)}) would have been blocked by at least one rule`
+      : `${counted(r.blocked, 'request')} (${pct(r.blocked, r.requests)}) blocked; ${int(r.denied)} denied by at least one rule (shadow rules included)`,
   ]
 }
 

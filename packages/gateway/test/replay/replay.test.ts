@@ -550,6 +550,23 @@ describe('shadow counts equal the limiter in shadow mode (what the gateway count
 })
 
 describe('the command', () => {
+  test('one line, one request, one blocked: the headline writes them in the singular', async () => {
+    // "1 lines from …", "1 requests evaluated", "1 requests (50.0 %) would have been blocked".
+    const log = file('one.log', line('10.0.0.1', Date.UTC(2026, 0, 1)))
+    const io = captureIo(dir)
+    expect(await runReplay([log, '--limit', '1', '--no-html'], io)).toBe(0)
+    expect(io.out()).toMatch(/^edgelimit replay: 1 line from .*one\.log /m)
+    expect(io.out()).toMatch(/^1 request evaluated, 0 malformed lines skipped; /m)
+    expect(io.out()).toMatch(/^0 requests \(0 %\) would have been blocked by at least one rule$/m)
+    const two = file(
+      'two.log',
+      line('10.0.0.1', Date.UTC(2026, 0, 1)) + line('10.0.0.1', Date.UTC(2026, 0, 1) + 1),
+    )
+    const twoIo = captureIo(dir)
+    expect(await runReplay([two, '--limit', '1', '--no-html'], twoIo)).toBe(0)
+    expect(twoIo.out()).toMatch(/^1 request \(50\.0 %\) would have been blocked by at least one rule$/m)
+  })
+
   test('table, HTML report, progress on a terminal, --fail-on-block', async () => {
     const io = captureIo(dir, true)
     expect(
