@@ -3,6 +3,7 @@ import { pino } from 'pino'
 import { formatIssue, PolicyError } from './config/issues.js'
 import { maskUrl } from './config/secret.js'
 import { upstreamOverrideProblems } from './config/upstream-url.js'
+import { counted } from './report/format.js'
 import { durationFlag, parseCommandArgs, UsageError } from './report/io.js'
 import { type Gateway, startGateway } from './server/gateway.js'
 import { tryLines } from './server/try.js'
@@ -131,7 +132,7 @@ export async function serve(args: readonly string[]): Promise<number> {
     process.stderr.write(
       [
         '',
-        `edgelimit serve — policy ${relative(process.cwd(), values.config) || values.config}: ${config.rules.length} rules, ${config.store.type} store`,
+        `edgelimit serve — policy ${relative(process.cwd(), values.config) || values.config}: ${counted(config.rules.length, 'rule')}, ${config.store.type} store`,
         `  proxy  ${base}  →  ${gateway.demo ? `built-in demo origin ${gateway.upstreamUrl}` : maskUrl(gateway.upstreamUrl)}`,
         `  admin  ${admin}  (/dashboard, /metrics, /healthz, /readyz; ${adminApi})`,
         '',

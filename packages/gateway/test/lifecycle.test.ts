@@ -72,6 +72,7 @@ describe('a newcomer: npm start', () => {
         await new Promise((r) => setTimeout(r, 20))
       expect(gateway.logs.find((l) => l.msg === 'listening')).toMatchObject({ upstream: origin.url })
       expect(gateway.stderr()).toContain(`→  ${origin.url}`)
+      expect(gateway.stderr()).toContain(': 1 rule, memory store')
       expect((await fetch(`${gateway.url}/x`)).status).toBe(200)
       writePolicy(dir, `upstream: { url: "${upstream}/base?k=s3cr3t-q" }\n${rule}`)
       gateway.child.kill('SIGHUP')

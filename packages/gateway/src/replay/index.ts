@@ -1,6 +1,7 @@
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import { loadPolicy as loadGatewayPolicy } from '../config/validate.js'
+import { counted } from '../report/format.js'
 import {
   type CliIo,
   durationFlag,
@@ -151,7 +152,7 @@ async function replay(args: string[], io: CliIo): Promise<number> {
   if (values.json !== undefined) await writeOutput(at(values.json), `${JSON.stringify(result, null, 2)}\n`)
   const rate = Math.round((result.lines / Math.max(1, result.elapsedMs)) * 1000)
   io.stderr.write(
-    `replayed ${result.lines.toLocaleString('en-US')} lines in ${(result.elapsedMs / 1000).toFixed(2)} s (${rate.toLocaleString('en-US')} lines/s)\n`,
+    `replayed ${counted(result.lines, 'line')} in ${(result.elapsedMs / 1000).toFixed(2)} s (${rate.toLocaleString('en-US')} lines/s)\n`,
   )
   // What the headline counts: blocked in enforce mode (not shadow rules' denials), denied in shadow.
   const blocked = result.mode === 'enforce' ? result.blocked : result.denied

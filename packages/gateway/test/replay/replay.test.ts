@@ -558,6 +558,7 @@ describe('the command', () => {
     expect(io.out()).toMatch(/^edgelimit replay: 1 line from .*one\.log /m)
     expect(io.out()).toMatch(/^1 request evaluated, 0 malformed lines skipped; /m)
     expect(io.out()).toMatch(/^0 requests \(0 %\) would have been blocked by at least one rule$/m)
+    expect(io.err()).toMatch(/^replayed 1 line in [\d.]+ s \(/m)
     const two = file(
       'two.log',
       line('10.0.0.1', Date.UTC(2026, 0, 1)) + line('10.0.0.1', Date.UTC(2026, 0, 1) + 1),
