@@ -35,6 +35,11 @@ async function simulateJson(
   return { code, results, out: io.out(), err: io.err() }
 }
 
+/** `simulate --trace <trace>` with one fixed window of 2 per second. */
+function twoPerSecond(trace: string) {
+  return simulateJson(['--trace', trace, '--limit', '2', '--window', '1s', '--algorithms', 'fixed-window'])
+}
+
 describe('edgelimit simulate', () => {
   test('a table per algorithm, and an HTML report with uPlot inlined (no network)', async () => {
     const io = captureIo(dir)
@@ -127,30 +132,12 @@ describe('edgelimit simulate', () => {
     // time,key line of -1000 was taken for a header and dropped without a word.
     const json = ['{"t":-1000,"key":"a"}', '{"t":1e400,"key":"a"}', '{"t":-0.5,"key":"a"}']
     json.push('{"t":"yesterday","key":"a"}', '{"t":0,"key":"a"}', '{"t":500,"key":"b"}')
-    const j = await simulateJson([
-      '--trace',
-      file('negative.jsonl', `${json.join('\n')}\n`),
-      '--limit',
-      '2',
-      '--window',
-      '1s',
-      '--algorithms',
-      'fixed-window',
-    ])
+    const j = await twoPerSecond(file('negative.jsonl', `${json.join('\n')}\n`))
     expect(j.err).toContain(
       '4 malformed lines skipped: line 1: bad time -1000; line 2: bad time 1e400; line 3: bad time -0.5; line 4: bad time "yesterday"',
     )
     expect(j.results[0]).toMatchObject({ requests: 2, durationMs: 501 })
-    const csv = await simulateJson([
-      '--trace',
-      file('negative.csv', '-1000,a\n0,a\n-1,b\n500,b\n'),
-      '--limit',
-      '2',
-      '--window',
-      '1s',
-      '--algorithms',
-      'fixed-window',
-    ])
+    const csv = await twoPerSecond(file('negative.csv', '-1000,a\n0,a\n-1,b\n500,b\n'))
     expect(csv.err).toContain('2 malformed lines skipped: line 1: bad time "-1000"; line 3: bad time "-1"')
     expect(csv.results[0]).toMatchObject({ requests: 2, durationMs: 501 })
   })
@@ -204,16 +191,7 @@ describe('edgelimit simulate', () => {
         '\n',
       ),
     )
-    const j = await simulateJson([
-      '--trace',
-      jsonl,
-      '--limit',
-      '2',
-      '--window',
-      '1s',
-      '--algorithms',
-      'fixed-window',
-    ])
+    const j = await twoPerSecond(jsonl)
     expect(j.results[0]?.algorithms[0]).toMatchObject({ admitted: 2, denied: 1 })
     // An access log line of a connection that sent no request (`"-" 408`) is no request either.
     const at = (s: number, request: string) =>
