@@ -1,5 +1,5 @@
 import { type Needs, NO_REQUEST } from './clf.js'
-import { numberText } from './json-number.js'
+import { numberText, quotedValue } from './json-number.js'
 import { emptyRecord, get, type LogRecord, text } from './record.js'
 import { toMs } from './time.js'
 
@@ -71,8 +71,7 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
     // and rounds a long fraction (1700000000.9999999 is 1700000001).
     const digits = typeof t === 'number' ? numberText(line, name, t) : undefined
     const ts = toMs(t, digits)
-    // As written: a number past a double (1e400) parses as Infinity, which JSON.stringify writes `null`.
-    if (ts === undefined) return `bad time ${(digits ?? JSON.stringify(t)).slice(0, 40)}`
+    if (ts === undefined) return `bad time ${quotedValue(t, digits)}`
     record.ts = ts
     record.ip = text(pick(obj, fields.ip))
     record.user = text(pick(obj, fields.user))

@@ -29,3 +29,14 @@ export function numberText(line: string, name: string, value: number): string {
   }
   return String(value)
 }
+
+/**
+ * A malformed line's value as its reason quotes it, up to 40 characters: a JSON number as written
+ * (`1e400`, which `JSON.parse` reads as Infinity and `JSON.stringify` writes `null`), anything
+ * else as JSON (control characters escaped).
+ *
+ * @example `bad time ${quotedValue(Infinity, '1e400')}` // 'bad time 1e400'
+ */
+export function quotedValue(value: unknown, written?: string): string {
+  return (written ?? JSON.stringify(value)).slice(0, 40)
+}

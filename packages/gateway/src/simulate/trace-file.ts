@@ -1,5 +1,5 @@
 import { clfParser, NO_REQUEST } from '../replay/clf.js'
-import { numberText } from '../replay/json-number.js'
+import { numberText, quotedValue } from '../replay/json-number.js'
 import { forEachLine } from '../replay/lines.js'
 import { toMs } from '../replay/time.js'
 import { counted } from '../report/format.js'
@@ -57,9 +57,7 @@ export async function readTrace(
         // and rounds a long fraction (1700000000.9999999 is 1700000001).
         const written = typeof v === 'number' ? numberText(text, name as string, v) : undefined
         const t = traceMs(v, written)
-        // As written: 1e400 parses as Infinity, which JSON.stringify writes `null`.
-        if (name !== undefined && t === undefined)
-          return skip(line, `bad time ${(written ?? JSON.stringify(v)).slice(0, 40)}`)
+        if (name !== undefined && t === undefined) return skip(line, `bad time ${quotedValue(v, written)}`)
         const key = o.key ?? o.ip
         if (t === undefined || (typeof key !== 'string' && typeof key !== 'number'))
           return skip(line, 'expected "t" (or time/ts/timestamp) and "key" (or ip)')
@@ -100,7 +98,7 @@ export async function readTrace(
       // A first field that starts as a number does but reads as no time (-1000, 1e3) is a bad time,
       // not a header line.
       if (ms === undefined && /^[+-]?\.?\d/.test(parts[0] as string))
-        return skip(line, `bad time ${JSON.stringify(parts[0]).slice(0, 40)}`)
+        return skip(line, `bad time ${quotedValue(parts[0])}`)
       if (ms === undefined || parts[1] === undefined) {
         if (line === 1) return // a header line
         return skip(line, 'expected an access log line, a JSON object, or time,key[,cost]')
