@@ -3,8 +3,8 @@ import { describe } from '../library.js'
 import type { Issue, Path } from './issues.js'
 import { describeUrl, hidden } from './secret.js'
 
-/** Durations up to one year (the library's bound). */
-const MAX_DURATION_MS = 366 * 86_400_000
+/** Durations up to one year (the library's bound, 366 days: its longest window too). */
+export const MAX_DURATION_MS = 366 * 86_400_000
 
 /** Collects every problem while validating, each with its path; helpers report and return `undefined`. */
 export interface Checker {

@@ -1,4 +1,5 @@
 import path from 'node:path'
+import { MAX_DURATION_MS } from '../config/checker.js'
 import { loadPolicy, PolicyError } from '../replay/policy.js'
 import { counted } from '../report/format.js'
 import {
@@ -84,7 +85,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
   const at = (f: string) => path.resolve(cwd, f)
   const limit = values.limit === undefined ? undefined : positiveInt('limit', values.limit, 100, MAX_LIMIT)
   const windowMs = durationFlag('window', values.window, undefined, '60s')
-  if (windowMs !== undefined && windowMs > MAX_WINDOW_MS)
+  if (windowMs !== undefined && windowMs > MAX_DURATION_MS)
     throw new UsageError(
       `--window: expected at most 366d (the longest window a rule takes), got "${values.window}"`,
     )
@@ -179,8 +180,8 @@ function noRequests(
   const given = `${scenario.name}${window === undefined ? '' : ` with --window ${window}`} yields no requests, nothing to simulate`
   let lo = options.windowMs ?? scenario.windowMs
   let hi = lo * 2
-  while (hi <= MAX_WINDOW_MS && !yields(hi)) [lo, hi] = [hi, hi * 2]
-  if (hi > MAX_WINDOW_MS) return new UsageError(given)
+  while (hi <= MAX_DURATION_MS && !yields(hi)) [lo, hi] = [hi, hi * 2]
+  if (hi > MAX_DURATION_MS) return new UsageError(given)
   while (hi - lo > 1) {
     const mid = Math.floor((lo + hi) / 2)
     if (yields(mid)) hi = mid
@@ -209,6 +210,3 @@ function parse(args: string[]) {
     },
   })
 }
-
-/** The longest window the library's rules take (366 days). */
-const MAX_WINDOW_MS = 366 * 86_400_000
