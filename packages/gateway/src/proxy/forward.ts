@@ -127,6 +127,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.finish(499, 'aborted')
   }
 
+  /** A request body not read whole yet: an answer now closes the connection it would hold. */
+  private bodyUnread(): boolean {
+    return hasBody(this.req) && !this.req.readableEnded
+  }
+
   /**
    * Given to undici and not started yet (no free connection, or one being opened): it may wait up
    * to `timeoutMs` for one. One started at once (a free keep-alive connection) sets no timer.
@@ -143,7 +148,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private waitedTooLong(connections: number): void {
     if (this.finished || this.controller !== undefined) return
     const error = new PoolTimeout(connections)
-    const extra = hasBody(this.req) && !this.req.readableEnded ? [...this.extra, CLOSE] : this.extra
+    const extra = this.bodyUnread() ? [...this.extra, CLOSE] : this.extra
     this.finish(sendUpstreamFailure(this.res, this.req.url ?? '/', error, extra), 'error', error)
   }
 
@@ -166,7 +171,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     const out = responseHeaders(headers, this.extra)
     // The upstream answered before the body was read whole (it may never read it): the rest of
     // it would hold the connection until requestTimeout, so the answer closes it (as nginx does).
-    if (hasBody(this.req) && !this.req.readableEnded) out.connection = 'close'
+    if (this.bodyUnread()) out.connection = 'close'
     writeRelayedHead(this.res, statusCode, statusMessage, out)
   }
 
