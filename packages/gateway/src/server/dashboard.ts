@@ -251,8 +251,7 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     },
     close() {
       closed = true
-      // A Set's iteration goes on past the one deleted (`drop`) under it.
-      for (const client of clients) {
+      for (const client of [...clients]) {
         drop(client)
         client.res.end()
       }
