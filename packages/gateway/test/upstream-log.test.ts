@@ -58,4 +58,31 @@ describe('upstream failures are logged', () => {
       await gw.close()
     }
   })
+
+  test('the failures not logged in the last second are summed up when the gateway stops, before "stopped"', async () => {
+    const clock = manualClock(1_750_000_000_000)
+    const gw = await startInProcess('rules: []\n', {
+      upstream: `http://127.0.0.1:${await closedPort()}`,
+      clock,
+    })
+    // 15 in one second (the clock stands still): 10 lines, 5 only counted, and the second has not ended.
+    for (let i = 0; i < 15; i++) {
+      const response = await fetch(`${gw.url}/down`)
+      expect(response.status).toBe(502)
+      await response.arrayBuffer()
+    }
+    await gw.close()
+    const messages = gw.logs.map((l) => l.msg)
+    expect(messages.filter((m) => m === 'upstream failed')).toHaveLength(10)
+    const summary = gw.logs.filter((l) => l.msg.startsWith('upstream failures not logged'))
+    expect(summary).toEqual([
+      expect.objectContaining({
+        level: 40,
+        reason: 'ECONNREFUSED',
+        suppressed: 5,
+        since: new Date(clock.now()).toISOString(),
+      }),
+    ])
+    expect(messages.indexOf(summary[0]?.msg as string)).toBeLessThan(messages.indexOf('stopped'))
+  })
 })

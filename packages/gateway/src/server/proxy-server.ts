@@ -37,6 +37,8 @@ export interface ProxyServer {
   drain(): void
   /** Resolves when the last request in flight is done (ask only while some are). */
   drained(): Promise<void>
+  /** Sums up the upstream failures not logged yet (see `upstreamFailureLog`): the gateway stops. */
+  flushUpstreamLog(): void
 }
 
 /** What a request's `Expect` asks of the gateway: a `100 Continue`, or what it cannot meet. */
@@ -64,7 +66,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
   let inFlight = 0
   let draining = false
   let drained: (() => void) | undefined
-  const upstreamFailed = upstreamFailureLog(log, clock)
+  const upstreamFailures = upstreamFailureLog(log, clock)
 
   /**
    * One request through the gateway: decided, then answered or forwarded (a WebSocket upgrade:
@@ -147,7 +149,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       this.settled = true
       if (status === 499) status = goneStatus(this.req.socket) // a 408 or 400 Node's parser answered
       if (upstream === 'error' && error !== undefined) {
-        upstreamFailed({ status, error, method: this.req.method, path: this.req.url })
+        upstreamFailures.failed({ status, error, method: this.req.method, path: this.req.url })
       }
       const gen = this.gen
       gen.inFlight--
@@ -350,5 +352,6 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       new Promise<void>((r) => {
         drained = r
       }),
+    flushUpstreamLog: () => upstreamFailures.flush(),
   }
 }

@@ -76,6 +76,8 @@ export async function shutdown(parts: ShutdownParts): Promise<void> {
   }
   await parts.demo()?.close()
   await admin.close()
+  // The last second's upstream failures not logged: its timer would fire after "stopped", or never.
+  proxy.flushUpstreamLog()
   log.info('stopped')
 }
 

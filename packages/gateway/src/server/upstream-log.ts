@@ -20,18 +20,31 @@ interface Window {
   timer: NodeJS.Timeout | undefined
 }
 
+/** Where upstream failures are logged (`upstreamFailureLog`). */
+export interface UpstreamFailureLog {
+  /** Logs one failure, or counts it when its reason had its 10 lines this second. */
+  failed(failure: UpstreamFailure): void
+  /**
+   * Writes the summary line of every second that has failures not logged yet, at once (the
+   * gateway stops: its timer would fire after the last line, or never).
+   */
+  flush(): void
+}
+
 /**
  * Logs each upstream failure (`upstream failed`, a warning), at most `UPSTREAM_FAILURES_PER_SECOND`
  * per reason (the error's code, else its name) in a second that begins with the first of them;
  * the rest of that second is summed up in one line (`upstream failures not logged`) when the
- * second ends (an unref'd timer) or the next failure comes after it, whichever is first. An outage
- * writes at most 10 lines a second per reason, and every failure is logged or counted in one.
+ * second ends (an unref'd timer), the next failure comes after it, or `flush()` is called (the
+ * gateway stops), whichever is first. An outage writes at most 10 lines a second per reason, and
+ * every failure is logged or counted in one.
  *
  * @example
- * const failed = upstreamFailureLog(log, systemClock)
- * failed({ status: 502, error, method: 'GET', path: '/orders' })
+ * const upstream = upstreamFailureLog(log, systemClock)
+ * upstream.failed({ status: 502, error, method: 'GET', path: '/orders' })
+ * upstream.flush() // on shutdown
  */
-export function upstreamFailureLog(log: Logger, clock: Clock): (failure: UpstreamFailure) => void {
+export function upstreamFailureLog(log: Logger, clock: Clock): UpstreamFailureLog {
   const windows = new Map<string, Window>()
   const summarize = (reason: string, w: Window): void => {
     clearTimeout(w.timer)
@@ -43,7 +56,7 @@ export function upstreamFailureLog(log: Logger, clock: Clock): (failure: Upstrea
     )
     w.suppressed = 0
   }
-  return ({ status, error, method, path }) => {
+  const failed = ({ status, error, method, path }: UpstreamFailure): void => {
     const reason = error.code ?? error.name
     const now = clock.now()
     let w = windows.get(reason)
@@ -63,5 +76,11 @@ export function upstreamFailureLog(log: Logger, clock: Clock): (failure: Upstrea
       window.timer = setTimeout(() => summarize(reason, window), Math.max(0, w.start + WINDOW_MS - now))
       window.timer.unref()
     }
+  }
+  return {
+    failed,
+    flush() {
+      for (const [reason, w] of windows) summarize(reason, w)
+    },
   }
 }
