@@ -5,7 +5,7 @@ import { createServer as createHttpServer, request as httpRequest } from 'node:h
 import { connect, createServer } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { sendProblem } from '../src/proxy/problem.js'
-import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
+import { type InProcess, rawRequest, socketReader, startInProcess } from './support/gateway.js'
 import type { Echo } from './support/origin.js'
 import { arrival, type Origin, startOrigin } from './support/origin.js'
 
@@ -470,6 +470,55 @@ describe('upstream failures', () => {
     } finally {
       await busy.close()
       stalled.close()
+    }
+  })
+
+  test('a 502 sent while the request body is still unread closes the connection: the rest of the body is not waited for, nothing after it is served', async () => {
+    // Each upstream fails before its answer's head: refused, or closed once the head is in. (A
+    // 504 cannot come while the body is being sent: undici's headersTimeout waits for its end.)
+    const refused = createServer()
+    const closes = createServer((socket) => {
+      socket.on('error', () => {})
+      socket.once('data', () => socket.destroy())
+    })
+    for (const server of [refused, closes]) {
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    }
+    const port = (server: typeof refused) => (server.address() as { port: number }).port
+    const refusedPort = port(refused)
+    await new Promise((resolve) => refused.close(resolve))
+    const cases: [number, number, string][] = [
+      [refusedPort, 502, 'ECONNREFUSED'],
+      [port(closes), 502, 'UND_ERR_SOCKET'],
+    ]
+    try {
+      for (const [upstreamPort, status, reason] of cases) {
+        const failing = await startInProcess(
+          `upstream: http://127.0.0.1:${upstreamPort}\nclients: { requestTimeout: 5s }\nrules: []\n`,
+        )
+        try {
+          const client = socketReader(connect(failing.gateway.port, '127.0.0.1'))
+          client.socket.write('POST /upload HTTP/1.1\r\nhost: a\r\ncontent-length: 100000\r\n\r\nabc')
+          const answer = await client.until((t) => t.endsWith('}'))
+          const answered = performance.now()
+          expect(answer, reason).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `))
+          expect(answer, reason).toContain(reason)
+          expect(answer, reason).toMatch(/\r\nconnection: close\r\n/i)
+          // The client goes on sending its body, then another request: neither is waited for.
+          client.socket.write(`${'b'.repeat(99_997)}GET /next HTTP/1.1\r\nhost: a\r\n\r\n`)
+          await client.until()
+          // Closed once the answer is out, not by requestTimeout (5 s) nor after a second answer.
+          expect(performance.now() - answered, reason).toBeLessThan(2_500)
+          expect(client.text, reason).toBe(answer)
+          const metrics = await (await fetch(`${failing.admin}/metrics`)).text()
+          expect(metrics, reason).toContain(`edgelimit_responses_total{code="${status}"} 1`)
+          expect(metrics, reason).not.toContain('edgelimit_responses_total{code="408"}')
+        } finally {
+          await failing.close()
+        }
+      }
+    } finally {
+      closes.close()
     }
   })
 

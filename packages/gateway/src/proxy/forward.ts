@@ -133,6 +133,16 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   /**
+   * Answers a failure of the upstream's before its head (502, 504) with the rate-limit fields, and
+   * `Connection: close` while the body is unread: undici holds the request, so Node would not read
+   * the rest of it, and the connection would sit until `clients.requestTimeout`.
+   */
+  private answerFailure(error: Error): number {
+    const extra = this.bodyUnread() ? [...this.extra, CLOSE] : this.extra
+    return sendUpstreamFailure(this.res, this.req.url ?? '/', error, extra)
+  }
+
+  /**
    * Given to undici and not started yet (no free connection, or one being opened): it may wait up
    * to `timeoutMs` for one. One started at once (a free keep-alive connection) sets no timer.
    */
@@ -143,13 +153,12 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   /**
    * Still queued after `upstream.timeout`: answered 504 now, and aborted when undici starts it
-   * (a queued request cannot be taken back before). Its body, unread, closes the connection.
+   * (a queued request cannot be taken back before).
    */
   private waitedTooLong(connections: number): void {
     if (this.finished || this.controller !== undefined) return
     const error = new PoolTimeout(connections)
-    const extra = this.bodyUnread() ? [...this.extra, CLOSE] : this.extra
-    this.finish(sendUpstreamFailure(this.res, this.req.url ?? '/', error, extra), 'error', error)
+    this.finish(this.answerFailure(error), 'error', error)
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -247,7 +256,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.finish('aborted', 'error', error)
       return
     }
-    this.finish(sendUpstreamFailure(res, this.req.url ?? '/', error, this.extra), 'error', error)
+    this.finish(this.answerFailure(error), 'error', error)
   }
 
   /** Closes the connection of an answer whose head was relayed: the client sees it cut off. */
