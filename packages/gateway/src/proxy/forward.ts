@@ -1,10 +1,10 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { type Dispatcher, Pool } from 'undici'
 import type { UpstreamConfig } from '../config/types.js'
 import { BodyTooLarge, refuseTooLarge, upTo } from './body-limit.js'
-import { requestHeaders, responseHeaders, writeRelayedHead } from './headers.js'
+import { requestHeaders, responseHeaders, responseTrailers, writeRelayedHead } from './headers.js'
 import { sendUpstreamFailure } from './problem.js'
 import { openTunnel, type TunnelSink } from './tunnel.js'
 
@@ -178,6 +178,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return
     if (statusCode === 204) delete headers['content-length'] // RFC 9110 §8.6: a 204 has none
     const out = responseHeaders(headers, this.extra)
+    // Announced trailer fields are relayed, and so is their announcement when the client's answer
+    // can carry them (Node refuses a `Trailer` on any other).
+    if (headers.trailer !== undefined && this.chunked(statusCode, out)) out.trailer = headers.trailer
     // The upstream answered before the body was read whole (it may never read it): the rest of
     // it would hold the connection until requestTimeout, so the answer closes it (as nginx does).
     if (this.bodyUnread()) out.connection = 'close'
@@ -223,7 +226,25 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.controller?.abort(error)
   }
 
-  onResponseEnd(): void {
+  /**
+   * Whether Node sends this answer to its client chunked, the one framing with room for trailer
+   * fields: an HTTP/1.1 request's answer that has a body and no `Content-Length`.
+   */
+  private chunked(status: number, out: OutgoingHttpHeaders): boolean {
+    const { req } = this
+    return (
+      req.httpVersionMajor === 1 &&
+      req.httpVersionMinor >= 1 &&
+      req.method !== 'HEAD' &&
+      !BODILESS.has(status) &&
+      out['content-length'] === undefined
+    )
+  }
+
+  onResponseEnd(_c: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
+    // Node sends them after a chunked body, and drops them from any other answer (HTTP/1.0).
+    const fields = responseTrailers(trailers)
+    if (fields.length > 0) this.res.addTrailers(fields)
     this.res.end()
     this.finish(this.res.statusCode, this.res.statusCode)
   }

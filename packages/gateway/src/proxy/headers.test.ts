@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage } from 'node:http'
 import { type AddressInfo, connect } from 'node:net'
 import { describe, expect, test, vi } from 'vitest'
 import { fromIncoming } from '../policy/request.js'
-import { connectionTokens, requestHeaders } from './headers.js'
+import { connectionTokens, requestHeaders, responseTrailers } from './headers.js'
 
 /**
  * Sends `lines` (raw header lines, `Name: value`) to a Node server and runs `inspect` on the request
@@ -131,4 +131,27 @@ test('connectionTokens: the usual Connection values, in any case, name no header
   }
   expect(connectionTokens('Keep-Alive, X-Key')).toEqual(new Set(['x-key']))
   expect(connectionTokens(['close', 'Upgrade'])).toEqual(new Set(['upgrade']))
+})
+
+describe('responseTrailers', () => {
+  test.each([
+    [{ 'x-checksum': 'abc' }, [['x-checksum', 'abc']]],
+    // Each line of a repeated field; a value Node would refuse (beyond Latin-1) is dropped.
+    [
+      { 'server-timing': ['db;dur=53', 'app;dur=47'] },
+      [
+        ['server-timing', 'db;dur=53'],
+        ['server-timing', 'app;dur=47'],
+      ],
+    ],
+    [{ 'x-name': 'caf\u00e9', 'x-wide': '\u20ac' }, [['x-name', 'caf\u00e9']]],
+    // Hop-by-hop fields, and those that say how to frame or read the content, are not relayed.
+    [{ connection: 'close', 'transfer-encoding': 'chunked', trailer: 'x', 'content-length': '3' }, []],
+    [
+      { 'content-type': 'text/html', 'content-encoding': 'gzip', 'content-range': 'bytes 0-1/2', host: 'a' },
+      [],
+    ],
+  ])('%o → %o', (trailers, expected) => {
+    expect(responseTrailers(trailers)).toEqual(expected)
+  })
 })

@@ -261,3 +261,30 @@ export function responseHeaders(
   for (const [name, value] of extra) out[name] = value
   return out
 }
+
+/**
+ * Trailer fields that say how to frame or read the content (RFC 9110 §6.5.1): not relayed, so
+ * that a client merging trailers into the head cannot be told another type or coding after the fact.
+ */
+const NOT_A_TRAILER = new Set(['content-length', 'content-type', 'content-encoding', 'content-range', 'host'])
+// What Node's `addTrailers` takes (RFC 9110 §5.1 tokens, §5.5 field values); it throws on the rest.
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
+
+/**
+ * The upstream's trailer fields as the client gets them (`res.addTrailers`): hop-by-hop ones and
+ * those in NOT_A_TRAILER dropped, each line of a repeated field kept.
+ *
+ * @example responseTrailers({ 'x-checksum': 'abc', 'content-type': 'text/html' }) // [['x-checksum', 'abc']]
+ */
+export function responseTrailers(trailers: IncomingHttpHeaders): [string, string][] {
+  const out: [string, string][] = []
+  for (const name in trailers) {
+    if (HOP_BY_HOP.has(name) || NOT_A_TRAILER.has(name) || !TOKEN.test(name)) continue
+    const value = trailers[name]
+    for (const line of Array.isArray(value) ? value : [value ?? '']) {
+      if (FIELD_VALUE.test(line)) out.push([name, line])
+    }
+  }
+  return out
+}

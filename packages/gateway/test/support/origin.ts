@@ -7,6 +7,8 @@
  * - `/cookies`: two Set-Cookie lines and hop-by-hop headers that must not reach the client;
  * - `/big?bytes=N`: N bytes of a repeating pattern;
  * - `/early`: a 103 Early Hints, then 200 `after hints`;
+ * - `/trailers`: the request's trailer fields as JSON, chunked, announced (`Trailer`) and followed
+ *   by trailer fields of its own: `x-checksum` (the body's sha256), `x-status`, `content-type`;
  * - anything else: JSON describing the request (method, url, headers, body length and sha256).
  */
 import { createHash } from 'node:crypto'
@@ -101,6 +103,21 @@ export async function startOrigin(): Promise<Origin> {
       res.writeEarlyHints({ link: '</a.css>; rel=preload; as=style' })
       setTimeout(() => res.end('after hints'), 20)
       req.resume()
+      return
+    }
+    if (route === '/trailers') {
+      req.resume()
+      req.on('end', () => {
+        const body = JSON.stringify(req.trailers)
+        res.writeHead(200, { 'content-type': 'application/json', trailer: 'x-checksum, x-status' })
+        res.write(body)
+        res.addTrailers({
+          'x-checksum': createHash('sha256').update(body).digest('hex'),
+          'x-status': 'done',
+          'content-type': 'text/html',
+        })
+        res.end()
+      })
       return
     }
     if (route === '/big') {
