@@ -135,7 +135,7 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
     status,
     status === 408
       ? 'The request did not arrive in time (clients.headersTimeout for its headers, clients.requestTimeout for all of it).'
-      : `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')}).`,
+      : `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')})${hint(error)}.`,
   )
   if (inFlight == null) return status
   // A request whose body timed out (408) or was refused mid-way (400) is in the handler's hands:
@@ -143,6 +143,16 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
   const answered: Answered = socket
   answered[ANSWERED] = status
   return undefined
+}
+
+/**
+ * What to do about a target Node's parser refuses for a character in it (raw UTF-8 in a path, a
+ * space): nothing else reads it, `insecureHTTPParser` included. ASCII only, as the problem is.
+ */
+function hint(error: Error & { code?: string }): string {
+  return error.code === 'HPE_INVALID_URL' && error.message.includes('Invalid char')
+    ? ': a character beyond ASCII, a space or a control character in the target must be percent-encoded, as UTF-8 bytes (/caf%C3%A9)'
+    : ''
 }
 
 /**
