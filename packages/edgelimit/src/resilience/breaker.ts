@@ -96,8 +96,7 @@ export function createBreaker(config: BreakerConfig, onChange?: (state: BreakerS
       }
       if (calls === size) failures -= sample[cursor] as number
       else calls++
-      sample[cursor] = ok ? 0 : 1
-      failures += ok ? 0 : 1
+      failures += sample[cursor] = ok ? 0 : 1
       cursor = (cursor + 1) % size
       if (calls >= minimum && failures / calls >= ratio) move('open', now + openMs)
     },

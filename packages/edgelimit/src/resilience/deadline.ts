@@ -2,9 +2,8 @@ import { monotonic } from '../clock.js'
 import { EdgelimitError } from '../errors.js'
 
 /** Runs `f` after pending I/O callbacks (Node, Bun, Deno: setImmediate), else on the next task. */
-const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate
-const defer: (f: () => void) => void =
-  immediate === undefined ? (f) => void setTimeout(f, 0) : (f) => void immediate(f)
+const defer: (f: () => void) => unknown =
+  (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate ?? ((f) => setTimeout(f, 0))
 
 /** The longest delay a timer holds (2^31 - 1 ms): a longer one fires at once. */
 const MAX_TIMER = 2_147_483_647

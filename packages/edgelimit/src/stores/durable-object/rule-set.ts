@@ -72,7 +72,7 @@ export function compileRuleSet(spec: RuleSpec, compilers: Compilers): RuleSet {
           const rule = rules[r] as CompiledRule
           const out = outs[r] as Verdict
           // Every enforced rule admitted, or the charge is forced: a shadow rule that denies is not charged.
-          if (!out.allowed && (shadow >> r) & 1) continue
+          if (!out.allowed && (shadow & (1 << r)) !== 0) continue
           writes[r] =
             rule.kind === 'log'
               ? rule.commit(states[r] as LogState | undefined, now, cost)

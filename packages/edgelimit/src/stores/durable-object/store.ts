@@ -47,11 +47,10 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
   // Read once; checked when `options` is an object.
   const { namespace, shards, clock, prefix = 'edgelimit', locationHint } = options ?? {}
   if (issues.object('options', options, 'namespace shards clock prefix locationHint')) {
-    const ns = namespace as Partial<DurableObjectNamespaceLike> | undefined
     issues.expect(
       'namespace',
       namespace,
-      typeof ns?.idFromName === 'function' && typeof ns.get === 'function',
+      typeof namespace?.idFromName === 'function' && typeof namespace.get === 'function',
       'ERR_NAMESPACE',
       'a Durable Object namespace (env.RATE_LIMITER)',
     )
