@@ -180,6 +180,38 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
   })
 
   cases.push({
+    name: 'calls issued without waiting are decided in the order issued, resets included',
+    async run() {
+      const clock = manualClock(1_700_000_000_000)
+      const limiter = createLimiter({
+        rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 2, window: '1m' }) }],
+        store: await options.store(),
+        clock,
+        ...PURE,
+      })
+      // A reset then a decision: the decision counts from nothing, and the reset does not wipe it.
+      const k = key('order')
+      await limiter.limit(k, { cost: 2 })
+      const reset = limiter.reset(k)
+      const after = limiter.limit(k)
+      await reset
+      same(fields(await after), fields(await limiter.peek(k)), 'the decision after the reset, then a peek')
+      same((await limiter.peek(k)).remaining, 1, 'the decision after the reset is counted')
+      // Decisions, a reset, decisions, a reset, a decision: only the last one counts.
+      const j = key('order-mixed')
+      const calls: Promise<unknown>[] = []
+      for (let round = 0; round < 2; round++) {
+        calls.push(limiter.limit(j), limiter.limit(j), limiter.limit(j))
+        calls.push(limiter.reset(j))
+      }
+      const last = limiter.limit(j)
+      await Promise.all(calls)
+      same((await last).remaining, 1, 'the decision after the last reset')
+      same((await limiter.peek(j)).remaining, 1, 'what the last reset left, and the decision after it')
+    },
+  })
+
+  cases.push({
     name: 'keys are independent, including unusual ones',
     async run() {
       const clock = manualClock(1_700_000_000_000)

@@ -245,6 +245,60 @@ describe('round trips', () => {
     expect((await limiter.limit('k')).remaining).toBe(2)
     await c.quit()
   })
+
+  describe('decisions issued after a reset, without waiting for it, run after it', () => {
+    const spec = fixedWindow({ limit: 3, window: farWindow() })
+    const clients: [string, () => Promise<{ quit(): Promise<unknown> }>][] = [
+      ['ioredis', async () => new Redis({ port: fixture.redis.port, host: fixture.redis.host })],
+      // The store's EVALSHA skips the auto-pipelining queue: its DEL must too, or it leaves last.
+      [
+        'ioredis with enableAutoPipelining and a keyPrefix',
+        async () =>
+          new Redis({
+            port: fixture.redis.port,
+            host: fixture.redis.host,
+            enableAutoPipelining: true,
+            keyPrefix: 'kp:',
+          }),
+      ],
+      ['node-redis', async () => createClient({ url: fixture.redis.url }).connect()],
+    ]
+    let made = 0
+    for (const [name, connect] of clients) {
+      it(`${name}: with nothing in flight, with decisions in flight, and after SCRIPT FLUSH`, async () => {
+        const client = await connect()
+        const admin = new Redis({ port: fixture.redis.port, host: fixture.redis.host })
+        const prefix = `order${made++}`
+        const limiter = createLimiter({
+          rules: [{ name: 'w', algorithm: spec }],
+          store: redisStore({ client, prefix }),
+          ...PURE,
+        })
+        const remaining = async (key: string) => (await limiter.peek(key)).remaining
+        // Nothing in flight: the reset's DEL and then the decision.
+        await limiter.limit('idle', { cost: 3 })
+        const idle = [limiter.reset('idle'), limiter.limit('idle')] as const
+        expect((await idle[1]).remaining).toBe(2)
+        await idle[0]
+        expect(await remaining('idle')).toBe(2)
+        // Decisions in flight when the reset comes: it waits for them; the decision after it waits too.
+        const calls = [limiter.limit('busy'), limiter.limit('busy'), limiter.reset('busy')]
+        const after = limiter.limit('busy', { cost: 2 })
+        await Promise.all(calls)
+        expect((await after).remaining).toBe(1)
+        expect(await remaining('busy')).toBe(1)
+        // The script gone: the decision before the reset is reloaded (NOSCRIPT, then EVAL) before
+        // the DEL, and the one after it is decided after the DEL.
+        await admin.script('FLUSH')
+        const reloaded = [limiter.limit('flushed', { cost: 3 }), limiter.reset('flushed')]
+        const later = limiter.limit('flushed')
+        await Promise.all(reloaded)
+        expect((await later).remaining).toBe(2)
+        expect(await remaining('flushed')).toBe(2)
+        await Promise.all([client.quit(), admin.quit()])
+      })
+    }
+  })
 })
 
 describe('failures stay per decision', () => {

@@ -11,6 +11,12 @@ export interface ScriptClient {
    * rather than writing each as it is issued (ioredis, auto-pipelining or not: see below).
    */
   readonly pipelined: boolean
+  /**
+   * Runs commands in the order they are issued, as one connection per node does (ioredis,
+   * node-redis): a DEL issued before an EVALSHA on the same key runs first. Not so over REST
+   * (Upstash), where each command is a request of its own.
+   */
+  readonly ordered: boolean
   /** ioredis's `keyPrefix`, which it writes before every key. */
   readonly keyPrefix?: unknown
   evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>
@@ -42,6 +48,7 @@ export function toScriptClient(client: unknown): ScriptClient | undefined {
       kind: 'node-redis',
       cluster: has(c, 'getSlotMaster'),
       pipelined: true,
+      ordered: true,
       evalsha: (sha, keys, args) => call(c, 'evalSha', sha, { keys, arguments: args }),
       eval: (script, keys, args) => call(c, 'eval', script, { keys, arguments: args }),
       del: (keys) => call(c, 'del', keys),
@@ -53,6 +60,7 @@ export function toScriptClient(client: unknown): ScriptClient | undefined {
       kind: 'upstash',
       cluster: false,
       pipelined: true,
+      ordered: false,
       evalsha: (sha, keys, args) => call(c, 'evalsha', sha, keys, args),
       eval: (script, keys, args) => call(c, 'eval', script, keys, args),
       del: (keys) => call(c, 'del', ...keys),
@@ -66,22 +74,25 @@ export function toScriptClient(client: unknown): ScriptClient | undefined {
     // own EVALSHA without that queue (`createBuiltinCommand`: same command, key prefix and reply
     // encoding): a full batch leaves at once, and Redis runs it while the next one fills.
     const options = c.options as { enableAutoPipelining?: unknown; keyPrefix?: unknown } | undefined
+    // A reset's DEL takes the same way, so that it stays in line with the decisions around it.
     const auto = options?.enableAutoPipelining === true
-    const builtin =
+    const builtin = (name: string) =>
       auto && has(c, 'createBuiltinCommand')
-        ? (c.createBuiltinCommand as (name: string) => { string?: unknown }).call(c, 'evalsha').string
+        ? (c.createBuiltinCommand as (name: string) => { string?: unknown }).call(c, name).string
         : undefined
-    const evalsha = (typeof builtin === 'function' ? builtin : c.evalsha) as (
-      ...args: unknown[]
-    ) => Promise<unknown>
+    const own = builtin('evalsha')
+    const direct = typeof own === 'function'
+    const evalsha = (direct ? own : c.evalsha) as (...args: unknown[]) => Promise<unknown>
+    const del = (direct ? builtin('del') : c.del) as (...args: unknown[]) => Promise<unknown>
     return {
       kind: 'ioredis',
       cluster: c.isCluster === true,
-      pipelined: auto && evalsha === c.evalsha,
+      pipelined: auto && !direct,
+      ordered: true,
       keyPrefix: options?.keyPrefix,
       evalsha: (sha, keys, args) => evalsha.call(c, sha, keys.length, keys, args),
       eval: (script, keys, args) => call(c, 'eval', script, keys.length, keys, args),
-      del: (keys) => call(c, 'del', ...keys),
+      del: (keys) => Promise.resolve(del.apply(c, keys)),
     }
   }
   return undefined

@@ -196,6 +196,9 @@ function bindRules(
   // there is nothing to wait for, and the decisions issued while it travels coalesce.
   let inFlight = 0
   let drained: Promise<unknown> = Promise.resolve()
+  // While a reset waits to send its DEL (and, where commands may run out of order, for its answer),
+  // the decisions and resets issued after it wait here, in order: they run after it, as issued.
+  let held: (() => void)[] | undefined
   // Cluster slots seen being migrated, and until when (the limiter's clock) their decisions are
   // sent one per command: Redis refuses a batch of keys not all on one node, and ioredis takes
   // longer than a limiter's deadline to give up on it (it retries TRYAGAIN, ASK and MOVED).
@@ -362,61 +365,96 @@ function bindRules(
     return batch
   }
 
-  return {
-    evaluate(key, cost, now, options) {
-      const tag = escapeTag(key)
-      return new Promise<RuleVerdict[]>((resolve, reject) => {
-        const slot = client.cluster ? keySlot(tag) : -1
-        const solo = alone(slot, now)
-        const batch = solo ? newBatch(slot) : batchFor(slot)
-        if (now > latest) latest = now
-        for (const head of heads) batch.keys.push(`${head}${tag}}`)
-        if (clientClock) batch.args.push(String(now))
-        batch.args.push(costSpec(cost, options, count))
-        batch.resolve.push(resolve)
-        batch.reject.push(reject)
-        if (solo || batch.resolve.length >= maxBatch || (eager && inFlight === 0)) {
-          // Alone, full, or nothing in flight (`eager`): it leaves now; later decisions of this
-          // tick open a new one.
-          if (batch === open) open = undefined
-          else if (openBySlot.get(slot) === batch) openBySlot.delete(slot)
-          send(batch)
-        } else if (!scheduled) {
-          scheduled = true
-          afterTick(flush)
-        }
-      })
-    },
-    async reset(key, waitMs) {
-      // Decisions issued before the reset are decided before it, as if they had been sent alone,
-      // or abandoned by their callers at the limiter's deadline: a request that never answers
-      // (a REST client without a timeout) holds a reset no longer than `waitMs`.
-      flush()
-      const gen = generation
-      if (gen.left > 0) {
-        generation = { left: 0, done: undefined }
-        const own = new Promise<void>((resolve) => {
-          gen.done = resolve
-        })
-        drained = Promise.all([drained, own])
+  /** Adds a decision to its batch, which leaves now or at the end of the tick. */
+  function enqueue(
+    key: string,
+    cost: number,
+    now: number,
+    options: EvaluateOptions | undefined,
+    resolve: (verdicts: RuleVerdict[]) => void,
+    reject: (error: unknown) => void,
+  ): void {
+    const tag = escapeTag(key)
+    const slot = client.cluster ? keySlot(tag) : -1
+    const solo = alone(slot, now)
+    const batch = solo ? newBatch(slot) : batchFor(slot)
+    if (now > latest) latest = now
+    for (const head of heads) batch.keys.push(`${head}${tag}}`)
+    if (clientClock) batch.args.push(String(now))
+    batch.args.push(costSpec(cost, options, count))
+    batch.resolve.push(resolve)
+    batch.reject.push(reject)
+    if (solo || batch.resolve.length >= maxBatch || (eager && inFlight === 0)) {
+      // Alone, full, or nothing in flight (`eager`): it leaves now; later decisions of this
+      // tick open a new one.
+      if (batch === open) open = undefined
+      else if (openBySlot.get(slot) === batch) openBySlot.delete(slot)
+      send(batch)
+    } else if (!scheduled) {
+      scheduled = true
+      afterTick(flush)
+    }
+  }
+
+  /** Runs what waited behind the reset that held `list`, in order, until a reset among it holds the rest. */
+  function release(list: (() => void)[]): void {
+    if (held !== list) return
+    held = undefined
+    for (let i = 0; i < list.length; i++) {
+      ;(list[i] as () => void)()
+      // A reset among them holds what follows it in turn (the call may have set `held`).
+      const next = held as (() => void)[] | undefined
+      if (next !== undefined) {
+        next.push(...list.slice(i + 1))
+        return
       }
-      const waited = drained
-      if (waitMs === undefined) await waited
-      else if (!(await within(waited, waitMs)) && drained === waited) {
-        // Every batch sent before it is decided or abandoned: later resets need not wait for them.
-        drained = Promise.resolve()
+    }
+  }
+
+  /**
+   * Decisions issued before the reset are decided before it, as if they had been sent alone, or
+   * abandoned by their callers at the limiter's deadline: a request that never answers (a REST
+   * client without a timeout) holds a reset no longer than `waitMs`. Those issued after it are
+   * decided after it: they wait until its DEL is on the connection (where commands run in the order
+   * issued; else until it has answered). With nothing in flight on such a connection, the DEL
+   * leaves at once and nothing waits.
+   */
+  async function resetNow(key: string, waitMs: number | undefined): Promise<void> {
+    flush()
+    const barrier: (() => void)[] | undefined = client.ordered && inFlight === 0 ? undefined : []
+    if (barrier !== undefined) held = barrier
+    try {
+      if (inFlight > 0) {
+        const gen = generation
+        if (gen.left > 0) {
+          generation = { left: 0, done: undefined }
+          const own = new Promise<void>((resolve) => {
+            gen.done = resolve
+          })
+          drained = Promise.all([drained, own])
+        }
+        const waited = drained
+        if (waitMs === undefined) await waited
+        else if (!(await within(waited, waitMs)) && drained === waited) {
+          // Every batch sent before it is decided or abandoned: later resets need not wait for them.
+          drained = Promise.resolve()
+        }
       }
       // The DEL itself answers in the same time, or the reset fails with a code (the client's own
       // error, without one, is its cause): a reset that may or may not have happened is an error.
       let failure: { error: unknown } | undefined
-      const deleted = Promise.resolve()
-        .then(() => client.del(heads.map((h) => `${h}${escapeTag(key)}}`)))
-        .then(
-          () => undefined,
-          (error: unknown) => {
-            failure = { error }
-          },
-        )
+      const fail = (error: unknown) => {
+        failure = { error }
+      }
+      let deleted: Promise<void>
+      try {
+        deleted = client.del(heads.map((h) => `${h}${escapeTag(key)}}`)).then(() => undefined, fail)
+      } catch (error) {
+        fail(error)
+        deleted = Promise.resolve()
+      }
+      // The DEL is on the connection: what was issued after the reset follows it there.
+      if (barrier !== undefined && client.ordered) release(barrier)
       if (waitMs === undefined) await deleted
       else if (!(await within(deleted, waitMs)))
         throw new EdgelimitError(
@@ -428,6 +466,26 @@ function bindRules(
         const message = cause instanceof Error ? cause.message || cause.name : String(cause)
         throw Object.assign(new EdgelimitError('ERR_EDGELIMIT_STORE', `reset failed: ${message}`), { cause })
       }
+    } finally {
+      // Answered, failed or timed out: nothing issued after it waits any longer.
+      if (barrier !== undefined) release(barrier)
+    }
+  }
+
+  return {
+    evaluate(key, cost, now, options) {
+      return new Promise<RuleVerdict[]>((resolve, reject) => {
+        if (held === undefined) enqueue(key, cost, now, options, resolve, reject)
+        else held.push(() => enqueue(key, cost, now, options, resolve, reject))
+      })
+    },
+    reset(key, waitMs) {
+      if (held === undefined) return resetNow(key, waitMs)
+      // Behind a reset that has not sent its DEL yet: this one starts once that one has.
+      const list = held
+      return new Promise<void>((resolve, reject) => {
+        list.push(() => void resetNow(key, waitMs).then(resolve, reject))
+      })
     },
   }
 }
