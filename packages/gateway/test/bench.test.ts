@@ -8,9 +8,11 @@ import path from 'node:path'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { freePorts, type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
+import { startUpstashBridge, type UpstashBridge } from '../../edgelimit/test/support/upstash-bridge.js'
 import { LatencyHistogram } from '../src/bench/histogram.js'
 import { type BenchReport, runBench } from '../src/bench/index.js'
 import { captureIo } from './replay/io.js'
+import { runCli } from './support/gateway.js'
 
 const dir = mkdtempSync(path.join(tmpdir(), 'edgelimit-bench-'))
 const policy = (name: string, store: string) => {
@@ -171,8 +173,83 @@ describe('edgelimit bench', () => {
     const t0 = Date.now()
     const { code, err } = await bench(['-c', file, '--timeout', '300ms'])
     expect(code).toBe(2)
-    expect(err).toMatch(/redis store: the store did not become ready within 300 ms/)
+    expect(err).toMatch(
+      /redis store at redis:\/\/127\.0\.0\.1:\d+: the store did not become ready within 300 ms/,
+    )
     expect(Date.now() - t0).toBeLessThan(5000)
+  })
+
+  test('a store it cannot reach (Upstash, Redis on a closed loopback port): the CLI exits 2 naming the store and its URL, nothing measured', async () => {
+    // Upstash has no connection to wait for: every decision was answered by onStoreError, counted
+    // as "store down", and the bench exited 0.
+    const [port] = await freePorts(1)
+    const cases: [string, RegExp][] = [
+      [
+        `{ type: upstash, url: "http://127.0.0.1:${port}", token: t0ken }`,
+        new RegExp(`^edgelimit bench: upstash store at http://127\\.0\\.0\\.1:${port}: .*ECONNREFUSED.*\n$`),
+      ],
+      [
+        `redis://:secret@127.0.0.1:${port}`,
+        new RegExp(
+          `^edgelimit bench: redis store at redis://\\*\\*\\*@127\\.0\\.0\\.1:${port}: the store did not become ready within 1000 ms .*\n$`,
+        ),
+      ],
+    ]
+    for (const [store, message] of cases) {
+      const file = policy(`unreachable-${cases.findIndex((c) => c[0] === store)}.yaml`, store)
+      const r = await runCli([
+        'bench',
+        '-c',
+        file,
+        '--timeout',
+        '1s',
+        '--duration',
+        '100ms',
+        '--concurrency',
+        '1',
+      ])
+      expect([r.code, r.stdout]).toEqual([2, ''])
+      expect(r.stderr).toMatch(message)
+      expect(r.stderr).not.toMatch(/secret|t0ken/)
+    }
+  })
+
+  describe('on Upstash (the REST bridge over a real redis-server)', () => {
+    let redis: RedisServer
+    let bridge: UpstashBridge
+    beforeAll(async () => {
+      redis = await startRedis()
+      bridge = await startUpstashBridge(redis)
+    })
+    afterAll(async () => {
+      await bridge?.close()
+      await redis?.stop()
+    })
+
+    test('a reachable store is measured; a refused token is exit 2 before any decision', async () => {
+      const store = (token: string) =>
+        `{ type: upstash, url: "${bridge.url}", token: "${token}", prefix: bu }`
+      const ok = await bench([
+        '-c',
+        policy('upstash.yaml', store(bridge.token)),
+        '--rule',
+        'login',
+        '--duration',
+        '300ms',
+        '--concurrency',
+        '4',
+        '--keys',
+        '10',
+      ])
+      expect(ok.code).toBe(0)
+      expect(ok.report?.store).toBe('upstash')
+      expectConsistent(ok.report as BenchReport, 10)
+      const refused = await bench(['-c', policy('upstash-token.yaml', store('wrong')), '--rule', 'login'])
+      expect([refused.code, refused.out]).toEqual([2, ''])
+      expect(refused.err).toMatch(
+        /^edgelimit bench: upstash store at http:\/\/127\.0\.0\.1:\d+: .*Unauthorized/,
+      )
+    })
   })
 
   describe('on a real redis-server', () => {

@@ -2,7 +2,9 @@ import { randomBytes } from 'node:crypto'
 import path from 'node:path'
 import type { Limiter } from 'edgelimit'
 import { PolicyError } from '../config/issues.js'
+import { maskUrl } from '../config/secret.js'
 import { MAX_TIMER_MS } from '../config/timer.js'
+import type { StoreConfig } from '../config/types.js'
 import { loadPolicy } from '../config/validate.js'
 import { within } from '../library.js'
 import { compilePolicy } from '../policy/compile.js'
@@ -38,10 +40,12 @@ Options:
   --concurrency <n,n,...>   decisions in flight, one level each (default 1,16,256)
   --duration <duration>     measured time per level (default 2s), after a warm-up of a fifth of it
   --keys <n>                distinct keys per level, used round-robin (default 100000)
-  --timeout <duration>      how long to wait for the store to be ready (default 5s, at most 24d)
+  --timeout <duration>      how long to wait for the store to be ready and answer a PING (default 5s,
+                            at most 24d)
   --json <file>             the results as JSON
   -h, --help                this help
-Exit codes: 0 done, 1 some decisions failed (rejected, not denied), 2 usage, policy or store error.
+Exit codes: 0 done, 1 some decisions failed (rejected, not denied), 2 usage or policy error, or a
+store that did not become ready or answer a PING (checked before anything is measured).
 `
 
 /** One rule (plan) at one level of decisions in flight. */
@@ -138,10 +142,14 @@ async function bench(args: string[], io: CliIo): Promise<number> {
 
   const store = await openStore(config.store)
   try {
+    // Ready, then one round trip, both within --timeout: an Upstash store has no connection to be
+    // ready, and a bench whose decisions never reached the store would only measure `onStoreError`.
+    const until = performance.now() + timeoutMs
     try {
       await store.ready(timeoutMs)
+      await store.ping(Math.max(1, Math.ceil(until - performance.now())))
     } catch (error) {
-      throw new StoreError(`${config.store.type} store: ${(error as Error).message}`)
+      throw new StoreError(`${config.store.type} store at ${address(config.store)}: ${reason(error)}`)
     }
     const policy = compilePolicy(config, store)
     const run = randomBytes(4).toString('hex')
@@ -187,6 +195,22 @@ async function bench(args: string[], io: CliIo): Promise<number> {
   } finally {
     await store.close()
   }
+}
+
+/** Where the store is, credentials masked. */
+function address(store: StoreConfig): string {
+  if (store.type === 'memory') return 'memory'
+  return store.type === 'redis-cluster' ? store.nodes.map(maskUrl).join(', ') : maskUrl(store.url)
+}
+
+/** An error's message, with its cause's code or message when it has one (fetch's `fetch failed`). */
+function reason(error: unknown): string {
+  const message = error instanceof Error ? error.message || error.name : String(error)
+  const cause =
+    error instanceof Error ? (error.cause as { code?: unknown; message?: unknown } | undefined) : undefined
+  const more =
+    typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : ''
+  return more === '' || message.includes(more) ? message : `${message} (${more})`
 }
 
 /**

@@ -2,6 +2,7 @@ import { memoryStore, type Store } from 'edgelimit'
 import { redisStore } from 'edgelimit/redis'
 import type { Cluster, Redis, RedisOptions } from 'ioredis'
 import type { StoreConfig } from '../config/types.js'
+import { within } from '../library.js'
 
 /** A store and the connection behind it, shared by every limiter of a policy (and across reloads). */
 export interface StoreHandle {
@@ -13,6 +14,12 @@ export interface StoreHandle {
   readonly inProcess: boolean
   /** Resolves once the connection is usable (at once for memory and Upstash). */
   ready(timeoutMs: number): Promise<void>
+  /**
+   * One round trip to the store (`PING`): resolves when it answers, rejects when it fails or has
+   * not answered within `timeoutMs`. At once for memory. Upstash has no connection to wait for:
+   * this is the only way to know it is reachable before a decision is sent.
+   */
+  ping(timeoutMs: number): Promise<void>
   /** `ready`, `connecting`, … as the client reports it; `ready` for the memory store. */
   status(): string
   close(): Promise<void>
@@ -51,6 +58,7 @@ async function connect(config: StoreConfig): Promise<StoreHandle> {
         store: memoryStore({ maxKeys: config.maxKeys }),
         inProcess: true,
         ready: async () => {},
+        ping: async () => {},
         status: () => 'ready',
         close: async () => {},
       }
@@ -76,6 +84,7 @@ async function connect(config: StoreConfig): Promise<StoreHandle> {
         store: redisStore({ client, prefix: config.prefix }),
         inProcess: false,
         ready: (timeoutMs) => untilReady(client, timeoutMs, closed.signal),
+        ping: (timeoutMs) => answered(client.ping(), timeoutMs),
         status: () => client.status,
         close: async () => {
           closed.abort()
@@ -102,11 +111,26 @@ async function connect(config: StoreConfig): Promise<StoreHandle> {
         store: redisStore({ client, prefix: config.prefix }),
         inProcess: false,
         ready: async () => {},
+        ping: (timeoutMs) => answered(client.ping(), timeoutMs),
         status: () => 'ready',
         close: async () => {},
       }
     }
   }
+}
+
+/** Resolves once `reply` has, rejects with its error or after `timeoutMs`. */
+async function answered(reply: Promise<unknown>, timeoutMs: number): Promise<void> {
+  let failure: { error: unknown } | undefined
+  const settled = reply.then(
+    () => undefined,
+    (error: unknown) => {
+      failure = { error }
+    },
+  )
+  if (!(await within(settled, timeoutMs)))
+    throw new Error(`the store did not answer a PING within ${timeoutMs} ms`)
+  if (failure !== undefined) throw failure.error
 }
 
 function nodeAddress(node: string): { host: string; port: number } {
