@@ -371,6 +371,50 @@ describe('EdgelimitDurableObject in workerd', () => {
     expect(await emptied('reset')).toBe(true)
   })
 
+  it('a decision whose second row write throws charges no rule, and the object carries on', async () => {
+    // The object wrote each charged rule's row by its own sql.exec: when a later one threw
+    // (SQLITE_FULL, SQLITE_TOOBIG), the rows before it stayed written although the caller got an
+    // error, and a two-rule limit charged one rule. Here the second row is over workerd's
+    // limit of about 2 MB a row (SQLITE_TOOBIG): its rule's name (the rows' `rule` column) is 3 MB long.
+    const first = { name: 'first', algorithm: fixedWindow({ limit: 2, window: '2s' }) }
+    const good = specOf([first])
+    const [firstSpec, secondSpec] = JSON.parse(
+      specOf([first, { name: 'second', algorithm: fixedWindow({ limit: 5, window: '2s' }) }]),
+    ) as [string, unknown][]
+    const bad = JSON.stringify([firstSpec, ['x'.repeat(3_000_000), secondSpec?.[1]]])
+    const call = (rules: string, cost = 1) =>
+      rpc(worker, { binding: 'SWEEP', object: 'atomic', rules, key: 'k', cost, now: T0 })
+    const peek = async () => (await call(good, 0)).body[0]?.remaining
+    const storage = async () =>
+      (await rpc(worker, { binding: 'SWEEP', object: 'atomic', method: 'storage', args: [] }))
+        .body as unknown as { names: string[]; alarm: number | null }
+
+    // On a fresh object: the failed write takes the table it created with it, and sets no alarm.
+    const failed = await call(bad)
+    expect([failed.status, failed.body.error]).toEqual([500, expect.stringMatching(/SQLITE_TOOBIG/)])
+    expect(await peek()).toBe(2)
+    expect(await storage()).toEqual({ names: [], alarm: null })
+
+    // On an object with rows: the failed decision leaves the charge it found.
+    expect((await call(good)).body[0]?.remaining).toBe(1)
+    expect((await call(bad)).status).toBe(500)
+    expect(await peek()).toBe(1)
+    const after = [(await call(good)).body[0], (await call(good)).body[0]]
+    expect(after.map((v) => [v?.allowed, v?.remaining])).toEqual([
+      [true, 0],
+      [false, 0],
+    ])
+
+    // The alarm set by the decisions that were written sweeps the rows and empties the object.
+    let s = await storage()
+    for (let i = 0; i < 60 && (s.names.length > 0 || s.alarm !== null); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      s = await storage()
+    }
+    expect(s).toEqual({ names: [], alarm: null })
+    expect((await call(good)).body[0]?.remaining).toBe(1)
+  })
+
   it('rejects a malformed request', async () => {
     const rules = specOf([{ name: 'x', algorithm: fixedWindow({ limit: 1, window: '1h' }) }])
     const res = await rpc(worker, { object: 'bad', rules, key: 'k', cost: -1 })

@@ -13,7 +13,7 @@ import type { CompiledRule } from '../../core/index.js'
 import { EdgelimitError } from '../../errors.js'
 import { remember } from '../../remember.js'
 import type { RuleVerdict } from '../types.js'
-import type { DurableObjectContext, DurableObjectStorageLike, SqlStorage } from './platform.js'
+import type { DurableObjectContext, DurableObjectStorageLike } from './platform.js'
 import type { EvaluateRequest, ResetRequest, RuleSpec } from './protocol.js'
 import {
   type Compilers,
@@ -62,10 +62,10 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
     static sweepEveryMs = 60_000
 
     readonly #storage: DurableObjectStorageLike
-    readonly #sql: SqlStorage
     /** Compiled rule sets by their text, up to 64 (one per limiter that calls this object). */
     readonly #sets = new Map<string, RuleSet>()
-    #alarmAt: number | undefined
+    /** When the pending alarm fires (`Infinity`: none is). */
+    #alarmAt = Infinity
     /** Whether the table exists: it is created by the first write, and dropped with the last row. */
     #ready: boolean
 
@@ -73,9 +73,9 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       super(ctx, env)
       this.#storage = ctx.storage
       try {
-        this.#sql = ctx.storage.sql
         this.#ready =
-          this.#sql.exec(`SELECT 1 FROM sqlite_master WHERE name = 'edgelimit_state'`).toArray().length > 0
+          this.#storage.sql.exec(`SELECT 1 FROM sqlite_master WHERE name = 'edgelimit_state'`).toArray()
+            .length > 0
       } catch (error) {
         throw new EdgelimitError(
           'ERR_EDGELIMIT_STORE',
@@ -101,7 +101,7 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       const states: (RuleState | undefined)[] = []
       // A fresh object has no table: a peek (cost 0) there leaves it with no storage at all.
       for (const row of this.#ready
-        ? this.#sql.exec(`SELECT rule, state FROM edgelimit_state WHERE key = ?`, key).toArray()
+        ? this.#storage.sql.exec(`SELECT rule, state FROM edgelimit_state WHERE key = ?`, key)
         : []) {
         // Rows are keyed by `<name>:<fingerprint>` (encodeRules): another policy under the same
         // name, or a changed one, reads none of them and starts fresh.
@@ -111,29 +111,37 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       // Filled at the charged rules' places only (forEach skips the others).
       const writes: RuleState[] = []
       const verdicts = set.evaluate(states, cost, now, request.shadow ?? 0, request.force === true, writes)
-      writes.forEach((state, r) => {
-        const rule = set.rules[r] as CompiledRule
-        // Expiry in the object's clock, whichever clock decided: the alarm reads the object's clock.
-        // When the state equals a fresh key's: a log's `expiresAt` takes the log alone (the offset
-        // is ignored); a row's, the row at offset 0.
-        const fresh = (rule.expiresAt as (state: RuleState, offset: number) => number)(state, 0)
-        const expires = clockNow + Math.max(0, Math.ceil(fresh - now))
-        if (!this.#ready) {
-          this.#ready = true
-          this.#sql.exec(
-            `CREATE TABLE edgelimit_state (key TEXT, rule TEXT, algorithm TEXT, state TEXT, expires INTEGER, PRIMARY KEY (key, rule)) WITHOUT ROWID; CREATE INDEX edgelimit_state_expires ON edgelimit_state (expires)`,
-          )
-        }
-        this.#sql.exec(
-          `INSERT OR REPLACE INTO edgelimit_state VALUES (?, ?, ?, ?, ?)`,
-          key,
-          set.names[r] as string,
-          rule.policy.algorithm,
-          serializeState(state),
-          expires,
-        )
-        this.#schedule(expires, clockNow)
-      })
+      if (writes.length) {
+        let soonest = Infinity
+        // The rows of one decision are written all or none: a write that throws (SQLITE_FULL)
+        // rolls back the rows before it and the table it created. The table flag and the alarm
+        // live in memory, so they change only once the transaction is done.
+        this.#storage.transactionSync(() => {
+          if (!this.#ready)
+            this.#storage.sql.exec(
+              `CREATE TABLE edgelimit_state (key TEXT, rule TEXT, algorithm TEXT, state TEXT, expires INTEGER, PRIMARY KEY (key, rule)) WITHOUT ROWID; CREATE INDEX edgelimit_state_expires ON edgelimit_state (expires)`,
+            )
+          writes.forEach((state, r) => {
+            const rule = set.rules[r] as CompiledRule
+            // Expiry in the object's clock, whichever clock decided: the alarm reads the object's clock.
+            // When the state equals a fresh key's: a log's `expiresAt` takes the log alone (the offset
+            // is ignored); a row's, the row at offset 0.
+            const fresh = (rule.expiresAt as (state: RuleState, offset: number) => number)(state, 0)
+            const expires = clockNow + Math.max(0, Math.ceil(fresh - now))
+            this.#storage.sql.exec(
+              `REPLACE INTO edgelimit_state VALUES (?,?,?,?,?)`,
+              key,
+              set.names[r] as string,
+              rule.policy.algorithm,
+              serializeState(state),
+              expires,
+            )
+            soonest = Math.min(soonest, expires)
+          })
+        })
+        this.#ready = true
+        this.#schedule(soonest, clockNow)
+      }
       return verdicts
     }
 
@@ -143,7 +151,7 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
       const { names } = this.#ruleSet(request.rules)
       if (this.#ready)
         for (const name of names)
-          this.#sql.exec(`DELETE FROM edgelimit_state WHERE key = ? AND rule = ?`, request.key, name)
+          this.#storage.sql.exec(`DELETE FROM edgelimit_state WHERE key = ? AND rule = ?`, request.key, name)
     }
 
     /**
@@ -152,11 +160,14 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
      */
     alarm(): void {
       const now = systemClock.now()
-      this.#alarmAt = undefined
+      this.#alarmAt = Infinity
       if (!this.#ready) return
-      this.#sql.exec(`DELETE FROM edgelimit_state WHERE expires <= ?`, now)
-      const next = this.#sql.exec(`SELECT MIN(expires) AS next FROM edgelimit_state`).toArray()[0]?.next
-      if (typeof next === 'number') this.#schedule(next, now)
+      this.#storage.sql.exec(`DELETE FROM edgelimit_state WHERE expires <= ?`, now)
+      const next = this.#storage.sql
+        .exec(`SELECT MIN(expires) AS next FROM edgelimit_state`)
+        .toArray()[0]?.next
+      // MIN is null when no row is left.
+      if (next !== null) this.#schedule(next as number, now)
       else {
         this.#ready = false
         // Not awaited, as setAlarm: the alarm that runs this is cleared when it returns.
@@ -176,7 +187,7 @@ export function durableObjectClass(...algorithms: readonly AlgorithmFactory<neve
 
     #schedule(expires: number, now: number): void {
       const at = Math.max(expires, now + (this.constructor as typeof EdgelimitDurableObject).sweepEveryMs)
-      if (this.#alarmAt !== undefined && this.#alarmAt <= at) return
+      if (this.#alarmAt <= at) return
       this.#alarmAt = at
       // Not awaited: the output gate holds the answer until the alarm is stored with the write.
       void this.#storage.setAlarm(at)

@@ -1,8 +1,8 @@
 // The slice of the Workers runtime the Durable Object store uses, as structural types: the
 // library compiles without @cloudflare/workers-types, and the real types satisfy these.
 
-/** A row cursor from `ctx.storage.sql.exec()`. */
-export interface SqlCursor {
+/** A row cursor from `ctx.storage.sql.exec()`: iterable, row by row. */
+export interface SqlCursor extends Iterable<Record<string, string | number | null | ArrayBuffer>> {
   toArray(): Record<string, string | number | null | ArrayBuffer>[]
 }
 
@@ -14,6 +14,8 @@ export interface SqlStorage {
 /** `ctx.storage` of a SQLite-backed Durable Object. */
 export interface DurableObjectStorageLike {
   readonly sql: SqlStorage
+  /** Runs `closure` in a transaction: rolled back, and rethrown, when it throws. */
+  transactionSync<T>(closure: () => T): T
   setAlarm(scheduledTime: number): Promise<void>
   deleteAll(): Promise<void>
 }
