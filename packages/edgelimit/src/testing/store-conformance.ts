@@ -78,8 +78,8 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
   const key = (name: string) => `${prefix}:${name}:${n++}`
   const cases: ConformanceCase[] = []
 
-  /** A random trace of one algorithm through the store, decision by decision against `step()`. */
-  const trace = (name: string, algorithm: AlgorithmSpec, seed: number, back: boolean) => async () => {
+  /** A limiter of one rule on a fresh store of this kind, on a manual clock. */
+  const oneRule = async (name: string, algorithm: AlgorithmSpec) => {
     const clock = manualClock(1_700_000_000_000)
     const limiter = createLimiter({
       rules: [{ name, algorithm }],
@@ -87,6 +87,12 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
       clock,
       ...PURE,
     })
+    return { clock, limiter }
+  }
+
+  /** A random trace of one algorithm through the store, decision by decision against `step()`. */
+  const trace = (name: string, algorithm: AlgorithmSpec, seed: number, back: boolean) => async () => {
+    const { clock, limiter } = await oneRule(name, algorithm)
     const policy = limiter.rules[0]?.policy ?? fail('no rule')
     const rnd = lcg(seed)
     const k = key(name)
@@ -162,13 +168,7 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
   cases.push({
     name: 'peek and cost 0 never charge; reset forgets',
     async run() {
-      const clock = manualClock(1_700_000_000_000)
-      const limiter = createLimiter({
-        rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 2, window: '1m' }) }],
-        store: await options.store(),
-        clock,
-        ...PURE,
-      })
+      const { limiter } = await oneRule('fw', fixedWindow({ limit: 2, window: '1m' }))
       const k = key('peek')
       for (let i = 0; i < 3; i++) same((await limiter.peek(k)).remaining, 2, 'peek on a fresh key')
       await limiter.limit(k, { cost: 2 })
@@ -182,13 +182,7 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
   cases.push({
     name: 'calls issued without waiting are decided in the order issued, resets included',
     async run() {
-      const clock = manualClock(1_700_000_000_000)
-      const limiter = createLimiter({
-        rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 2, window: '1m' }) }],
-        store: await options.store(),
-        clock,
-        ...PURE,
-      })
+      const { limiter } = await oneRule('fw', fixedWindow({ limit: 2, window: '1m' }))
       // A reset then a decision: the decision counts from nothing, and the reset does not wipe it.
       const k = key('order')
       await limiter.limit(k, { cost: 2 })
@@ -214,13 +208,7 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
   cases.push({
     name: 'keys are independent, including unusual ones',
     async run() {
-      const clock = manualClock(1_700_000_000_000)
-      const limiter = createLimiter({
-        rules: [{ name: 'gcra', algorithm: gcra({ limit: 1, period: '1h' }) }],
-        store: await options.store(),
-        clock,
-        ...PURE,
-      })
+      const { limiter } = await oneRule('gcra', gcra({ limit: 1, period: '1h' }))
       const keys = ['a', 'b', '', ' ', '{tag}', 'ключ', '🔑', 'x'.repeat(512)].map((s) => `${prefix}:${s}`)
       for (const k of keys)
         same((await limiter.limit(k)).allowed, true, `first request for ${JSON.stringify(k)}`)
@@ -232,13 +220,7 @@ export function storeConformance(options: ConformanceOptions): ConformanceCase[]
   cases.push({
     name: 'a cost above the limit is denied for ever and charges nothing',
     async run() {
-      const clock = manualClock(1_700_000_000_000)
-      const limiter = createLimiter({
-        rules: [{ name: 'tb', algorithm: tokenBucket({ capacity: 10, refillRate: 1 }) }],
-        store: await options.store(),
-        clock,
-        ...PURE,
-      })
+      const { limiter } = await oneRule('tb', tokenBucket({ capacity: 10, refillRate: 1 }))
       const k = key('huge')
       const d = await limiter.limit(k, { cost: 11 })
       same([d.allowed, d.reason, d.retryAfterMs], [false, 'cost-exceeds-limit', null], 'cost 11 of 10')
