@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { TOKEN } from '../config/header-name.js'
 import { mergeRateLimitFields } from './ratelimit-fields.js'
 
 // Which headers cross the gateway, each way: hop-by-hop ones end here, client claims need trust.
@@ -267,8 +268,7 @@ export function responseHeaders(
  * that a client merging trailers into the head cannot be told another type or coding after the fact.
  */
 const NOT_A_TRAILER = new Set(['content-length', 'content-type', 'content-encoding', 'content-range', 'host'])
-// What Node's `addTrailers` takes (RFC 9110 §5.1 tokens, §5.5 field values); it throws on the rest.
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+// What Node's `addTrailers` takes (RFC 9110 §5.1 tokens: TOKEN, §5.5 field values); it throws on the rest.
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 
 /**
