@@ -4,6 +4,7 @@
 import { connect } from 'node:net'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { type InProcess, socketReader, startInProcess } from './support/gateway.js'
+import { arrival, startOrigin } from './support/origin.js'
 
 let gw: InProcess
 
@@ -119,6 +120,78 @@ test('a keep-alive connection whose next request the parser refuses still gets t
     ])
   } finally {
     await own.close()
+  }
+})
+
+test('a request the parser refuses, pipelined behind one still in flight, is answered after it', async () => {
+  const origin = await startOrigin()
+  const own = await startInProcess('rules: []\n', { upstream: origin.url })
+  try {
+    const socket = connect(own.gateway.port, '127.0.0.1')
+    const answer = socketReader(socket)
+    const arrived = arrival(origin, '/slow')
+    // Both in one write: the parser refuses the second while the first waits for its upstream.
+    socket.write(
+      'GET /slow?ms=300 HTTP/1.1\r\nhost: a\r\n\r\nGET /second HTTP/1.1\r\nhost: a\r\nBad Header: y\r\n\r\n',
+    )
+    await arrived
+    const text = await answer.until()
+    expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400'])
+    expect(text).toContain('\r\n\r\nslow done')
+    expect(text.slice(text.indexOf('HTTP/1.1 400'))).toMatch(/HPE_INVALID_HEADER_TOKEN/)
+    expect(await responseCounts(own.admin)).toEqual([
+      'edgelimit_responses_total{code="200"} 1',
+      'edgelimit_responses_total{code="400"} 1',
+    ])
+  } finally {
+    await own.close()
+    await origin.close()
+  }
+})
+
+test('a request the parser refuses while the answer before it streams lets that answer finish', async () => {
+  const origin = await startOrigin()
+  const own = await startInProcess('rules: []\n', { upstream: origin.url })
+  try {
+    const socket = connect(own.gateway.port, '127.0.0.1')
+    const answer = socketReader(socket)
+    socket.write('GET /stream HTTP/1.1\r\nhost: a\r\n\r\n')
+    await answer.until((text) => text.includes('first\n'))
+    socket.write('GET /second HTTP/1.1\r\nhost: a\r\nBad Header: y\r\n\r\n')
+    origin.release()
+    const text = await answer.until()
+    expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400'])
+    expect(text).toMatch(/second\n\r\n0\r\n\r\nHTTP\/1\.1 400 /)
+    expect(await responseCounts(own.admin)).toEqual([
+      'edgelimit_responses_total{code="200"} 1',
+      'edgelimit_responses_total{code="400"} 1',
+    ])
+  } finally {
+    await own.close()
+    await origin.close()
+  }
+})
+
+test('a client that leaves while its refused request waits behind one in flight is let go', async () => {
+  const origin = await startOrigin()
+  const own = await startInProcess('rules: []\n', { upstream: origin.url })
+  try {
+    const socket = connect(own.gateway.port, '127.0.0.1')
+    socket.on('error', () => {})
+    const arrived = arrival(origin, '/slow')
+    socket.write(
+      'GET /slow?ms=300 HTTP/1.1\r\nhost: a\r\n\r\nGET /second HTTP/1.1\r\nhost: a\r\nBad Header: y\r\n\r\n',
+    )
+    await arrived
+    socket.destroy()
+    for (let i = 0; i < 150 && own.gateway.metrics.inFlight !== 0; i++)
+      await new Promise((r) => setTimeout(r, 20))
+    expect(own.gateway.metrics.inFlight).toBe(0)
+    // The refused request was never answered: nothing counted for it.
+    expect(await responseCounts(own.admin)).toEqual(['edgelimit_responses_total{code="499"} 1'])
+  } finally {
+    await own.close()
+    await origin.close()
   }
 })
 

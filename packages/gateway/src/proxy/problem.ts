@@ -108,15 +108,37 @@ const PARSER_STATUS: Readonly<Record<string, number>> = {
  * malformed header, headers too large) or a header timeout (408) is answered with a problem, as
  * the gateway's own 400s are, instead of Node's empty one; then the connection closes.
  *
- * Returns the status answered when it answered for a request that never reached the request
- * handler (one for the metrics to count); undefined when it answered nothing (a reset, a peer
- * gone, a response already begun, or complete for the request still being read) or ended a
- * request that the handler has and counts itself.
+ * A request pipelined behind one still being answered (that one read to its end) waits its turn
+ * when `after` is given (`PendingResponses.after`): the answers owed before it go out first, so a
+ * client never reads the 400 as the answer to an earlier request, nor loses one streaming. Without
+ * `after` (a server that tracks no responses) it is answered at once.
  *
- * @example server.on('clientError', (error, socket) => count(answerClientError(error, socket)))
+ * `count(status)` is called once the answer went to a request that never reached the request
+ * handler (one for the metrics to count); not when nothing was answered (a reset, a peer gone, a
+ * response already begun, or complete for the request still being read, a client gone before its
+ * turn), nor for a request that the handler has and counts itself.
+ *
+ * @example server.on('clientError', (error, socket) => answerClientError(error, socket, count, owed.after))
  */
-export function answerClientError(error: Error & { code?: string }, socket: Duplex): number | undefined {
+export function answerClientError(
+  error: Error & { code?: string },
+  socket: Duplex,
+  count: (status: number) => void,
+  after?: (socket: Duplex, next: () => void) => void,
+): void {
   const { _httpMessage: inFlight, parser } = socket as ServerSocket
+  const queued: Queued = socket
+  // The parser fails again on whatever else arrives on the connection: one answer is enough.
+  if (queued[QUEUED] === true) return
+  if (error.code !== 'ECONNRESET' && socket.writable && inFlight?.req.complete === true && after) {
+    queued[QUEUED] = true
+    after(socket, () => {
+      // The answers before it may have closed the connection (`Connection: close`).
+      if (!socket.writable) socket.destroy()
+      else count(answer(error, socket))
+    })
+    return
+  }
   // Nothing can be said once a response on this connection has begun, or to a peer that is gone;
   // nor for a request still being read whose answer is complete (a 429 kept alive, its body
   // unread, then the client ends mid-body): that answer was its one, and is counted already.
@@ -127,8 +149,21 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
     (inFlight == null && parser?.incoming?.complete === false)
   ) {
     socket.destroy()
-    return undefined
+    return
   }
+  const status = answer(error, socket)
+  if (inFlight == null) {
+    count(status)
+    return
+  }
+  // A request whose body timed out (408) or was refused mid-way (400) is in the handler's hands:
+  // the connection's close ends it, counted as this answer (`goneStatus`) rather than as a 499.
+  const answered: Answered = socket
+  answered[ANSWERED] = status
+}
+
+/** Sends the problem for what the parser refused (or a 408), closing the connection; its status. */
+function answer(error: Error & { code?: string }, socket: Duplex): number {
   const status = PARSER_STATUS[error.code ?? ''] ?? 400
   endWithProblem(
     socket,
@@ -137,12 +172,7 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
       ? 'The request did not arrive in time (clients.headersTimeout for its headers, clients.requestTimeout for all of it).'
       : `The request is not valid HTTP/1.1 (${error.code}: ${error.message.replace(/^Parse Error: /, '')})${hint(error)}.`,
   )
-  if (inFlight == null) return status
-  // A request whose body timed out (408) or was refused mid-way (400) is in the handler's hands:
-  // the connection's close ends it, counted as this answer (`goneStatus`) rather than as a 499.
-  const answered: Answered = socket
-  answered[ANSWERED] = status
-  return undefined
+  return status
 }
 
 /**
@@ -166,6 +196,9 @@ type ServerSocket = Duplex & {
 
 const ANSWERED = Symbol('edgelimit.answered')
 type Answered = Duplex & { [ANSWERED]?: number }
+// A connection whose refused request waits for the answers before it.
+const QUEUED = Symbol('edgelimit.queued')
+type Queued = Duplex & { [QUEUED]?: boolean }
 
 /**
  * What a request whose client connection closed under it is counted as: the status

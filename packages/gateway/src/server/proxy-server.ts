@@ -13,7 +13,7 @@ import type { Generation } from './generation.js'
 import { lingerOnClose } from './lingering-close.js'
 import type { Metrics } from './metrics.js'
 import { observe } from './observe.js'
-import { pendingResponses } from './pending-responses.js'
+import { type PendingResponses, pendingResponses } from './pending-responses.js'
 import { upstreamFailureLog } from './upstream-log.js'
 
 /** The gateway's proxy: its servers, the generation new requests take, and the requests in flight. */
@@ -228,10 +228,11 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
   }
 
   /**
-   * An HTTP server that hands its requests to `Handling`; `track`, when given, sees each request
-   * first. One listener per event: Node copies the listener array of an event with several.
+   * An HTTP server that hands its requests to `Handling`; `owed`, when given, sees each request
+   * first, and what the parser refuses behind a request still being answered waits for it. One
+   * listener per event: Node copies the listener array of an event with several.
    */
-  function httpServer(track?: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  function httpServer(owed?: PendingResponses): Server {
     // Pipelined requests are served one at a time: one waits until the answer before it is
     // complete (Node then gives its response the socket), and none is served after an answer
     // that closed the connection (a 413, a 429 to `Expect`: RFC 9112 §9.6), so none is charged.
@@ -244,7 +245,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       else new Handling(req, res, expect === 'continue').run()
     }
     const accept = (req: IncomingMessage, res: ServerResponse, expect?: Expectation): void => {
-      track?.(req, res)
+      owed?.track(req, res)
       // An answer that closes the connection with the request's body unread reads it first
       // (nginx's lingering close).
       lingerOnClose(req)
@@ -261,10 +262,10 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     // (16 KiB) still bounds them.
     s.maxHeadersCount = 0
     // What the parser refuses never becomes a request: counted here (no start time: 0 s, as CONNECT).
-    s.on('clientError', (error: Error, socket: Duplex) => {
-      const status = answerClientError(error, socket)
-      if (status !== undefined) metrics.response(status, 'none', 0)
-    })
+    const counted = (status: number) => metrics.response(status, 'none', 0)
+    s.on('clientError', (error: Error, socket: Duplex) =>
+      answerClientError(error, socket, counted, owed?.after),
+    )
     // Without this listener Node answers `100 Continue` itself, before any rule has decided.
     s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => accept(req, res, 'continue'))
     // Without this one Node answers any other expectation with a bare 417, uncounted.
@@ -285,7 +286,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
   // still going out: it waits for them (`plain` cannot answer on the socket before they are
   // done either). A failure costs that connection, not the process.
   const owed = pendingResponses()
-  const server = httpServer(owed.track)
+  const server = httpServer(owed)
   // With an 'upgrade' listener Node hands over every request with `Connection: upgrade`: the
   // other upgrades (h2c, …) are read again by `plain`, which has none, as the ordinary requests
   // they were without it. It listens nowhere: 'listening' starts Node's checks of its connections
