@@ -316,6 +316,39 @@ rules:
         await proxy.close()
       }
     })
+
+    test.each(['open', 'closed', 'local'])(
+      "a store that stops answering mid-run under onStoreError %s: figures flagged as not the store's, exit 1",
+      async (mode) => {
+        const proxy = await holdingProxy(redis.port)
+        try {
+          const file = path.join(dir, `degraded-${mode}.yaml`)
+          writeFileSync(
+            file,
+            `store: redis://127.0.0.1:${proxy.port}
+rules:
+  - name: degraded
+    algorithm: fixed-window
+    limit: 10
+    window: 1m
+    timeout: 20ms
+    onStoreError: ${mode}
+`,
+          )
+          const { code, report, out } = await bench(['-c', file, '--duration', '200ms', '--concurrency', '2'])
+          expect(proxy.held()).toBe(true)
+          const result = report?.results[0]
+          expect(result?.errors).toBe(0)
+          expect(result?.storeUnavailable).toBeGreaterThan(0)
+          expect(out).toContain(
+            `degraded at 2 in flight: ${result?.storeUnavailable.toLocaleString('en-US')} of ${result?.decisions.toLocaleString('en-US')} decisions were answered without the store (onStoreError: ${mode}): these figures are not the store's`,
+          )
+          expect(code).toBe(1)
+        } finally {
+          await proxy.close()
+        }
+      },
+    )
   })
 })
 

@@ -44,8 +44,9 @@ Options:
                             at most 24d)
   --json <file>             the results as JSON
   -h, --help                this help
-Exit codes: 0 done, 1 some decisions failed (rejected, not denied), 2 usage or policy error, or a
-store that did not become ready or answer a PING (checked before anything is measured).
+Exit codes: 0 done, 1 some decisions failed (rejected, not denied) or were answered without the
+store (its onStoreError: the store failed during the run), 2 usage or policy error, or a store
+that did not become ready or answer a PING (checked before anything is measured).
 `
 
 /** One rule (plan) at one level of decisions in flight. */
@@ -151,12 +152,22 @@ async function bench(args: string[], io: CliIo): Promise<number> {
     } catch (error) {
       throw new StoreError(`${config.store.type} store at ${address(config.store)}: ${reason(error)}`)
     }
-    const policy = compilePolicy(config, store)
+    // Decisions the store did not make (`onStoreError` answered: open, closed or local), per plan.
+    const withoutStore = new Map<string, { count: number }>()
+    const policy = compilePolicy(config, store, undefined, (rule, tier) => {
+      const counter = { count: 0 }
+      withoutStore.set(tier === '' ? rule : `${rule}.${tier}`, counter)
+      return (event) => {
+        if (event.type === 'decision' && event.source === 'fallback') counter.count++
+      }
+    })
     const run = randomBytes(4).toString('hex')
     io.stdout.write(
       `edgelimit bench — ${configFile}, ${config.store.type} store, ${int(keyCount)} keys per level, ${duration(durationMs)} per level (run ${run})\n\n`,
     )
     const results: BenchResult[] = []
+    // Levels during which the store failed: their figures measured `onStoreError`, not the store.
+    const degraded: string[] = []
     const rows: string[][] = []
     for (const rule of policy.rules) {
       if (wanted.length > 0 && !wanted.includes(rule.name)) continue
@@ -165,10 +176,16 @@ async function bench(args: string[], io: CliIo): Promise<number> {
         for (const [i, n] of inFlight.entries()) {
           const keys = Array.from({ length: keyCount }, (_, k) => `bench:${run}:${i}:${k}`)
           const warmKeys = keys.map((k) => `${k}:warm`)
-          await level(plan.limiter, warmKeys, n, durationMs / 5, rule.config.cost)
-          const r = await level(plan.limiter, keys, n, durationMs, rule.config.cost)
+          // The memory store's limiters report no events: it is never unavailable.
+          const fallbacks = withoutStore.get(plan.name) ?? { count: 0 }
+          await level(plan.limiter, warmKeys, n, durationMs / 5, rule.config.cost, fallbacks)
+          const r = await level(plan.limiter, keys, n, durationMs, rule.config.cost, fallbacks)
           const result: BenchResult = { rule: plan.name, algorithm, inFlight: n, ...r }
           results.push(result)
+          if (result.storeUnavailable > 0)
+            degraded.push(
+              `${plan.name} at ${n} in flight: ${int(result.storeUnavailable)} of ${int(result.decisions)} decisions were answered without the store (onStoreError: ${rule.config.onStoreError}): these figures are not the store's`,
+            )
           rows.push(row(result))
           if (io.stderr.isTTY === true)
             io.stderr.write(`${plan.name} at ${n} in flight: ${int(result.decisionsPerSecond)} decisions/s\n`)
@@ -180,7 +197,8 @@ async function bench(args: string[], io: CliIo): Promise<number> {
     const failed = results.filter((r) => r.errors > 0)
     for (const r of failed)
       io.stdout.write(`\n${r.rule} at ${r.inFlight} in flight: ${r.errors} decisions failed: ${r.firstError}`)
-    if (failed.length > 0) io.stdout.write('\n')
+    for (const line of degraded) io.stdout.write(`\n${line}`)
+    if (failed.length + degraded.length > 0) io.stdout.write('\n')
     if (values.json !== undefined) {
       const report: BenchReport = {
         config: configFile,
@@ -191,7 +209,7 @@ async function bench(args: string[], io: CliIo): Promise<number> {
       }
       await writeOutput(at(values.json), `${JSON.stringify(report, null, 2)}\n`)
     }
-    return failed.length > 0 ? 1 : 0
+    return failed.length + degraded.length > 0 ? 1 : 0
   } finally {
     await store.close()
   }
@@ -225,13 +243,14 @@ async function level(
   inFlight: number,
   durationMs: number,
   cost: number,
+  withoutStore: { readonly count: number },
 ): Promise<Omit<BenchResult, 'rule' | 'algorithm' | 'inFlight'>> {
   const histogram = new LatencyHistogram()
   const options = { cost }
   let next = 0
   let admitted = 0
   let denied = 0
-  let storeUnavailable = 0
+  const fallbacksBefore = withoutStore.count
   let errors = 0
   let firstError: string | undefined
   let waiting = 0
@@ -261,7 +280,6 @@ async function level(
       waiting++
       try {
         const d = await limiter.limit(key, options)
-        if (d.reason === 'store-unavailable') storeUnavailable++
         if (d.allowed) admitted++
         else denied++
       } catch (error) {
@@ -293,7 +311,7 @@ async function level(
     },
     admitted,
     denied,
-    storeUnavailable,
+    storeUnavailable: withoutStore.count - fallbacksBefore,
     errors,
     firstError,
   }
