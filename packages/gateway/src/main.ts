@@ -1,3 +1,5 @@
+// Bundled into the CLI (only `version` is read): no file to find at run time.
+import gatewayPackage from '../package.json' with { type: 'json' }
 import { checkFiles } from './check.js'
 import { parseCommandArgs, UsageError } from './report/io.js'
 
@@ -14,6 +16,7 @@ Usage:
                                      what the policy would have blocked, from a log (CLF, JSON, gz)
   edgelimit bench --config <file> [--concurrency 1,16,256] [--duration 2s] [--rule <name>]
                                      decisions/s and latency of each rule on the policy's store
+  edgelimit --version                this edgelimit's version, and Node's
 
 Environment: EDGELIMIT_ADMIN_TOKEN (admin API bearer token), any \${VAR} the policy uses.
 Signals: SIGHUP reloads the policy; SIGTERM and SIGINT drain requests in flight, then exit.`
@@ -79,6 +82,11 @@ async function run(command: string | undefined, rest: string[]): Promise<number>
       const { runBench } = await import('./bench/index.js')
       return runBench(rest, process)
     }
+    case 'version':
+    case '--version':
+    case '-V':
+      process.stdout.write(`edgelimit ${gatewayPackage.version} (Node ${process.version})\n`)
+      return 0
     case undefined:
     case 'help':
     case '--help':

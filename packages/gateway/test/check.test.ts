@@ -1249,6 +1249,20 @@ describe('the CLI', () => {
       }
   })
 
+  test('`edgelimit --version` (and `version`, `-V`) prints the package version, exit 0', async () => {
+    const { version } = JSON.parse(readFileSync(join(GATEWAY_ROOT, 'package.json'), 'utf8')) as {
+      version: string
+    }
+    for (const flag of ['--version', 'version', '-V']) {
+      const result = await runCli([flag], { timeoutMs: 10_000 })
+      expect([result.code, result.stdout, result.stderr]).toEqual([
+        0,
+        `edgelimit ${version} (Node ${process.version})\n`,
+        '',
+      ])
+    }
+  })
+
   test('`edgelimit --help` names every flag serve takes (read off its options)', async () => {
     const source = readFileSync(join(GATEWAY_ROOT, 'src/serve.ts'), 'utf8')
     const flags = [
