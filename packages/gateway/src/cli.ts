@@ -23,6 +23,13 @@ if (command !== 'serve')
     process.exit(2)
   })
 
+// A standard error that has gone or cannot be written (`2>&1 | head`, a full disk): progress and
+// messages go nowhere (there is nowhere left to say so) and the command keeps its exit code.
+// Unhandled, the write error ended any command with exit 1.
+process.stderr.on('error', () => {
+  process.stderr.write = (() => true) as typeof process.stderr.write
+})
+
 main(process.argv.slice(2)).then(exit, (error: unknown) => {
   process.stderr.write(`edgelimit: ${error instanceof Error ? error.message : String(error)}\n`)
   exit(1)

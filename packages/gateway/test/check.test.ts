@@ -1249,6 +1249,37 @@ describe('the CLI', () => {
       }
   })
 
+  test('a standard error that is closed or cannot be written changes no exit code (`2>&1 | head`)', async () => {
+    const log = join(tempDir(), 'one.log')
+    writeFileSync(log, '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2\n')
+    const full = openSync('/dev/full', 'w')
+    try {
+      for (const stderr of ['closed', full] as const) {
+        // Its progress goes to standard error.
+        const replay = await runCli(['replay', log, '--limit', '5', '--window', '1m', '--no-html'], {
+          stdout: 'closed',
+          stderr,
+          timeoutMs: 10_000,
+        })
+        expect(replay.code).toBe(0)
+        // A usage error is still exit 2, its message lost with standard error.
+        const usage = await runCli(['simulate', '--no-such-flag'], {
+          stdout: 'closed',
+          stderr,
+          timeoutMs: 10_000,
+        })
+        expect(usage.code).toBe(2)
+        const invalid = await runCli(['check', 'packages/gateway/test/fixtures/bad/err-param.yaml'], {
+          stderr,
+          timeoutMs: 10_000,
+        })
+        expect(invalid.code).toBe(1)
+      }
+    } finally {
+      closeSync(full)
+    }
+  })
+
   test('`edgelimit --version` (and `version`, `-V`) prints the package version, exit 0', async () => {
     const { version } = JSON.parse(readFileSync(join(GATEWAY_ROOT, 'package.json'), 'utf8')) as {
       version: string

@@ -242,7 +242,12 @@ export async function spawnGateway(
  */
 export async function runCli(
   args: readonly string[],
-  options: { timeoutMs?: number; stdin?: string; stdout?: number | 'closed' } = {},
+  options: {
+    timeoutMs?: number
+    stdin?: string
+    stdout?: number | 'closed'
+    stderr?: number | 'closed'
+  } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const cli = await cliPath()
   return new Promise((resolve) => {
@@ -251,12 +256,13 @@ export async function runCli(
       stdio: [
         options.stdin === undefined ? 'ignore' : 'pipe',
         typeof options.stdout === 'number' ? options.stdout : 'pipe',
-        'pipe',
+        typeof options.stderr === 'number' ? options.stderr : 'pipe',
       ],
     })
     children.add(child)
     if (options.stdin !== undefined) child.stdin?.end(options.stdin)
     if (options.stdout === 'closed') child.stdout?.destroy()
+    if (options.stderr === 'closed') child.stderr?.destroy()
     const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30_000)
     let stdout = ''
     let stderr = ''
