@@ -144,6 +144,29 @@ describe('policy fuzzing', () => {
     }
   })
 
+  test('a tag that builds no plain value (!!binary, !!set, !!timestamp, !!omap, a custom one) is a YAML issue at the tag', () => {
+    // The parser turns these into a Uint8Array, a Set, a Date, a Map, or a string with a warning:
+    // a binary was read as an object whose fields were its bytes, a set as empty defaults.
+    for (const [text, tag, line, column] of [
+      ['!!binary aGVsbG8=\n', '!!binary', 1, 1],
+      ['rules: [ !!binary aGVsbG8= ]\n', '!!binary', 1, 10],
+      ['rules: []\ndefaults: !!set { a, b }\n', '!!set', 2, 11],
+      ['rules: []\nstore: !!timestamp 2001-12-14\n', '!!timestamp', 2, 8],
+      ['rules: []\nidentity: !!omap [ { secret: s } ]\n', '!!omap', 2, 11],
+      ['rules:\n  - name: !secret x\n    algorithm: gcra\n    limit: 1\n    period: 1s\n', '!secret', 2, 11],
+    ] as const) {
+      const { issues } = checkSource(parsePolicyText(text, 'tag.yaml', {}))
+      expect(issues, text).toMatchObject([{ code: 'ERR_YAML', file: 'tag.yaml', line, column }])
+      expect(issues[0]?.message).toBe(
+        `YAML: the tag ${tag} is not part of a policy, which is plain YAML: mappings, lists, strings, numbers, booleans and null`,
+      )
+    }
+    // The core schema's own tags build plain values: still taken.
+    const core =
+      'rules:\n  - name: !!str x\n    algorithm: gcra\n    limit: !!int "3"\n    period: 1s\n    match: !!map { path: /a }\n'
+    expect(checkSource(parsePolicyText(core, 'core.yaml', {})).issues).toEqual([])
+  })
+
   test('random edits of a full policy validate or report coded issues; what validates compiles and decides', async () => {
     const store = await openStore({ type: 'memory', maxKeys: 1000 })
     let valid = 0

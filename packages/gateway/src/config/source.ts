@@ -124,6 +124,17 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
     }
     return { file, text, value: undefined, issues: [issue], place }
   }
+  const tagged = foreignTag(doc, text)
+  if (tagged !== undefined) {
+    const issue: Issue = {
+      path: [],
+      code: 'ERR_YAML',
+      message: `YAML: the tag ${tagged.tag} is not part of a policy, which is plain YAML: mappings, lists, strings, numbers, booleans and null`,
+      file,
+      ...at(tagged.offset),
+    }
+    return { file, text, value: undefined, issues: [issue], place }
+  }
   let raw: unknown
   try {
     raw = doc.toJS({ maxAliasCount: 100 })
@@ -159,6 +170,31 @@ function cyclicAlias(doc: Document): Alias | undefined {
       const target = node.resolve(doc)
       if (target === undefined || !path.includes(target)) return undefined
       found = node
+      return visit.BREAK
+    },
+  })
+  return found
+}
+
+/** The tags of YAML's core schema: what they build is a plain value, as without them. */
+const CORE_TAGS = new Set(
+  ['str', 'int', 'float', 'bool', 'null', 'map', 'seq'].map((t) => `tag:yaml.org,2002:${t}`),
+)
+
+/**
+ * The first explicit tag outside the core schema, as written, and where it starts: the parser
+ * builds a Uint8Array (`!!binary`), a Set, a Date, a Map, or for a tag it does not know (`!env`) a
+ * string with a warning — values that validation would misread (a binary's bytes as fields).
+ */
+function foreignTag(doc: Document, text: string): { tag: string; offset: number } | undefined {
+  let found: { tag: string; offset: number } | undefined
+  visit(doc, {
+    Node(_, node) {
+      if (node.tag === undefined || CORE_TAGS.has(node.tag)) return undefined
+      // The node's range starts after its tag: the tag starts at the last `!` (`!!`) before it.
+      let offset = text.lastIndexOf('!', rangeStart(node) ?? 0)
+      if (text[offset - 1] === '!') offset--
+      found = { tag: node.tag.replace(/^tag:yaml\.org,2002:/, '!!'), offset: Math.max(0, offset) }
       return visit.BREAK
     },
   })
