@@ -62,7 +62,8 @@ Options:
   --fail-on-block          exit 1 when any request would be blocked (for CI); with --mode
                            enforce, when any was blocked (shadow rules' denials do not count)
   -h, --help               this help
-Exit codes: 0 done, 1 with --fail-on-block and blocks found, 2 usage, policy or input error.
+Exit codes: 0 done, 1 with --fail-on-block and blocks found, 2 usage, policy or input error
+(a log of which no line is a request included).
 `
 
 /** The flags of the one rule replayed without a policy: with --config, a contradiction. */
@@ -154,9 +155,33 @@ async function replay(args: string[], io: CliIo): Promise<number> {
   io.stderr.write(
     `replayed ${counted(result.lines, 'line')} in ${(result.elapsedMs / 1000).toFixed(2)} s (${rate.toLocaleString('en-US')} lines/s)\n`,
   )
+  // Malformed lines are skipped, but a log none of whose lines could be read says nothing: a
+  // `--fail-on-block` gate would pass on it. Its report is out; this is the error.
+  if (result.requests === 0 && result.malformed.count > 0) {
+    io.stderr.write(`edgelimit replay: ${nothingRead(result, format)}\n`)
+    return 2
+  }
   // What the headline counts: blocked in enforce mode (not shadow rules' denials), denied in shadow.
   const blocked = result.mode === 'enforce' ? result.blocked : result.denied
   return values['fail-on-block'] === true && blocked > 0 ? 1 : 0
+}
+
+/** Why a replay with malformed lines and no request decided nothing: the main reasons, a hint. */
+function nothingRead(result: ReplayResult, format: string): string {
+  const reasons = Object.entries(result.malformed.byReason)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 2)
+    .map(([reason, n]) => `${n.toLocaleString('en-US')} ${reason}`)
+    .join('; ')
+  const none =
+    result.lines === 1
+      ? 'the one line is not a request'
+      : `none of the ${counted(result.lines, 'line')} is a request`
+  const hint =
+    format === 'auto'
+      ? 'is it a Common/Combined access log or JSON lines (see --format and --field)?'
+      : `is --format (${format}) right?`
+  return `${none} (${reasons}): ${hint}`
 }
 
 function parse(args: string[]) {

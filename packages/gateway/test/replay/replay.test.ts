@@ -106,7 +106,7 @@ describe('the real sample log (10,000 Combined Log Format lines, not in time ord
   })
 })
 
-describe('malformed input is skipped, counted and reported with line numbers, never fatal', () => {
+describe('malformed input is skipped, counted and reported with line numbers, fatal only when no line is a request', () => {
   const t = Date.UTC(2026, 0, 1)
   const content = [
     line('10.0.0.1', t),
@@ -143,6 +143,23 @@ describe('malformed input is skipped, counted and reported with line numbers, ne
     expect(await runReplay([file('bad2.log', content), '--no-html'], io)).toBe(0)
     expect(io.out()).toContain('Malformed lines (7, skipped):')
     expect(io.out()).toMatch(/bad2\.log:3: bad timestamp: 10\.0\.0\.1/)
+  })
+
+  test('a log of which no line is a request (a wrong --format) is exit 2 after its report, not a pass', async () => {
+    // `replay --fail-on-block` in CI: a log that nothing could read blocked nothing, and passed.
+    const io = captureIo(dir)
+    expect(await runReplay([SAMPLE, '--format', 'json', '--no-html', '--fail-on-block'], io)).toBe(2)
+    expect(io.out()).toContain('Malformed lines (10,000, skipped):')
+    expect(io.err()).toMatch(
+      /^edgelimit replay: none of the 10,000 lines is a request \(10,000 invalid JSON\): is --format \(json\) right\?$/m,
+    )
+    const garbage = captureIo(dir)
+    expect(
+      await runReplay([file('garbage.log', 'garbage\n{"ip": "10.0.0.5"}\n'), '--no-html'], garbage),
+    ).toBe(2)
+    expect(garbage.err()).toMatch(/^edgelimit replay: none of the 2 lines is a request \(1 not a Common/m)
+    // A log without lines has nothing to read: not an error (a log rotated a moment ago).
+    expect(await runReplay([file('empty.log', ''), '--no-html'], captureIo(dir))).toBe(0)
   })
 
   test('control characters in a quoted line are shown escaped, never sent to the terminal', async () => {
