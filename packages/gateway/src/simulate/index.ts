@@ -93,7 +93,9 @@ async function run(args: string[], io: CliIo): Promise<number> {
   const only = values.algorithms?.split(',').map((s) => s.trim())
   const unknown = only?.filter((a) => !(ALGORITHM_IDS as readonly string[]).includes(a)) ?? []
   if (unknown.length > 0)
-    throw new UsageError(`--algorithms: unknown ${unknown.join(', ')} (known: ${ALGORITHM_IDS.join(', ')})`)
+    throw new UsageError(
+      `--algorithms: unknown ${unknown.map((a) => JSON.stringify(a)).join(', ')} (known: ${ALGORITHM_IDS.join(', ')})`,
+    )
   const rules = values.config === undefined ? undefined : loadPolicy(at(values.config))
   const contestantsFor = (l: number, w: number): Contestant[] =>
     rules === undefined ? defaultContestants(l, w, only) : policyContestants(rules)

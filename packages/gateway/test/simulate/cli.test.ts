@@ -375,6 +375,19 @@ describe('edgelimit simulate', () => {
     }
   })
 
+  test('--algorithms names what it does not know, an empty name among them, quoted', async () => {
+    const known = 'fixed-window, sliding-log, sliding-window, token-bucket, leaky-police, leaky-shape, gcra'
+    for (const [value, named] of [
+      [',,', '"", "", ""'],
+      ['gcra,', '""'],
+      ['gcra,tokenbucket', '"tokenbucket"'],
+    ]) {
+      const io = captureIo(dir)
+      expect(await runSimulate(['steady', '--no-html', '--algorithms', value as string], io)).toBe(2)
+      expect(io.err()).toBe(`edgelimit simulate: --algorithms: unknown ${named} (known: ${known})\n`)
+    }
+  })
+
   test("--limit: at most 2147483647 (the limiter's bound), and no more than the scenario traffic that can be built", async () => {
     const trace = file('small.csv', 'time,key\n0,a\n10,b\n')
     const run = async (args: string[]) => {
@@ -442,7 +455,7 @@ describe('edgelimit simulate', () => {
   test('usage errors exit 2; --help and --list exit 0', async () => {
     const cases: [string[], RegExp][] = [
       [['nosuch'], /unknown scenario "nosuch"/],
-      [['--algorithms', 'magic'], /--algorithms: unknown magic/],
+      [['--algorithms', 'magic'], /--algorithms: unknown "magic"/],
       [['--window', 'soon'], /--window: expected a duration/],
       [['--limit', '0'], /--limit: expected a positive whole number/],
       [['--limit', '1e3'], /--limit: expected a positive whole number up to 2147483647, got "1e3"/],
