@@ -207,7 +207,10 @@ describe('1. store freeze (SIGSTOP) under ~200 decisions/s, in a child process o
       const frozen = calls.filter((c) => c.started >= stoppedAt && c.started + c.ms < resumedAt)
       const frozenKey = calls.filter((c) => c.key === 'frozen')
       const before = calls.filter((c) => c.started + c.ms < stoppedAt)
-      const beforeFromStore = before.filter((c) => c.source === 'store' && c.allowed)
+      // The 300 ms before the freeze (the worker waits until the store decides steadily, should a
+      // stall of the loaded machine have timed out earlier calls).
+      const lastBefore = before.filter((c) => c.started >= stoppedAt - 300)
+      const beforeFromStore = lastBefore.filter((c) => c.source === 'store' && c.allowed)
       const closedAt = result.breaker.find((b) => b.state === 'closed' && b.at >= resumedAt)?.at
       report(`freeze ${mode}`, {
         calls: calls.length,
@@ -223,7 +226,7 @@ describe('1. store freeze (SIGSTOP) under ~200 decisions/s, in a child process o
         exitAfterResultMs: exit.at - printedAt,
         activeResourcesAfterQuit: result.resources,
         frozenKeyAdmitted: frozenKey.filter((c) => c.allowed).length,
-        beforeTimedOut: before.length - beforeFromStore.length,
+        beforeTimedOut: before.filter((c) => c.source !== 'store').length,
         stalls: result.stalls.length,
         maxStallMs: Math.max(0, ...result.stalls.map(([from, to]) => to - from)),
         overBound: slow,
@@ -237,7 +240,7 @@ describe('1. store freeze (SIGSTOP) under ~200 decisions/s, in a child process o
       expect(frozen.length).toBeGreaterThan((FREEZE_MS - TIMEOUT_MS) / 5 / 2)
       // Before the freeze the store decided; a fallback there only ever follows an expired deadline
       // (on this loaded machine Redis itself is sometimes not scheduled for 45 ms: reported).
-      expect(beforeFromStore.length).toBeGreaterThan(before.length * 0.8)
+      expect(beforeFromStore.length).toBeGreaterThan(lastBefore.length * 0.8)
       expect(before.filter((c) => c.source !== 'store' && c.ms < TIMEOUT_MS)).toEqual([])
       // During it, every decision is the rule's fallback.
       expect(frozen.filter((c) => c.source !== 'fallback')).toEqual([])

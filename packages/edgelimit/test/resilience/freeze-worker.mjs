@@ -1,6 +1,6 @@
 // One OS process of the store-freeze test, on the BUILT package. Sends one limit() call every
-// `periodMs` (calls overlap), SIGSTOPs the Redis server for `freezeMs`, SIGCONTs it and keeps going
-// until decisions come from the store again. Prints one JSON line with every call's timing and
+// `periodMs` (calls overlap), SIGSTOPs the Redis server for `freezeMs` once the store is deciding
+// steadily, SIGCONTs it and keeps going until decisions come from the store again. Prints one JSON line with every call's timing and
 // outcome, then quits its client and must exit by itself: no process.exit, so a leaked timer or
 // socket keeps it alive and the test sees it.
 // argv: <redis port> <redis pid> <onStoreError open|closed|local> <prefix> <periodMs> <freezeMs> <openMs>
@@ -39,6 +39,8 @@ const limiter = createLimiter({
 await limiter.limit(`${prefix}:warm`) // loads the script
 
 const calls = []
+// The calls in the order they were decided: the freeze waits for a run of them from the store.
+const decided = []
 const inFlight = new Set()
 let phase = 'before'
 let stoppedAt = 0
@@ -58,6 +60,7 @@ function fire(i) {
       call.allowed = d.allowed
       call.reason = d.reason ?? null
       call.source = sources.get(d) ?? null
+      decided.push(call)
       if (at === 'after' && call.source === 'store' && recoveredAt === 0) recoveredAt = now()
     },
     (error) => {
@@ -74,6 +77,16 @@ const monitor = monitorStalls()
 
 const loop = pace(Number(periodMs), () => phase === 'done', fire)
 await sleep(300)
+// The freeze starts from a store that decides: on a loaded machine a stall of Redis (or of this
+// process) longer than the deadline can time out calls and open the breaker before it. Then it
+// waits (up to 5 s) until the last STEADY decisions all came from the store.
+const STEADY = 20
+const steady = () =>
+  decided.length >= STEADY &&
+  decided.slice(-STEADY).every((c) => c.source === 'store') &&
+  breaker.at(-1)?.state !== 'open'
+const waitUntil = now() + 5000
+while (!steady() && now() < waitUntil) await sleep(5)
 process.kill(Number(pid), 'SIGSTOP')
 stoppedAt = now()
 phase = 'frozen'
