@@ -286,8 +286,38 @@ describe('admin bodies', () => {
       expect(problem.code).toBe('ERR_STRING')
       expect(problem.detail).toMatch(/^tier: expected a plan name of rule api \(free, pro\), got /)
     }
-    expect((await post(gw, '/admin/peek', { rule: 'api', tier: 'pro' })).status).toBe(200)
+    expect((await post(gw, '/admin/peek', { rule: 'api', tier: 'pro', ip: '127.0.0.1' })).status).toBe(200)
     expect((await post(gw, '/admin/peek', { rule: 'api', tier: 'gold' })).status).toBe(404)
+  })
+
+  test('no rule, a rule that is not a string, or no ip for a rule keyed by ip: 400 saying what to give', async () => {
+    for (const [body, code, detail] of [
+      [{}, 'ERR_BODY', 'rule: required, the rule whose key to name (rules: login, api)'],
+      [{ key: 'x' }, 'ERR_BODY', 'rule: required, the rule whose key to name (rules: login, api)'],
+      [{ rule: ['login'], key: 'x' }, 'ERR_STRING', 'rule: expected a rule name (login, api), got an array'],
+      [
+        { rule: 'login', method: 'POST', path: '/login' },
+        'ERR_BODY',
+        "rule login counts by client address: give the request's ip, or the key a log line shows",
+      ],
+    ] as const) {
+      for (const path of ['/admin/peek', '/admin/reset']) {
+        const response = await post(gw, path, body)
+        expect(response.status, `${path} ${JSON.stringify(body)}`).toBe(400)
+        expect(await response.json()).toMatchObject({ code, detail })
+      }
+    }
+    // The empty body is the same missing rule.
+    expect(await (await post(gw, '/admin/peek', '')).json()).toMatchObject({
+      code: 'ERR_BODY',
+      detail: expect.stringMatching(/^rule: required/),
+    })
+    expect(gw.logs.filter((l) => l.msg === 'admin: key reset')).toEqual([])
+    // By key, no address is needed.
+    expect(
+      (await post(gw, '/admin/peek', { rule: 'login', key: 'F9t9eTf7Tgrx8B1l7s1iXPvZmsU_tsugD_ngS81aST0' }))
+        .status,
+    ).toBe(200)
   })
 
   test('a misspelt field, a field of the wrong type or an ip that is no address: 400, not a peek or reset of another key', async () => {

@@ -240,13 +240,15 @@ function methodNotAllowed(
  * tier, a 400 for a tier that is not a string.
  */
 function target(policy: CompiledPolicy, q: KeyQuery): { rule: CompiledRule; plans: Plan[]; key: string } {
+  const names = policy.rules.map((r) => r.name).join(', ')
+  if (typeof q.rule !== 'string') {
+    throw q.rule === undefined
+      ? answered(400, 'ERR_BODY', `rule: required, the rule whose key to name (rules: ${names})`)
+      : answered(400, 'ERR_STRING', `rule: expected a rule name (${names}), got ${describe(q.rule)}`)
+  }
   const rule = policy.rules.find((r) => r.name === q.rule)
   if (rule === undefined) {
-    throw answered(
-      404,
-      'ERR_UNKNOWN_RULE',
-      `no rule named ${JSON.stringify(q.rule)}; rules: ${policy.rules.map((r) => r.name).join(', ')}`,
-    )
+    throw answered(404, 'ERR_UNKNOWN_RULE', `no rule named ${JSON.stringify(q.rule)}; rules: ${names}`)
   }
   if (q.tier !== undefined && typeof q.tier !== 'string') {
     const names = [...rule.plans.keys()].filter((t) => t !== '').join(', ')
@@ -262,6 +264,15 @@ function target(policy: CompiledPolicy, q: KeyQuery): { rule: CompiledRule; plan
   const byTier = q.tier === undefined ? undefined : (rule.plans.get(q.tier) as Plan)
   if (typeof q.key === 'string' && q.key !== '') {
     return { rule, plans: byTier !== undefined ? [byTier] : [...rule.plans.values()], key: q.key }
+  }
+  // Every request the proxy keys has its client's address: one described without it names a key
+  // no client has, and a reset of it would answer 200 having forgotten nothing.
+  if (q.ip === undefined && rule.config.key.some((p) => p.kind === 'ip')) {
+    throw answered(
+      400,
+      'ERR_BODY',
+      `rule ${rule.name} counts by client address: give the request's ip, or the key a log line shows`,
+    )
   }
   const request = describedRequest(q)
   const route = rule.match(request) ?? rule.config.match.paths[0] ?? '*'
