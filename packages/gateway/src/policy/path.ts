@@ -99,7 +99,8 @@ export type Target = { readonly target: string } | { readonly error: string }
 export function canonicalTarget(raw: string, host: string | undefined): Target {
   const hash = raw.indexOf('#')
   let target = hash === -1 ? raw : raw.slice(0, hash)
-  if (target === '*') return { error: 'A server-wide OPTIONS (`*`) is not forwarded: name a path.' }
+  if (target === '*')
+    return { error: 'The target `*` is only for a server-wide OPTIONS, which is not forwarded: name a path.' }
   const absolute = target.startsWith('/') ? null : /^https?:\/\/([^/?]*)/i.exec(target)
   if (absolute !== null) {
     const authority = hostForm(absolute[1])
