@@ -102,7 +102,13 @@ export function checkSource(source: PolicySource): { config?: GatewayConfig; iss
     return { issues: source.issues }
   }
   const { config, issues } = validatePolicy(source.value)
-  const all = [...source.issues, ...issues.map(source.place)]
+  // A field whose variable is not set holds the text `${NAME}`: its ERR_ENV says all there is.
+  const unset = source.issues.filter((i) => i.code === 'ERR_ENV').map((i) => i.path)
+  const follows = (issue: Issue) =>
+    unset.some(
+      (at) => at.length <= issue.path.length && at.every((s, k) => String(s) === String(issue.path[k])),
+    )
+  const all = [...source.issues, ...issues.filter((i) => !follows(i)).map(source.place)]
   return all.length === 0 && config !== undefined ? { config, issues: [] } : { issues: all }
 }
 
