@@ -1,10 +1,10 @@
 // Answers on a bare connection: CONNECT asks for a tunnel, which a reverse proxy does not open,
 // and what Node's HTTP parser refuses never becomes a request. The client gets an answer that
 // says so (Node would close the connection without one, or with an empty one), and metrics count it.
-import { connect } from 'node:net'
-import { afterAll, beforeAll, expect, test } from 'vitest'
+import { connect, type Socket } from 'node:net'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type InProcess, socketReader, startInProcess } from './support/gateway.js'
-import { arrival, startOrigin } from './support/origin.js'
+import { arrival, type Origin, startOrigin } from './support/origin.js'
 
 let gw: InProcess
 
@@ -123,76 +123,64 @@ test('a keep-alive connection whose next request the parser refuses still gets t
   }
 })
 
-test('a request the parser refuses, pipelined behind one still in flight, is answered after it', async () => {
-  const origin = await startOrigin()
-  const own = await startInProcess('rules: []\n', { upstream: origin.url })
-  try {
-    const socket = connect(own.gateway.port, '127.0.0.1')
-    const answer = socketReader(socket)
-    const arrived = arrival(origin, '/slow')
-    // Both in one write: the parser refuses the second while the first waits for its upstream.
-    socket.write(
-      'GET /slow?ms=300 HTTP/1.1\r\nhost: a\r\n\r\nGET /second HTTP/1.1\r\nhost: a\r\nBad Header: y\r\n\r\n',
-    )
-    await arrived
-    const text = await answer.until()
-    expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400'])
-    expect(text).toContain('\r\n\r\nslow done')
-    expect(text.slice(text.indexOf('HTTP/1.1 400'))).toMatch(/HPE_INVALID_HEADER_TOKEN/)
-    expect(await responseCounts(own.admin)).toEqual([
-      'edgelimit_responses_total{code="200"} 1',
-      'edgelimit_responses_total{code="400"} 1',
-    ])
-  } finally {
-    await own.close()
-    await origin.close()
-  }
-})
+describe('a request the parser refuses behind one still being answered', () => {
+  // A first request the origin answers in 300 ms, and one Node's parser refuses.
+  const SLOW = 'GET /slow?ms=300 HTTP/1.1\r\nhost: a\r\n\r\n'
+  const BAD = 'GET /second HTTP/1.1\r\nhost: a\r\nBad Header: y\r\n\r\n'
+  const BOTH_COUNTED = ['edgelimit_responses_total{code="200"} 1', 'edgelimit_responses_total{code="400"} 1']
 
-test('a request the parser refuses while the answer before it streams lets that answer finish', async () => {
-  const origin = await startOrigin()
-  const own = await startInProcess('rules: []\n', { upstream: origin.url })
-  try {
-    const socket = connect(own.gateway.port, '127.0.0.1')
-    const answer = socketReader(socket)
-    socket.write('GET /stream HTTP/1.1\r\nhost: a\r\n\r\n')
-    await answer.until((text) => text.includes('first\n'))
-    socket.write('GET /second HTTP/1.1\r\nhost: a\r\nBad Header: y\r\n\r\n')
-    origin.release()
-    const text = await answer.until()
-    expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400'])
-    expect(text).toMatch(/second\n\r\n0\r\n\r\nHTTP\/1\.1 400 /)
-    expect(await responseCounts(own.admin)).toEqual([
-      'edgelimit_responses_total{code="200"} 1',
-      'edgelimit_responses_total{code="400"} 1',
-    ])
-  } finally {
-    await own.close()
-    await origin.close()
+  /** Runs `body` with a gateway of its own before a fresh origin, and a raw connection to it. */
+  async function connected(body: (c: { own: InProcess; origin: Origin; socket: Socket }) => Promise<void>) {
+    const origin = await startOrigin()
+    const own = await startInProcess('rules: []\n', { upstream: origin.url })
+    try {
+      await body({ own, origin, socket: connect(own.gateway.port, '127.0.0.1') })
+    } finally {
+      await own.close()
+      await origin.close()
+    }
   }
-})
 
-test('a client that leaves while its refused request waits behind one in flight is let go', async () => {
-  const origin = await startOrigin()
-  const own = await startInProcess('rules: []\n', { upstream: origin.url })
-  try {
-    const socket = connect(own.gateway.port, '127.0.0.1')
-    socket.on('error', () => {})
-    const arrived = arrival(origin, '/slow')
-    socket.write(
-      'GET /slow?ms=300 HTTP/1.1\r\nhost: a\r\n\r\nGET /second HTTP/1.1\r\nhost: a\r\nBad Header: y\r\n\r\n',
-    )
-    await arrived
-    socket.destroy()
-    for (let i = 0; i < 150 && own.gateway.metrics.inFlight !== 0; i++)
-      await new Promise((r) => setTimeout(r, 20))
-    expect(own.gateway.metrics.inFlight).toBe(0)
-    // The refused request was never answered: nothing counted for it.
-    expect(await responseCounts(own.admin)).toEqual(['edgelimit_responses_total{code="499"} 1'])
-  } finally {
-    await own.close()
-    await origin.close()
-  }
+  test('pipelined behind one in flight, it is answered after it', () =>
+    connected(async ({ own, origin, socket }) => {
+      const answer = socketReader(socket)
+      const arrived = arrival(origin, '/slow')
+      // Both in one write: the parser refuses the second while the first waits for its upstream.
+      socket.write(SLOW + BAD)
+      await arrived
+      const text = await answer.until()
+      expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400'])
+      expect(text).toContain('\r\n\r\nslow done')
+      expect(text.slice(text.indexOf('HTTP/1.1 400'))).toMatch(/HPE_INVALID_HEADER_TOKEN/)
+      expect(await responseCounts(own.admin)).toEqual(BOTH_COUNTED)
+    }))
+
+  test('sent while the answer before it streams, it lets that answer finish', () =>
+    connected(async ({ own, origin, socket }) => {
+      const answer = socketReader(socket)
+      socket.write('GET /stream HTTP/1.1\r\nhost: a\r\n\r\n')
+      await answer.until((text) => text.includes('first\n'))
+      socket.write(BAD)
+      origin.release()
+      const text = await answer.until()
+      expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400'])
+      expect(text).toMatch(/second\n\r\n0\r\n\r\nHTTP\/1\.1 400 /)
+      expect(await responseCounts(own.admin)).toEqual(BOTH_COUNTED)
+    }))
+
+  test('its client leaving while it waits is let go', () =>
+    connected(async ({ own, origin, socket }) => {
+      socket.on('error', () => {})
+      const arrived = arrival(origin, '/slow')
+      socket.write(SLOW + BAD)
+      await arrived
+      socket.destroy()
+      for (let i = 0; i < 150 && own.gateway.metrics.inFlight !== 0; i++)
+        await new Promise((r) => setTimeout(r, 20))
+      expect(own.gateway.metrics.inFlight).toBe(0)
+      // The refused request was never answered: nothing counted for it.
+      expect(await responseCounts(own.admin)).toEqual(['edgelimit_responses_total{code="499"} 1'])
+    }))
 })
 
 /** The gateway's edgelimit_responses_total lines, sorted. */
