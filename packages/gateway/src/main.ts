@@ -1,7 +1,6 @@
-// Bundled into the CLI (only `version` is read): no file to find at run time.
-import gatewayPackage from '../package.json' with { type: 'json' }
 import { checkFiles } from './check.js'
 import { parseCommandArgs, UsageError } from './report/io.js'
+import { VERSION } from './version.js'
 
 const USAGE = `edgelimit — a rate-limiting reverse proxy driven by one YAML policy
 
@@ -85,7 +84,7 @@ async function run(command: string | undefined, rest: string[]): Promise<number>
     case 'version':
     case '--version':
     case '-V':
-      process.stdout.write(`edgelimit ${gatewayPackage.version} (Node ${process.version})\n`)
+      process.stdout.write(`edgelimit ${VERSION} (Node ${process.version})\n`)
       return 0
     case undefined:
     case 'help':

@@ -7,6 +7,7 @@ import { counted } from './report/format.js'
 import { durationFlag, parseCommandArgs, UsageError } from './report/io.js'
 import { type Gateway, startGateway } from './server/gateway.js'
 import { tryLines } from './server/try.js'
+import { VERSION } from './version.js'
 
 function port(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback
@@ -150,6 +151,7 @@ export async function serve(args: readonly string[]): Promise<number> {
       upstream: maskUrl(gateway.upstreamUrl),
       demo: gateway.demo,
       generation: gateway.generation,
+      version: VERSION,
     },
     'listening',
   )

@@ -7,7 +7,15 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type RedisServer, redisCommand, startRedis } from '../../edgelimit/test/support/redis.js'
 import { farWindow } from '../../edgelimit/test/support/window.js'
 import { PolicyError } from '../src/config/issues.js'
-import { REPO_ROOT, runCli, spawnGateway, startInProcess, tempDir, writePolicy } from './support/gateway.js'
+import {
+  GATEWAY_ROOT,
+  REPO_ROOT,
+  runCli,
+  spawnGateway,
+  startInProcess,
+  tempDir,
+  writePolicy,
+} from './support/gateway.js'
 import { arrival, type Origin, startOrigin } from './support/origin.js'
 
 /**
@@ -70,7 +78,13 @@ describe('a newcomer: npm start', () => {
     try {
       for (let i = 0; i < 500 && !gateway.stderr().includes('Ctrl-C'); i++)
         await new Promise((r) => setTimeout(r, 20))
-      expect(gateway.logs.find((l) => l.msg === 'listening')).toMatchObject({ upstream: origin.url })
+      const { version } = JSON.parse(readFileSync(join(GATEWAY_ROOT, 'package.json'), 'utf8')) as {
+        version: string
+      }
+      expect(gateway.logs.find((l) => l.msg === 'listening')).toMatchObject({ upstream: origin.url, version })
+      expect(await (await fetch(`${gateway.admin}/metrics`)).text()).toContain(
+        `edgelimit_build_info{version="${version}",node="${process.version}"} 1`,
+      )
       expect(gateway.stderr()).toContain(`→  ${origin.url}`)
       expect(gateway.stderr()).toContain(': 1 rule, memory store')
       expect((await fetch(`${gateway.url}/x`)).status).toBe(200)

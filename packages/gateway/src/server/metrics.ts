@@ -1,5 +1,6 @@
 import type { LimiterEvent } from 'edgelimit'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, type Metric, Registry } from 'prom-client'
+import { VERSION } from '../version.js'
 import {
   createDashboardData,
   type DashboardData,
@@ -137,6 +138,13 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
   const registry = new Registry()
   collectDefaultMetrics({ register: registry, prefix: 'edgelimit_' })
   const registers = [registry]
+  // Which edgelimit and Node answer here, as Prometheus exporters say it: a constant 1 with labels.
+  new Gauge({
+    name: 'edgelimit_build_info',
+    help: 'The running edgelimit: version and Node.js version as labels, value 1',
+    labelNames: ['version', 'node'],
+    registers,
+  }).set({ version: VERSION, node: process.version }, 1)
   const state = {
     inFlight: 0,
     tunnels: 0,
