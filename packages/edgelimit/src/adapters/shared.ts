@@ -2,10 +2,14 @@ import { describe, EdgelimitError } from '../errors.js'
 
 /**
  * Resolves after `ms` milliseconds: how adapters hold a shaped request (`HttpVerdict.delayMs`).
- * Callers skip it when `ms` is 0, to stay synchronous.
+ * Callers skip it when `ms` is 0, to stay synchronous. A timer takes at most 2^31 - 1 ms (about
+ * 24.8 days) and fires a longer one at once (Node, Deno, browsers): a longer hold is waited in parts.
  */
 export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
+  const most = 2 ** 31 - 1
+  return ms > most
+    ? sleep(most).then(() => sleep(ms - most))
+    : new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 /**

@@ -20,7 +20,7 @@ import { bunPeer, denoPeer, withRateLimit } from '../../src/adapters/fetch.js'
 import { honoRateLimit } from '../../src/adapters/hono.js'
 import { nodeRateLimit } from '../../src/adapters/node.js'
 import type { RateLimitOptions } from '../../src/http/rate-limit.js'
-import { ConfigError, createLimiter, gcra, leakyBucket } from '../../src/index.js'
+import { ConfigError, createLimiter, gcra, type Limiter, leakyBucket } from '../../src/index.js'
 import { manualClock } from '../../src/testing/index.js'
 import { farWindow } from '../support/window.js'
 
@@ -693,12 +693,13 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
     start(
       handled: () => void,
       proceeded: (go: boolean) => void,
+      limiter?: Limiter,
     ): Promise<{ server: Server; close(): Promise<unknown> }>
   }[] = [
     {
       name: 'node',
-      async start(handled, proceeded) {
-        const limit = nodeRateLimit({ limiter: shaped() })
+      async start(handled, proceeded, limiter = shaped()) {
+        const limit = nodeRateLimit({ limiter })
         const server = createServer(async (req, res) => {
           const go = await limit(req, res)
           proceeded(go)
@@ -712,9 +713,9 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
     },
     {
       name: 'express',
-      async start(handled) {
+      async start(handled, _proceeded, limiter = shaped()) {
         const app = express()
-        app.use(expressRateLimit({ limiter: shaped() }))
+        app.use(expressRateLimit({ limiter }))
         app.get('/', (_req, res) => {
           handled()
           res.send('ok')
@@ -726,9 +727,9 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
     },
     {
       name: 'fastify',
-      async start(handled) {
+      async start(handled, _proceeded, limiter = shaped()) {
         const app = Fastify()
-        await app.register(fastifyRateLimit, { limiter: shaped() })
+        await app.register(fastifyRateLimit, { limiter })
         app.get('/', async () => {
           handled()
           return 'ok'
@@ -739,9 +740,9 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
     },
     {
       name: 'hono (@hono/node-server)',
-      async start(handled) {
+      async start(handled, _proceeded, limiter = shaped()) {
         const app = new Hono()
-        app.use(honoRateLimit({ limiter: shaped() }))
+        app.use(honoRateLimit({ limiter }))
         app.get('/', (c) => {
           handled()
           return c.text('ok')
@@ -778,6 +779,67 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
     } finally {
       await close()
     }
+  })
+
+  // One request a 30 days: the second is held 30 days, past the 2^31 - 1 ms (about 24.8 days) a
+  // timer takes, which Node (like browsers and Deno) fires at once instead.
+  const monthly = () =>
+    createLimiter({
+      rules: [
+        {
+          name: 'monthly',
+          algorithm: leakyBucket({ capacity: 5, leakRate: 1, leakInterval: '30d', mode: 'shape' }),
+        },
+      ],
+      clock: manualClock(0),
+    })
+
+  it.each(targets)(
+    '$name: a hold longer than a timer takes is held, not handed on at once',
+    async (target) => {
+      let handled = 0
+      const { server, close } = await target.start(
+        () => handled++,
+        () => {},
+        monthly(),
+      )
+      const { port } = server.address() as AddressInfo
+      try {
+        expect((await fetch(`http://127.0.0.1:${port}/`)).status).toBe(200)
+        let answer = ''
+        const arrived = new Promise((resolve) => server.once('request', resolve))
+        const socket = connect(port, '127.0.0.1', () => socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n'))
+        socket.on('error', () => {})
+        socket.on('data', (chunk) => {
+          answer += chunk
+        })
+        await arrived
+        // A timer armed after the hold's: an overflowed hold (fired after 1 ms) has run by then.
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        socket.destroy()
+        expect([handled, answer]).toEqual([1, ''])
+      } finally {
+        await close()
+      }
+    },
+  )
+
+  it('fetch: a hold longer than a timer takes is held, not handed on at once', async () => {
+    let handled = 0
+    const handler = withRateLimit(
+      () => {
+        handled++
+        return new Response('ok')
+      },
+      { limiter: monthly(), peer: () => '192.0.2.1' },
+    )
+    expect((await handler(new Request('http://127.0.0.1/'))).status).toBe(200)
+    let answered = false
+    handler(new Request('http://127.0.0.1/')).then(() => {
+      answered = true
+    })
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect([handled, answered]).toEqual([1, false])
   })
 
   it('node on an HTTP/2 compatibility server: a held stream the client cancels resolves false', async () => {
