@@ -106,6 +106,8 @@ describe('parseIp', () => {
     '[::1',
     '[::1]:',
     '[::1]:99999',
+    '[::1]:_',
+    '1.2.3.4:_a/b',
     '[::1]x',
     'localhost',
     'unknown',
@@ -123,6 +125,7 @@ describe('parseIp', () => {
     ['2001:DB8::1', '2001:db8:0:0:0:0:0:1'],
     ['[2001:db8::1]:80', '2001:db8::0:1'],
     ['fe80::1%eth0', 'FE80:0:0:0:0:0:0:1'],
+    ['192.0.2.43:_abc', '192.0.2.43'],
   ])('%j ≡ %j', (a, b) => {
     expect(normalizeIp(a)).toBe(normalizeIp(b))
     expect(normalizeIp(a)).toBeDefined()
@@ -605,6 +608,10 @@ describe('resolveClientIp', () => {
     ['for=203.0.113.7, for=unknown', undefined],
     ['for=203.0.113.7, for=_hidden', undefined],
     ['for=203.0.113.7, for="_obf:_port"', undefined],
+    // An obfuscated port (RFC 7239 §6.3: `_` and letters, digits, `.`, `_`, `-`) hides the port only.
+    ['for="203.0.113.7:_abc"', '203.0.113.7'],
+    ['for="[2001:db8:1::5]:_x.y-z_9"', '2001:db8:1::5'],
+    ['for=203.0.113.7, for="10.0.0.4:_p"', '203.0.113.7'],
     ['for=203.0.113.7, proto=https', undefined],
     ['for=1.1.1.1;for=203.0.113.7', undefined],
     ['for=203.0.113.7"', undefined],

@@ -56,8 +56,9 @@ const MAX_TEXT = 128
 const DECIMAL = /^(?:0|[1-9]\d{0,2})$/
 const HEX_GROUP = /^[0-9a-f]{1,4}$/i
 const ZONED = /^([^%]*)(?:%[\w.~-]+)?$/
-// A bracketed IPv6 host or a host without a colon (IPv4: no IPv6 text has a single colon), and a port.
-const HOST_PORT = /^(?:\[([^\]]+)\]|([^:]*))(?::(\d{1,5}))?$/
+// A bracketed IPv6 host or a host without a colon (IPv4: no IPv6 text has a single colon), and a
+// port: digits, or obfuscated as a `Forwarded` node may have it (RFC 7239 §6.3: `_abc`).
+const HOST_PORT = /^(?:\[([^\]]+)\]|([^:]*))(?::(\d{1,5}|_[\w.-]+))?$/
 
 function parseV4(text: string): Uint8Array | undefined {
   const parts = text.split('.')
@@ -117,7 +118,8 @@ function parseV6WithZone(text: string): ParsedIp | undefined {
 
 /**
  * Parses an IP address in any textual form a socket, proxy or header produces: `1.2.3.4`,
- * `1.2.3.4:8080`, `2001:db8::1`, `::`, `::ffff:1.2.3.4`, `fe80::1%eth0`, `[2001:db8::1]:443`.
+ * `1.2.3.4:8080`, `2001:db8::1`, `::`, `::ffff:1.2.3.4`, `fe80::1%eth0`, `[2001:db8::1]:443`,
+ * `[2001:db8::1]:_abc` (an obfuscated port, RFC 7239 §6.3).
  * Zone ids and ports are dropped and IPv4-mapped IPv6 becomes IPv4. Returns `undefined` for
  * anything malformed (including octets with leading zeros); never throws.
  *
