@@ -1,13 +1,15 @@
 // What only one adapter can get wrong: its runtime's shapes (immutable Responses, extra handler
 // arguments, mount paths, plugin scopes, error paths). The shared behaviour is in matrix.test.ts.
 import { execFile } from 'node:child_process'
-import { createServer, type Server } from 'node:http'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer, request as httpRequest, type Server } from 'node:http'
 import {
   connect as connectHttp2,
   createServer as createHttp2Server,
   constants as http2Constants,
 } from 'node:http2'
 import { type AddressInfo, connect } from 'node:net'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { serve } from '@hono/node-server'
 import express from 'express'
@@ -294,6 +296,41 @@ describe('node and express adapters', () => {
     } finally {
       client.close()
       await new Promise((resolve) => server.close(resolve))
+    }
+  })
+
+  it('node behind a proxy on a Unix socket (as documented): no peer, so a hop count, not a CIDR, keys clients apart', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'edgelimit-unix-'))
+    const serveOn = async (socketPath: string, trustedProxies: readonly string[] | number) => {
+      const limit = nodeRateLimit({ limiter: onePerHour(), identity: { trustedProxies } })
+      const server = createServer(async (req, res) => {
+        if (!(await limit(req, res))) return
+        res.end(String(req.socket.remoteAddress))
+      })
+      await new Promise<void>((resolve) => server.listen(socketPath, resolve))
+      // Two clients, one request each, through the proxy in front of the socket.
+      const statuses: number[] = []
+      for (const client of ['203.0.113.1', '203.0.113.2']) {
+        statuses.push(
+          await new Promise<number>((resolve, reject) => {
+            httpRequest({ socketPath, path: '/', headers: { 'x-forwarded-for': client } }, (res) => {
+              res.resume()
+              res.on('end', () => resolve(res.statusCode ?? 0))
+            })
+              .on('error', reject)
+              .end()
+          }),
+        )
+      }
+      await closeAll(server)
+      return statuses
+    }
+    try {
+      // No CIDR matches a peer without an address: both clients share the fallback key.
+      expect(await serveOn(join(dir, 'cidr.sock'), ['127.0.0.1'])).toEqual([200, 429])
+      expect(await serveOn(join(dir, 'hops.sock'), 1)).toEqual([200, 200])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 
