@@ -22,7 +22,14 @@ import { bunPeer, denoPeer, withRateLimit } from '../../src/adapters/fetch.js'
 import { honoRateLimit } from '../../src/adapters/hono.js'
 import { nodeRateLimit } from '../../src/adapters/node.js'
 import type { RateLimitOptions } from '../../src/http/rate-limit.js'
-import { ConfigError, createLimiter, gcra, type Limiter, leakyBucket } from '../../src/index.js'
+import {
+  ConfigError,
+  createLimiter,
+  type Duration,
+  gcra,
+  type Limiter,
+  leakyBucket,
+} from '../../src/index.js'
 import { manualClock } from '../../src/testing/index.js'
 import { farWindow } from '../support/window.js'
 
@@ -712,17 +719,16 @@ describe('hono adapter', () => {
 })
 
 describe('shaping: a held request whose client leaves is dropped, not handed on', () => {
-  // Delays 0, 300 and 600 ms on a frozen clock: one request a 300 ms interval.
-  const shaped = () =>
+  /** A shaping queue of 5 on a frozen clock, one request per `leakInterval`. */
+  const shapedEvery = (leakInterval: Duration) =>
     createLimiter({
       rules: [
-        {
-          name: 'smooth',
-          algorithm: leakyBucket({ capacity: 5, leakRate: 1, leakInterval: '300ms', mode: 'shape' }),
-        },
+        { name: 'smooth', algorithm: leakyBucket({ capacity: 5, leakRate: 1, leakInterval, mode: 'shape' }) },
       ],
       clock: manualClock(0),
     })
+  // Delays 0, 300 and 600 ms.
+  const shaped = () => shapedEvery('300ms')
 
   /** A server per adapter, serving `/` with `handled()`; `server` is its `node:http` server. */
   const targets: {
@@ -818,18 +824,9 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
     }
   })
 
-  // One request a 30 days: the second is held 30 days, past the 2^31 - 1 ms (about 24.8 days) a
-  // timer takes, which Node (like browsers and Deno) fires at once instead.
-  const monthly = () =>
-    createLimiter({
-      rules: [
-        {
-          name: 'monthly',
-          algorithm: leakyBucket({ capacity: 5, leakRate: 1, leakInterval: '30d', mode: 'shape' }),
-        },
-      ],
-      clock: manualClock(0),
-    })
+  // The second is held 30 days, past the 2^31 - 1 ms (about 24.8 days) a timer takes, which Node
+  // (like browsers and Deno) fires at once instead.
+  const monthly = () => shapedEvery('30d')
 
   it.each(targets)(
     '$name: a hold longer than a timer takes is held, not handed on at once',
@@ -861,22 +858,28 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
     },
   )
 
-  it('fetch: a hold longer than a timer takes is held, not handed on at once', async () => {
+  /** A fetch handler behind `limiter` that counts its runs (`handled()`), for one client. */
+  const countingFetch = (limiter: Limiter) => {
     let handled = 0
     const handler = withRateLimit(
       () => {
         handled++
         return new Response('ok')
       },
-      { limiter: monthly(), peer: () => '192.0.2.1' },
+      { limiter, peer: () => '192.0.2.1' },
     )
+    return { handler, handled: () => handled }
+  }
+
+  it('fetch: a hold longer than a timer takes is held, not handed on at once', async () => {
+    const { handler, handled } = countingFetch(monthly())
     expect((await handler(new Request('http://127.0.0.1/'))).status).toBe(200)
     let answered = false
     handler(new Request('http://127.0.0.1/')).then(() => {
       answered = true
     })
     await new Promise((resolve) => setTimeout(resolve, 50))
-    expect([handled, answered]).toEqual([1, false])
+    expect([handled(), answered]).toEqual([1, false])
   })
 
   it('node on an HTTP/2 compatibility server: a held stream the client cancels resolves false', async () => {
@@ -917,20 +920,13 @@ describe('shaping: a held request whose client leaves is dropped, not handed on'
   })
 
   it('fetch (the request signal): a held request whose signal aborts gets no handler, and a 499', async () => {
-    let handled = 0
-    const handler = withRateLimit(
-      () => {
-        handled++
-        return new Response('ok')
-      },
-      { limiter: shaped(), peer: () => '192.0.2.1' },
-    )
+    const { handler, handled } = countingFetch(shaped())
     expect((await handler(new Request('http://127.0.0.1/'))).status).toBe(200)
     const gone = new AbortController()
     const held = handler(new Request('http://127.0.0.1/', { signal: gone.signal }))
     gone.abort()
     expect((await held).status).toBe(499)
-    expect([(await handler(new Request('http://127.0.0.1/'))).status, handled]).toEqual([200, 2])
+    expect([(await handler(new Request('http://127.0.0.1/'))).status, handled()]).toEqual([200, 2])
   })
 
   it('hono on other runtimes (the request signal): a held request whose signal aborts gets no handler', async () => {
