@@ -186,6 +186,22 @@ describe('rate-limit headers', () => {
     expect([denied['retry-after'], denied['x-ratelimit-reset']]).toEqual(['10', '1010'])
   })
 
+  it('a standard listed twice is rendered once', async () => {
+    const limiter = createLimiter({
+      rules: [{ name: 'a', algorithm: fixedWindow({ limit: 1, window: '10s' }) }],
+      clock: manualClock(0),
+    })
+    const policies = limiter.rules.map(quotaPolicy)
+    for (const decision of [await limiter.limit('k'), await limiter.limit('k')]) {
+      expect(
+        rateLimitHeaders(decision, policies, {
+          nowMs: 0,
+          standards: ['legacy', 'draft-10', 'legacy', 'draft-10'],
+        }),
+      ).toEqual(rateLimitHeaders(decision, policies, { nowMs: 0, standards: ['legacy', 'draft-10'] }))
+    }
+  })
+
   it('Retry-After is whole seconds rounded up, never 0 while a request cannot pass', async () => {
     const { limiter, headers, clock } = setup([
       { name: 'g', algorithm: gcra({ limit: 1, period: '2500ms' }) },

@@ -99,7 +99,8 @@ export function rateLimitHeaders(
   options: HeaderOptions,
 ): [string, string][] {
   const { standards = 'draft-10', nowMs, partitionKey } = options
-  const list = [standards].flat()
+  // Each standard once, as createRateLimit takes them.
+  const list = [...new Set([standards].flat())]
   const issues = createIssues()
   checkStandards(issues, 'standards', list)
   if (list.includes('legacy')) issues.integer('nowMs', nowMs, 0, 2 ** 53 - 1)

@@ -530,6 +530,32 @@ describe('validation at creation', () => {
   })
 })
 
+describe('headers', () => {
+  it('a standard listed twice is rendered once: each field once, on the 200 and on the 429', async () => {
+    const once = createRateLimit({
+      limiter: perHour(),
+      headers: ['draft-7', 'legacy'],
+      clock: manualClock(START),
+    })
+    const twice = createRateLimit({
+      limiter: perHour(),
+      headers: ['draft-7', 'legacy', 'draft-7', 'legacy'],
+      clock: manualClock(START),
+    })
+    for (let i = 0; i < 2; i++) {
+      const [expected, got] = [
+        await once.check(request('203.0.113.7')),
+        await twice.check(request('203.0.113.7')),
+      ]
+      expect(got.headers).toEqual(expected.headers)
+      expect(got.response?.headers).toEqual(expected.response?.headers)
+    }
+    // The second was the 429, whose fields a Response joins: `x-ratelimit-limit: 1, 1` was no integer.
+    const answer = (await twice.check(request('203.0.113.7'))).response
+    expect(new Headers(answer?.headers as [string, string][]).get('x-ratelimit-limit')).toBe('1')
+  })
+})
+
 describe('cost functions at request time', () => {
   it.each([1.5, -1, Number.NaN, '2', undefined, 2 ** 53])(
     'a cost function returning %s rejects with ERR_EDGELIMIT_COST and charges nothing',

@@ -283,14 +283,15 @@ function validateOptions(
   if (options.identity !== undefined)
     issues.list.push(...validateClientKeyOptions(options.identity, 'identity'))
   const h: unknown = options.headers
-  const standards: unknown[] = h === false ? [] : h === undefined ? ['draft-10'] : [h].flat()
+  // Each standard once: one listed twice would send each of its fields twice (`x-ratelimit-limit: 1, 1`).
+  const standards: unknown[] = h === false ? [] : h === undefined ? ['draft-10'] : [...new Set([h].flat())]
   checkStandards(issues, 'headers', standards)
-  const drafts = new Set(standards.filter((s) => s !== 'legacy'))
-  if (drafts.size > 1) {
+  const drafts = standards.filter((s) => s !== 'legacy')
+  if (drafts.length > 1) {
     issues.add(
       'headers',
       'ERR_HEADER_CONFLICT',
-      `${[...drafts].join(', ')} emit clashing RateLimit fields; choose one (legacy may be added)`,
+      `${drafts.join(', ')} emit clashing RateLimit fields; choose one (legacy may be added)`,
     )
   }
   if (options.limiter !== undefined) checkLimiter(issues, 'limiter', options.limiter)
