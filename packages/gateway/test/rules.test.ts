@@ -157,6 +157,37 @@ rules:
   }
 })
 
+test('a hold longer than one Node timer (over 24.8 days) is held, not forwarded at once', async () => {
+  const shaping = await startInProcess(
+    `rules:
+  - { name: slow, algorithm: leaky-bucket, shape: true, capacity: 2, leakRate: 1, leakInterval: 30d }
+`,
+    { upstream: origin.url },
+  )
+  const abort = new AbortController()
+  try {
+    const before = origin.requests
+    const first = await fetch(`${shaping.url}/first`)
+    await first.arrayBuffer()
+    expect([first.status, origin.requests - before]).toEqual([200, 1])
+    // The second waits its turn: 30 days. A timer of more than 2^31 - 1 ms fires after 1 ms.
+    const second = fetch(`${shaping.url}/second`, { signal: abort.signal }).catch(() => 'aborted')
+    for (let i = 0; i < 200; i++) {
+      const metrics = await (await fetch(`${shaping.admin}/metrics`)).text()
+      if (/edgelimit_shaping_delay_seconds_count\{rule="slow"\} 1/.test(metrics)) break
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    // Decided (held 30 days): a forward fired by an overflowing timer would have reached the
+    // origin within a few ms.
+    await new Promise((r) => setTimeout(r, 300))
+    expect(origin.requests - before).toBe(1)
+    abort.abort()
+    expect(await second).toBe('aborted')
+  } finally {
+    await shaping.close()
+  }
+})
+
 test('shaping holds requests: measured delays 0, 100, 200, 300 ms; the fifth overflows the queue (429)', async () => {
   // Decisions on a clock that stands still: the five requests arrive at one instant however the
   // loaded machine spreads their sending (spread over 100 ms, the first was released before the

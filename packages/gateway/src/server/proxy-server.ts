@@ -219,9 +219,9 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
           if (d > 0) metrics.delayed(part.rule.name, d)
         }
         if (!this.settled) this.watchAbort()
-        setTimeout(() => {
+        holdFor(verdict.delayMs, () => {
           if (!res.destroyed) this.forward(verdict)
-        }, verdict.delayMs)
+        })
       } else if (res.destroyed) this.done(499, 'aborted')
       else this.forward(verdict)
     }
@@ -355,4 +355,13 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       }),
     flushUpstreamLog: () => upstreamFailures.flush(),
   }
+}
+
+/** The longest wait one Node timer takes: one of more than 2^31 - 1 ms fires after 1 ms. */
+const LONGEST_TIMER_MS = 2 ** 31 - 1
+
+/** Runs `then` after `ms`, however long (a shaping hold of a 30-day leak interval), in steps. */
+function holdFor(ms: number, then: () => void): void {
+  if (ms <= LONGEST_TIMER_MS) setTimeout(then, ms)
+  else setTimeout(() => holdFor(ms - LONGEST_TIMER_MS, then), LONGEST_TIMER_MS)
 }
