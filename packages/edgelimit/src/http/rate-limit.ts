@@ -59,7 +59,11 @@ export interface RouteRule {
   /** Upper-case methods; all when omitted. `GET` covers `HEAD` too, as frameworks route it. */
   methods?: readonly string[]
   limiter: Limiter
-  /** Shards keys by route (`r:<name>:<client key>`). @default the path pattern */
+  /**
+   * Shards keys by route (`r:<name>:<client key>`). Two routes on one path (by method, say) whose
+   * limiters share a store and rule names share their counts unless each has its own name.
+   * @default the path pattern
+   */
   name?: string
   cost?: CostOption
   key?: KeyFunction
