@@ -445,7 +445,7 @@ describe('upstream failures', () => {
     }
   })
 
-  test('an upstream that closes without answering, or answers with what is not HTTP: a 502 that says so, not "could not be reached"', async () => {
+  test('an upstream that closes without answering, answers with what is not HTTP or with an interim status undici refuses: a 502 that says so, not "could not be reached"', async () => {
     // Each upstream reads the request head, then answers it with `answer` (nothing: it closes).
     const answers: [string, RegExp][] = [
       ['', /^The upstream closed the connection before it answered \(UND_ERR_SOCKET\)\.$/],
@@ -457,6 +457,15 @@ describe('upstream failures', () => {
       [
         `HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(20_000)}\r\ncontent-length: 2\r\n\r\nok`,
         /^The upstream's answer is not valid HTTP \(UND_ERR_HEADERS_OVERFLOW\)\.$/,
+      ],
+      // It did answer: with an interim status undici drops the connection for.
+      [
+        'HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n',
+        /^The upstream switched protocols \(101\) for a request that asked for no upgrade \(UND_ERR_SOCKET: bad upgrade\)\.$/,
+      ],
+      [
+        'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok',
+        /^The upstream sent a 100 Continue the gateway did not ask for, which its HTTP client does not take \(UND_ERR_SOCKET: bad response\)\.$/,
       ],
     ]
     for (const [answer, detail] of answers) {

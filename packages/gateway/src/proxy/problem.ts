@@ -20,9 +20,23 @@ const UPSTREAM_TIMEOUTS = new Set([
 const CLOSED_EARLY = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
 const NOT_HTTP = new Set(['UND_ERR_HEADERS_OVERFLOW', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH'])
 
+/**
+ * undici's messages for an interim status it destroys the connection for (its `SocketError`,
+ * `UND_ERR_SOCKET`, as for a connection closed early): the upstream did answer.
+ */
+const INTERIM: ReadonlyMap<string, string> = new Map([
+  ['bad upgrade', 'The upstream switched protocols (101) for a request that asked for no upgrade'],
+  [
+    'bad response',
+    'The upstream sent a 100 Continue the gateway did not ask for, which its HTTP client does not take',
+  ],
+])
+
 /** The detail of a 502: what became of the request, as far as the gateway can tell. */
 function badGatewayDetail(error: Error & { code?: string }, reason: string): string {
   const code = error.code ?? ''
+  const interim = code === 'UND_ERR_SOCKET' ? INTERIM.get(error.message) : undefined
+  if (interim !== undefined) return `${interim} (${code}: ${error.message}).`
   if (CLOSED_EARLY.has(code)) return `The upstream closed the connection before it answered (${reason}).`
   // undici's parser errors carry no code; Node's carry an HPE_ one.
   if (NOT_HTTP.has(code) || code.startsWith('HPE_') || error.name === 'HTTPParserError')
