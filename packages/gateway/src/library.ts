@@ -1,7 +1,7 @@
 /**
  * What the gateway takes from the library beyond its public entry points: the HTTP building
  * blocks come from `edgelimit/http` (shared with every adapter); `bindingRule`, `describe`,
- * `enforcedFor`, `problemJson` and `within` are internal helpers not worth a public export, taken from the library's source in this one file.
+ * `enforcedFor`, `problemJson`, `sleep` and `within` are internal helpers not worth a public export, taken from the library's source in this one file.
  */
 
 export {
@@ -19,6 +19,7 @@ export {
   subnetKey,
   validateClientKeyOptions,
 } from 'edgelimit/http'
+export { sleep } from '../../edgelimit/src/adapters/shared.js'
 export { bindingRule } from '../../edgelimit/src/decision.js'
 export { describe } from '../../edgelimit/src/errors.js'
 export { problemJson } from '../../edgelimit/src/http/problem.js'

@@ -6,6 +6,7 @@ import { describe, EdgelimitError } from '../errors.js'
  * 24.8 days) and fires a longer one at once (Node, Deno, browsers): a longer hold is waited in parts.
  */
 export function sleep(ms: number): Promise<void> {
+  // deadline.ts's MAX_TIMER, written again: importing it brings the deadline code into the edge bundle.
   const most = 2 ** 31 - 1
   return ms > most
     ? sleep(most).then(() => sleep(ms - most))

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises'
 import path from 'node:path'
 import { loadPolicy as loadGatewayPolicy } from '../config/validate.js'
-import { counted } from '../report/format.js'
+import { counted, int } from '../report/format.js'
 import {
   type CliIo,
   durationFlag,
@@ -171,7 +171,7 @@ function nothingRead(result: ReplayResult, format: string): string {
   const reasons = Object.entries(result.malformed.byReason)
     .sort((a, b) => b[1] - a[1])
     .slice(0, 2)
-    .map(([reason, n]) => `${n.toLocaleString('en-US')} ${reason}`)
+    .map(([reason, n]) => `${int(n)} ${reason}`)
     .join('; ')
   const none =
     result.lines === 1

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream'
 import type { Clock } from 'edgelimit'
 import type { Logger } from 'pino'
+import { sleep } from '../library.js'
 import { decide, decideSync, type Verdict } from '../policy/decide.js'
 import { canonicalTarget } from '../policy/path.js'
 import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
@@ -219,7 +220,8 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
           if (d > 0) metrics.delayed(part.rule.name, d)
         }
         if (!this.settled) this.watchAbort()
-        holdFor(verdict.delayMs, () => {
+        // The adapters' hold: a wait longer than one timer takes (a 30-day leak interval) in steps.
+        void sleep(verdict.delayMs).then(() => {
           if (!res.destroyed) this.forward(verdict)
         })
       } else if (res.destroyed) this.done(499, 'aborted')
@@ -355,13 +357,4 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       }),
     flushUpstreamLog: () => upstreamFailures.flush(),
   }
-}
-
-/** The longest wait one Node timer takes: one of more than 2^31 - 1 ms fires after 1 ms. */
-const LONGEST_TIMER_MS = 2 ** 31 - 1
-
-/** Runs `then` after `ms`, however long (a shaping hold of a 30-day leak interval), in steps. */
-function holdFor(ms: number, then: () => void): void {
-  if (ms <= LONGEST_TIMER_MS) setTimeout(then, ms)
-  else setTimeout(() => holdFor(ms - LONGEST_TIMER_MS, then), LONGEST_TIMER_MS)
 }
