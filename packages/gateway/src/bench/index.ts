@@ -12,7 +12,7 @@ import { openStore } from '../policy/store.js'
 import { type Align, duration, int, table } from '../report/format.js'
 import {
   type CliIo,
-  checkOutput,
+  checkOutputs,
   decimalDigits,
   durationFlag,
   parseCommandArgs,
@@ -139,7 +139,10 @@ async function bench(args: string[], io: CliIo): Promise<number> {
     )
 
   // A bench runs for a while: an output it could not write should stop it before, not after.
-  if (values.json !== undefined) await checkOutput(at(values.json))
+  await checkOutputs(
+    [['--json', values.json === undefined ? undefined : at(values.json)]],
+    [['policy', at(configFile)]],
+  )
 
   const store = await openStore(config.store)
   try {

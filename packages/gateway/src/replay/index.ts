@@ -4,6 +4,7 @@ import { loadPolicy as loadGatewayPolicy } from '../config/validate.js'
 import { counted, int } from '../report/format.js'
 import {
   type CliIo,
+  checkOutputs,
   durationFlag,
   MAX_LIMIT,
   parseCommandArgs,
@@ -125,6 +126,20 @@ async function replay(args: string[], io: CliIo): Promise<number> {
   const inputs = positionals.map((p) => (p === '-' ? '-' : at(p)))
   let total = 0
   for (const f of inputs) if (f !== '-') total += (await stat(f)).size
+  // A replay runs for a while: a report it could not write, or would write over a file it reads,
+  // stops it before, not after.
+  const html = values['no-html'] === true ? undefined : at(values.html ?? 'edgelimit-replay.html')
+  const json = values.json === undefined ? undefined : at(values.json)
+  await checkOutputs(
+    [
+      ['--html', html],
+      ['--json', json],
+    ],
+    [
+      ['policy', policy === undefined ? undefined : at(values.config as string)],
+      ...inputs.map((f) => ['log', f] as const),
+    ],
+  )
   const bar =
     values['no-progress'] === true ? undefined : progressBar(io.stderr, total > 0 ? total : undefined)
   let result: ReplayResult
@@ -145,12 +160,11 @@ async function replay(args: string[], io: CliIo): Promise<number> {
   }
   const label = positionals.map((p) => path.basename(p)).join(', ')
   io.stdout.write(textReport(result, label, top))
-  if (values['no-html'] !== true) {
-    const file = at(values.html ?? 'edgelimit-replay.html')
-    await writeOutput(file, htmlReport(result, label, top))
-    io.stdout.write(`\nHTML report: ${file}\n`)
+  if (html !== undefined) {
+    await writeOutput(html, htmlReport(result, label, top))
+    io.stdout.write(`\nHTML report: ${html}\n`)
   }
-  if (values.json !== undefined) await writeOutput(at(values.json), `${JSON.stringify(result, null, 2)}\n`)
+  if (json !== undefined) await writeOutput(json, `${JSON.stringify(result, null, 2)}\n`)
   const rate = Math.round((result.lines / Math.max(1, result.elapsedMs)) * 1000)
   io.stderr.write(
     `replayed ${counted(result.lines, 'line')} in ${(result.elapsedMs / 1000).toFixed(2)} s (${rate.toLocaleString('en-US')} lines/s)\n`,

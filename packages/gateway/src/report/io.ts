@@ -94,6 +94,42 @@ export async function checkOutput(file: string): Promise<void> {
   await access(existing === undefined ? path.dirname(file) : file, constants.W_OK)
 }
 
+/**
+ * Fails now, before a long run, where an output cannot be written (`checkOutput`) or is one of the
+ * files the command reads (the same file by device and inode: through a link or another spelling
+ * of its path too), or where two outputs are one file: the report would overwrite its input, or
+ * the one output the other. `-` (standard input) and absent entries are skipped.
+ *
+ * @example await checkOutputs([['--html', at('r.html')]], [['log', at('access.log')]])
+ */
+export async function checkOutputs(
+  outputs: ReadonlyArray<readonly [flag: string, file: string | undefined]>,
+  inputs: ReadonlyArray<readonly [what: string, file: string | undefined]>,
+): Promise<void> {
+  const identity = async (file: string | undefined) => {
+    if (file === undefined || file === '-') return undefined
+    const s = await stat(file).catch(() => undefined)
+    return s === undefined ? undefined : `${s.dev}:${s.ino}`
+  }
+  const read = await Promise.all(inputs.map(async ([what, file]) => [what, await identity(file)] as const))
+  const written: Array<readonly [string, string]> = []
+  for (const [flag, file] of outputs) {
+    if (file === undefined) continue
+    await checkOutput(file)
+    // A file not there yet is no input; two outputs not there yet are one where their paths are.
+    const id = (await identity(file)) ?? `path:${path.resolve(file)}`
+    const input = read.find(([, other]) => other === id)
+    if (input !== undefined)
+      throw new UsageError(
+        `${flag} ${file} is the ${input[0]} this command reads: writing it would overwrite its input; give another file`,
+      )
+    const twin = written.find(([, other]) => other === id)
+    if (twin !== undefined)
+      throw new UsageError(`${flag} and ${twin[0]} are the same file (${file}): give two files`)
+    written.push([flag, id])
+  }
+}
+
 /** Writes a file, creating its folder. */
 export async function writeOutput(file: string, text: string): Promise<void> {
   await makeFolder(file)

@@ -4,6 +4,7 @@ import { loadPolicy, PolicyError } from '../replay/policy.js'
 import { counted } from '../report/format.js'
 import {
   type CliIo,
+  checkOutputs,
   durationFlag,
   MAX_LIMIT,
   parseCommandArgs,
@@ -100,6 +101,20 @@ async function run(args: string[], io: CliIo): Promise<number> {
   const contestantsFor = (l: number, w: number): Contestant[] =>
     rules === undefined ? defaultContestants(l, w, only) : policyContestants(rules)
 
+  // A report it could not write, or would write over the policy or trace it reads, stops the
+  // simulation before it runs, not after its table.
+  const html = values['no-html'] === true ? undefined : at(values.html ?? 'edgelimit-simulate.html')
+  const json = values.json === undefined ? undefined : at(values.json)
+  await checkOutputs(
+    [
+      ['--html', html],
+      ['--json', json],
+    ],
+    [
+      ['policy', values.config === undefined ? undefined : at(values.config)],
+      ['trace', values.trace === undefined || values.trace === '-' ? undefined : at(values.trace)],
+    ],
+  )
   const results: SimulationResult[] = []
   if (values.trace !== undefined) {
     if (positionals.length > 0) throw new UsageError('give either --trace or scenario names, not both')
@@ -133,12 +148,11 @@ async function run(args: string[], io: CliIo): Promise<number> {
     }
   }
   io.stdout.write(results.map(textTable).join('\n'))
-  if (values['no-html'] !== true) {
-    const file = at(values.html ?? 'edgelimit-simulate.html')
-    await writeOutput(file, htmlReport(results))
-    io.stdout.write(`\nHTML report: ${file}\n`)
+  if (html !== undefined) {
+    await writeOutput(html, htmlReport(results))
+    io.stdout.write(`\nHTML report: ${html}\n`)
   }
-  if (values.json !== undefined) await writeOutput(at(values.json), `${JSON.stringify(results, null, 2)}\n`)
+  if (json !== undefined) await writeOutput(json, `${JSON.stringify(results, null, 2)}\n`)
   return 0
 }
 

@@ -1,8 +1,9 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { linkSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { describe, expect, test } from 'vitest'
+import { runBench } from '../../src/bench/index.js'
 import { runReplay } from '../../src/replay/index.js'
 import {
   MAX_SCENARIO_REQUESTS,
@@ -372,6 +373,64 @@ describe('edgelimit simulate', () => {
       const r = await runCli(args, { timeoutMs: 10_000 })
       expect(r.code, `${args[0]}: ${r.stderr}`).toBe(2)
       expect(r.stderr).toMatch(new RegExp(`^edgelimit ${args[0]}: cannot write ${file}: ENOENT`, 'm'))
+    }
+  })
+
+  test('a report over a file the command reads (by any path or link) or over its other report: exit 2 before the run, the input untouched', async () => {
+    const logText = '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2\n'
+    const log = file('input.log', logText)
+    const policyText = 'store: memory\nrules:\n  - { name: r, algorithm: gcra, limit: 5, period: 1s }\n'
+    const policy = file('input.yaml', policyText)
+    const traceText = 'time,key\n0,a\n10,b\n'
+    const trace = file('input.csv', traceText)
+    const linked = path.join(dir, `linked-${Math.random().toString(36).slice(2)}.log`)
+    symlinkSync(log, linked)
+    const hard = path.join(dir, `hard-${Math.random().toString(36).slice(2)}.yaml`)
+    linkSync(policy, hard)
+    const other = path.join(dir, 'sub', '..', 'input.csv')
+    const fresh = path.join(dir, `fresh-${Math.random().toString(36).slice(2)}.out`)
+    for (const [run, args, message] of [
+      [runReplay, [log, '--no-progress', '--html', log], `--html ${log} is the log this command reads`],
+      [runReplay, [log, '--no-progress', '--no-html', '--json', linked], `--json ${linked} is the log`],
+      [runReplay, [log, '--no-progress', '-c', policy, '--html', hard], `--html ${hard} is the policy`],
+      [
+        runReplay,
+        [log, '--no-progress', '--html', fresh, '--json', fresh],
+        `--json and --html are the same file (${fresh})`,
+      ],
+      [runSimulate, ['--trace', trace, '--html', other], `--html ${path.resolve(other)} is the trace`],
+      [
+        runSimulate,
+        ['steady', '-c', policy, '--no-html', '--json', policy],
+        `--json ${policy} is the policy`,
+      ],
+      [runBench, ['-c', policy, '--duration', '100ms', '--json', hard], `--json ${hard} is the policy`],
+    ] as const) {
+      const io = captureIo(dir)
+      expect(await run([...args], io), `${args.join(' ')}: ${io.err()}`).toBe(2)
+      expect(io.err()).toContain(
+        `edgelimit ${run === runReplay ? 'replay' : run === runSimulate ? 'simulate' : 'bench'}: ${message}`,
+      )
+      // Stopped before the run: no table, and nothing overwritten.
+      expect(io.out()).toBe('')
+    }
+    expect(readFileSync(log, 'utf8')).toBe(logText)
+    expect(readFileSync(policy, 'utf8')).toBe(policyText)
+    expect(readFileSync(trace, 'utf8')).toBe(traceText)
+  })
+
+  test('an output that cannot be written stops replay and simulate before their tables, not after', async () => {
+    const log = file('one-more.log', '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2\n')
+    for (const [run, args] of [
+      [runReplay, [log, '--no-progress', '--html', dir]],
+      [runReplay, [log, '--no-progress', '--no-html', '--json', '/proc/edgelimit-x/r.json']],
+      [runSimulate, ['steady', '--html', dir]],
+      [runSimulate, ['steady', '--no-html', '--json', '/proc/edgelimit-x/s.json']],
+    ] as const) {
+      const io = captureIo(dir)
+      expect(await run([...args], io)).toBe(2)
+      expect(io.err()).toMatch(/^edgelimit (replay|simulate): (EISDIR|cannot write)/)
+      expect(io.out()).toBe('')
     }
   })
 
