@@ -1,7 +1,7 @@
 import { problemJson } from '../http/problem.js'
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
 import { fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
-import { checkFailure, lowerName, sendFields } from './shared.js'
+import { bodiless, checkFailure, lowerName, sendFields } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
 export interface FastifyRequestLike {
@@ -14,7 +14,7 @@ export interface FastifyReplyLike {
   code(status: number): unknown
   header(name: string, value: string | string[]): unknown
   getHeader(name: string): unknown
-  send(body: Uint8Array): unknown
+  send(body?: Uint8Array): unknown
   hijack(): unknown
   readonly raw: {
     readonly headersSent: boolean
@@ -97,7 +97,7 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
           sendFields(reply, answer.headers, setOnReply)
           // Bytes, not a string: Fastify would append `; charset=utf-8` to a JSON content type.
           // Answered from the hook: `done` is not called.
-          reply.send(encoder.encode(answer.body))
+          reply.send(bodiless(answer.status) ? undefined : encoder.encode(answer.body))
           return
         }
         const headers = verdict.headers

@@ -100,11 +100,14 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
     const answer = verdict.response
     // Only a `respond` verdict carries one.
     // Its fields are the Response's own, appended: a name it repeats keeps every value.
+    // The answer is its own init (its `status` and `headers`; a `body` is no init field). A 204,
+    // 205 or 304 from `onLimited` has no content (RFC 9110): sent without its body, as the
+    // `Response` constructor throws for one with a body. (`bodiless`, inline: bytes on the edge.)
     if (answer !== undefined)
-      return new Response(answer.body, {
-        status: answer.status,
-        headers: answer.headers as [string, string][],
-      })
+      return new Response(
+        [204, 205, 304].includes(answer.status) ? null : answer.body,
+        answer as unknown as ResponseInit,
+      )
     // A shaped request reaches the handler once its hold ends, unless its client left meanwhile
     // (its signal aborted): it is dropped, with a 499 that reaches no one, as nginx drops it.
     if (verdict.delayMs > 0 && !held) {

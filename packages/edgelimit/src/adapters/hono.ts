@@ -7,7 +7,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { addFields, checkFailure, sendFields, sleep, urlPath } from './shared.js'
+import { addFields, bodiless, checkFailure, sendFields, sleep, urlPath } from './shared.js'
 
 /** Options of `honoRateLimit`. */
 export interface HonoRateLimitOptions extends RateLimitOptions {
@@ -91,7 +91,7 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
       // No prototype: a `__proto__` field is a field.
       const fields: Record<string, string | string[]> = Object.create(null)
       sendFields(fields, headers, setOnRecord)
-      return c.body(body, status as 429, fields)
+      return bodiless(status) ? c.body(null, status as 204, fields) : c.body(body, status as 429, fields)
     }
     const headers = verdict.headers
     const outgoing = (c.env as NodeServerBindings | undefined)?.outgoing

@@ -1,5 +1,5 @@
 import { type HttpRequest, type HttpVerdict, pending, type RateLimitCore } from '../http/rate-limit.js'
-import { pathOf, sendFields, sleep } from './shared.js'
+import { bodiless, pathOf, sendFields, sleep } from './shared.js'
 
 /** The part of Node's `IncomingMessage` the adapter reads (Express and Fastify's `raw` fit too). */
 export interface NodeRequestLike {
@@ -85,7 +85,7 @@ export function sendNodeAnswer(res: NodeResponseLike, verdict: HttpVerdict): voi
   const answer = verdict.response as NonNullable<HttpVerdict['response']>
   res.statusCode = answer.status
   sendFields(res, answer.headers, setOnResponse)
-  res.end(answer.body)
+  res.end(bodiless(answer.status) ? '' : answer.body)
 }
 
 const setOnResponse = (res: NodeResponseLike, name: string, value: string | string[]) =>

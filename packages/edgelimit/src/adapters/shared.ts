@@ -1,6 +1,12 @@
 import { describe, EdgelimitError } from '../errors.js'
 
 /**
+ * Whether a response of this status has no content (RFC 9110 §15.3.5, §15.3.6, §15.4.5): an
+ * `onLimited` answer of 204, 205 or 304 is sent without its body (a Web `Response` would throw).
+ */
+export const bodiless = (status: number): boolean => [204, 205, 304].includes(status)
+
+/**
  * Resolves after `ms` milliseconds: how adapters hold a shaped request (`HttpVerdict.delayMs`).
  * Callers skip it when `ms` is 0, to stay synchronous. A timer takes at most 2^31 - 1 ms (about
  * 24.8 days) and fires a longer one at once (Node, Deno, browsers): a longer hold is waited in parts.

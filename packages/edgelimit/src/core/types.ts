@@ -121,12 +121,7 @@ export function newVerdict(width = 3): Verdict {
 export function plainVerdict<R>(
   v: Readonly<Omit<Verdict, 'ttlMs' | 'next' | 'reason'>> & { readonly reason: R },
 ): Omit<Verdict, 'ttlMs' | 'next' | 'reason'> & { reason: R } {
-  return {
-    allowed: v.allowed,
-    remaining: v.remaining,
-    resetAfterMs: v.resetAfterMs,
-    retryAfterMs: v.retryAfterMs,
-    delayMs: v.delayMs,
-    reason: v.reason,
-  }
+  // The rest of the fields, which are the public ones: fewer bytes on the edge than naming them.
+  const { ttlMs, next, ...plain } = v as typeof v & Pick<Verdict, 'ttlMs' | 'next'>
+  return plain
 }

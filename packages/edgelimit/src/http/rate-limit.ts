@@ -148,7 +148,8 @@ export interface RateLimitOptions {
    * adapter hands to its framework's error path (a 500), as for `cost`. The fields inside
    * `headers` are checked by the framework, as its own are. Every pair is sent: a name repeated
    * (two `set-cookie`) goes out with each value, by every adapter; to change a field of the
-   * default answer, filter it out of `response.headers` (names are lower case) and add yours.
+   * default answer, filter it out of `response.headers` (names are lower case) and add yours. A
+   * 204, 205 or 304 has no content (RFC 9110): every adapter sends it without `body`.
    * @example onLimited: ({ response }) => ({ ...response, body: JSON.stringify({ ...JSON.parse(response.body), detail: 'slow down' }) })
    */
   onLimited?: (context: {

@@ -154,6 +154,11 @@ async function runStep(
     expect(res.headers.get('retry-after'), what).toBe(retryAfter === undefined ? null : String(retryAfter))
   }
   if (step.json !== undefined) expect(JSON.parse(text), what).toEqual(step.json)
+  if (step.body !== undefined) {
+    expect(text, what).toBe(step.body)
+    // No content announced either (a Content-Length: 0 is allowed).
+    if (step.body === '') expect(res.headers.get('content-length') ?? '0', what).toBe('0')
+  }
   if (step.minDelayMs !== undefined) expect(after - before, what).toBeGreaterThanOrEqual(step.minDelayMs)
   return { before, after }
 }

@@ -30,6 +30,8 @@ export interface Step {
   problem?: Record<string, unknown>
   /** A non-problem JSON body (a customised answer). */
   json?: unknown
+  /** The exact body text ('' for none). */
+  body?: string
   /** The adapter must hold the request at least this long (shaping). */
   minDelayMs?: number
   /**
@@ -365,6 +367,31 @@ export const scenarios: readonly Scenario[] = [
           vary: 'x, y',
         },
         json: { error: 'slow down', rule: 'hourly' },
+      },
+    ],
+  },
+  {
+    name: 'onLimited: a 204, 205 or 304 answer is sent without its body (a Response with one throws)',
+    options: (lib, clock) => ({
+      limiter: hourly(lib, clock, 1),
+      onLimited: ({ request, response }) => ({ ...response, status: Number(request.header('x-status')) }),
+    }),
+    steps: [
+      { path: '/', status: 200 },
+      ...[204, 205, 304].map((status) => ({
+        path: '/',
+        headers: { 'x-status': String(status) },
+        status,
+        body: '',
+        // The rate-limit fields are still sent.
+        expect: { 'retry-after': '3600', ratelimit: '"hourly";r=0;t=3600' },
+      })),
+      // Any other status keeps its body.
+      {
+        path: '/',
+        headers: { 'x-status': '429' },
+        status: 429,
+        problem: quotaExceeded('/', ['hourly'], 3600),
       },
     ],
   },
