@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { issuesOf } from '../../test/support/config-issues.js'
 import { gcra } from '../algorithms.js'
 import { systemClock } from '../clock.js'
-import { type ConfigError, EdgelimitError } from '../errors.js'
+import { EdgelimitError } from '../errors.js'
 import { createLimiter, type Decision, type Limiter } from '../limiter.js'
 import { manualClock } from '../testing/index.js'
 import { quotaPolicy, rateLimitHeaders } from './headers.js'
@@ -424,27 +424,6 @@ describe('validation at creation', () => {
       'routes[3]': ['ERR_OBJECT'],
       'routes[4].path': ['ERR_ROUTE_PATH'],
     })
-  })
-
-  it('a route with an empty methods list (which would match no request) or methods not a list: ERR_ARRAY', () => {
-    const limiter = perHour()
-    for (const methods of [[], 'GET', {}]) {
-      let error: unknown
-      try {
-        createRateLimit({ routes: [{ path: '/login', methods, limiter }] } as unknown as RateLimitOptions)
-      } catch (e) {
-        error = e
-      }
-      expect((error as ConfigError).issues, JSON.stringify(methods)).toEqual([
-        {
-          path: 'routes[0].methods',
-          code: 'ERR_ARRAY',
-          message: `expected a non-empty array of methods, got ${Array.isArray(methods) ? 'an array' : typeof methods === 'string' ? '"GET" (string)' : 'an object'}`,
-        },
-      ])
-    }
-    // Left out, every method.
-    expect(() => createRateLimit({ routes: [{ path: '/login', limiter }] })).not.toThrow()
   })
 
   it('never ignores an unknown option name: at the top, in identity and in routes, all in one ConfigError', () => {

@@ -56,7 +56,7 @@ export interface RouteRule {
    * tested on the path as it came.
    */
   path: string | RegExp
-  /** Upper-case methods (at least one); all when omitted. `GET` covers `HEAD` too, as frameworks route it. */
+  /** Upper-case methods; all when omitted. `GET` covers `HEAD` too, as frameworks route it. */
   methods?: readonly string[]
   limiter: Limiter
   /**
@@ -227,18 +227,8 @@ function checkRoute(issues: Issues, at: string, route: unknown): void {
       'a path or glob starting with "/" (like "/api/*"), or a RegExp',
     )
   }
-  // An empty list would match no request: the route would never apply.
-  if (
-    methods !== undefined &&
-    issues.expect(
-      `${at}.methods`,
-      methods,
-      Array.isArray(methods) && methods.length > 0,
-      'ERR_ARRAY',
-      'a non-empty array of methods',
-    )
-  ) {
-    ;(methods as unknown[]).forEach((m, i) => {
+  if (methods !== undefined && checkArray(issues, `${at}.methods`, methods, 'methods')) {
+    methods.forEach((m, i) => {
       // Upper-case HTTP method tokens (RFC 9110 §9.1): request methods are compared as sent.
       issues.expect(
         `${at}.methods[${i}]`,
