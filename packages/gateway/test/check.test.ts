@@ -1313,6 +1313,35 @@ describe('the CLI', () => {
     expect(flags.filter((m) => !named(m)).map((m) => m[1])).toEqual([])
   })
 
+  test('a policy nested too deep (as written, or through aliases) is refused by every command with the issue: check and serve exit 1, the others 2', async () => {
+    // Through a chain of aliases it was a RangeError: "edgelimit: Maximum call stack size exceeded".
+    const dir = tempDir()
+    const lines = [`x0: &a0 ${'['.repeat(60)}${']'.repeat(60)}`]
+    for (let i = 1; i < 150; i++) lines.push(`x${i}: &a${i} ${'['.repeat(60)}*a${i - 1}${']'.repeat(60)}`)
+    const chain = writePolicy(dir, `${lines.join('\n')}\nrules: [*a149]\n`, 'chain.yaml')
+    const flow = writePolicy(dir, `rules: ${'['.repeat(10_000)}${']'.repeat(10_000)}\n`, 'flow.yaml')
+    const log = join(dir, 'access.log')
+    writeFileSync(log, '10.0.0.1 - - [01/Jan/2026:00:00:00 +0000] "GET / HTTP/1.1" 200 5\n')
+    const runs = [chain, flow].flatMap((policy) =>
+      (
+        [
+          [['check', policy], 1],
+          [['serve', '--config', policy, '--port', '0', '--admin-port', '0'], 1],
+          [['simulate', '-c', policy, '--no-html'], 2],
+          [['replay', '-c', policy, log, '--no-html'], 2],
+          [['bench', '-c', policy], 2],
+        ] as const
+      ).map(async ([args, code]) => ({ args, code, result: await runCli(args) })),
+    )
+    for (const { args, code, result } of await Promise.all(runs)) {
+      expect(result.code, args.join(' ')).toBe(code)
+      expect(result.stderr, args.join(' ')).toMatch(
+        /\.yaml:\d+:\d+ {2}\(root\): YAML: the policy nests lists and mappings deeper than 64 levels.*\[ERR_YAML\]/,
+      )
+      expect(result.stderr).not.toMatch(/call stack/)
+    }
+  })
+
   test('serve refuses an invalid policy with the same report, exit 1', async () => {
     const result = await runCli([
       'serve',

@@ -218,6 +218,14 @@ describe('signals', () => {
       const rejected = await gateway.waitForLog((l) => l.msg.startsWith('policy rejected'))
       expect(rejected.issues).toEqual([expect.stringContaining(':1:')])
       expect((await fetch(`${gateway.url}/y`)).status).toBe(429)
+      // Nested too deep through a chain of aliases: one issue, and the policy in force stays.
+      const chain = [`x0: &a0 ${'['.repeat(60)}${']'.repeat(60)}`]
+      for (let i = 1; i < 150; i++) chain.push(`x${i}: &a${i} ${'['.repeat(60)}*a${i - 1}${']'.repeat(60)}`)
+      writeFileSync(file, `${chain.join('\n')}\nrules: [*a149]\n`)
+      gateway.child.kill('SIGHUP')
+      const deep = await gateway.waitForLog((l) => l.msg.startsWith('policy rejected') && l !== rejected)
+      expect(deep.issues).toEqual([expect.stringMatching(/:2:69 .*deeper than 64 levels .*\[ERR_YAML\]$/)])
+      expect((await fetch(`${gateway.url}/y`)).status).toBe(429)
       expect(await gateway.stop()).toBe(0)
     } finally {
       await gateway.stop('SIGKILL')

@@ -144,6 +144,60 @@ describe('policy fuzzing', () => {
     }
   })
 
+  test('a policy nested deeper than 64 levels (flow, block, JSON) is a YAML issue at the 65th level, not a stack overflow', () => {
+    // The YAML composer recursed once per level and ran out of stack past a few hundred: the issue
+    // read "YAML syntax: Maximum call stack size exceeded", placed wherever the stack happened to end.
+    const n = 10_000
+    const block = Array.from({ length: 1000 }, (_, i) => `${' '.repeat(i + 1)}a:`).join('\n')
+    for (const [text, line, column] of [
+      [`rules: ${'['.repeat(n)}${']'.repeat(n)}\n`, 1, 8 + 63],
+      [`rules: ${'{a: '.repeat(n)}1${'}'.repeat(n)}\n`, 1, 8 + 63 * 4],
+      [`{"rules": ${'['.repeat(n)}${']'.repeat(n)}}`, 1, 11 + 63],
+      [`rules:\n${'- '.repeat(n)}x\n`, 2, 1 + 63 * 2],
+      [`rules:\n${block}\n`, 65, 65],
+    ] as const) {
+      const { issues } = checkSource(parsePolicyText(text, 'deep.yaml', {}))
+      expect(issues, text.slice(0, 20)).toEqual([
+        {
+          path: [],
+          code: 'ERR_YAML',
+          message:
+            'YAML: the policy nests lists and mappings deeper than 64 levels (a policy needs a handful)',
+          file: 'deep.yaml',
+          line,
+          column,
+        },
+      ])
+    }
+    // 64 levels are read, and validated as any policy is.
+    const levels64 = checkSource(
+      parsePolicyText(`rules: ${'['.repeat(63)}${']'.repeat(63)}\n`, 'ok.yaml', {}),
+    )
+    expect(levels64.issues).toMatchObject([{ code: 'ERR_OBJECT', path: ['rules', 0] }])
+  })
+
+  test('aliases that nest the value deeper than 64 levels are a YAML issue at the alias, not a stack overflow', () => {
+    // Each anchor 60 levels deep holds an alias to the one before: 150 of them nested the value
+    // 9,000 levels, within the alias count; substituting ${ENV} then threw a RangeError out of
+    // check, serve, replay and simulate ("edgelimit: Maximum call stack size exceeded", exit 1).
+    const d = 60
+    const lines = [`x0: &a0 ${'['.repeat(d)}${']'.repeat(d)}`]
+    for (let i = 1; i < 150; i++) lines.push(`x${i}: &a${i} ${'['.repeat(d)}*a${i - 1}${']'.repeat(d)}`)
+    lines.push('rules: [*a149]')
+    const { issues } = checkSource(parsePolicyText(`${lines.join('\n')}\n`, 'chain.yaml', {}))
+    expect(issues).toEqual([
+      {
+        path: [],
+        code: 'ERR_YAML',
+        message:
+          'YAML: the policy nests lists and mappings deeper than 64 levels once the alias *a0 is expanded (a policy needs a handful)',
+        file: 'chain.yaml',
+        line: 2,
+        column: 9 + d,
+      },
+    ])
+  })
+
   test('a tag that builds no plain value (!!binary, !!set, !!timestamp, !!omap, a custom one) is a YAML issue at the tag', () => {
     // The parser turns these into a Uint8Array, a Set, a Date, a Map, or a string with a warning:
     // a binary was read as an object whose fields were its bytes, a set as empty defaults.

@@ -1,6 +1,7 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
 import {
   type Alias,
+  Composer,
   type Document,
   isAlias,
   isMap,
@@ -9,9 +10,11 @@ import {
   isSeq,
   LineCounter,
   type Node,
-  parseDocument,
+  Parser,
   visit,
+  YAMLParseError,
 } from 'yaml'
+import { deepCollection, deepValue, MAX_POLICY_DEPTH } from './depth.js'
 import { substituteEnv } from './env.js'
 import type { Issue, Path } from './issues.js'
 import { isTextField } from './secret.js'
@@ -91,11 +94,20 @@ function readBounded(file: string): string {
 /** Parses policy text (see `readPolicySource`); `file` names it in issues. */
 export function parsePolicyText(text: string, file: string, env: Env = process.env): PolicySource {
   const lineCounter = new LineCounter()
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, merge: true })
   const at = (offset: number) => {
     const { line, col } = lineCounter.linePos(offset)
     return { line, column: col }
   }
+  // `parseDocument`'s two steps, so that the nesting is measured between them: the composer
+  // recurses once per level, and past a few hundred it ran out of stack at a place that depended on
+  // the caller's ("YAML syntax: Maximum call stack size exceeded").
+  const tokens = [...new Parser(lineCounter.addNewLine).parse(text)]
+  const deep = deepCollection(tokens)
+  if (deep !== undefined) {
+    const issue: Issue = { path: [], code: 'ERR_YAML', message: tooDeep(), file, ...at(deep.offset) }
+    return { file, text, value: undefined, issues: [issue], place: (i) => ({ ...i, file }) }
+  }
+  const doc = firstDocument(tokens, text.length)
   const place = (issue: Issue): Issue => ({ ...issue, file, ...at(offsetOf(doc, issue.path, issue.at)) })
   if (doc.errors.length > 0) {
     const issues = doc.errors.map(
@@ -151,12 +163,58 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
     }
     return { file, text, value: undefined, issues: [issue], place }
   }
+  // Aliases share their anchor's value: a chain of them nests the value deeper than the text.
+  const deepPath = deepValue(raw)
+  if (deepPath !== undefined) {
+    const alias = aliasOn(doc, deepPath)
+    const issue: Issue = {
+      path: [],
+      code: 'ERR_YAML',
+      message: tooDeep(alias === undefined ? '' : ` once the alias *${alias.source} is expanded`),
+      file,
+      ...at(rangeStart(alias) ?? offsetOf(doc, deepPath, undefined)),
+    }
+    return { file, text, value: undefined, issues: [issue], place }
+  }
   const substituted = substituteEnv(
     raw,
     env,
     (path) => isTypedField(path) || (!isTextField(path) && isPlainScalar(doc, path)),
   )
   return { file, text, value: substituted.value, issues: substituted.issues.map(place), place }
+}
+
+function tooDeep(how = ''): string {
+  return `YAML: the policy nests lists and mappings deeper than ${MAX_POLICY_DEPTH} levels${how} (a policy needs a handful)`
+}
+
+/** The document, as `parseDocument` composes it: a second one is an error of the first. */
+function firstDocument(tokens: Parameters<Composer['compose']>[0], end: number): Document.Parsed {
+  const composer = new Composer({ uniqueKeys: true, merge: true })
+  let doc: Document.Parsed | undefined
+  for (const next of composer.compose(tokens, true, end)) {
+    if (doc === undefined) doc = next
+    else {
+      doc.errors.push(
+        new YAMLParseError([next.range[0], next.range[1]], 'MULTIPLE_DOCS', 'more than one document'),
+      )
+      break
+    }
+  }
+  return doc as Document.Parsed
+}
+
+/** The first alias on the way to `path` (the one whose expansion leads there), if any. */
+function aliasOn(doc: Document, path: Path): Alias | undefined {
+  let node: unknown = doc.contents
+  for (const segment of path) {
+    if (isAlias(node)) return node
+    if (isMap(node))
+      node = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(segment))?.value
+    else if (isSeq(node) && typeof segment === 'number') node = node.items[segment]
+    else return undefined
+  }
+  return isAlias(node) ? node : undefined
 }
 
 /**
