@@ -17,8 +17,8 @@ import { type Trace, type TraceField, traceBuilder } from './trace.js'
  * A time is read the same way in both (`traceMs`): a number under 10⁹ is milliseconds from the
  * start of the trace, a larger one an epoch time in seconds (10 digits), milliseconds (13),
  * microseconds (16) or nanoseconds (19); or an ISO 8601 or access-log time. A negative or
- * non-finite number is a bad time. Malformed lines are counted in `skipped` and reported with
- * their line numbers.
+ * non-finite number is a bad time, and an empty key no key. Malformed lines are counted in `skipped`
+ * and reported with their line numbers.
  */
 export async function readTrace(
   file: string,
@@ -58,7 +58,10 @@ export async function readTrace(
         const written = typeof v === 'number' ? numberText(text, name as string, v) : undefined
         const t = traceMs(v, written)
         if (name !== undefined && t === undefined) return skip(line, `bad time ${quotedValue(v, written)}`)
-        const key = o.key ?? o.ip
+        // The first of key and ip that is there and not empty, as replay picks a field.
+        const key = [o.key, o.ip].find((k) => k !== undefined && k !== null && k !== '')
+        if (t !== undefined && key === undefined && (o.key === '' || o.ip === ''))
+          return skip(line, 'empty key')
         if (t === undefined || (typeof key !== 'string' && typeof key !== 'number'))
           return skip(line, 'expected "t" (or time/ts/timestamp) and "key" (or ip)')
         // As for `time,key,cost` lines: a cost that is there must be a whole number from 1.
@@ -93,7 +96,8 @@ export async function readTrace(
       const parts = buf
         .toString('utf8', s, e)
         .trim()
-        .split(/[,\t ]+/)
+        // One comma is one separator (`0,,1` has an empty key, not key 1); a run of blanks is one too.
+        .split(/[\t ]*,[\t ]*|[\t ]+/)
       const ms = traceMs(parts[0])
       // A first field that starts as a number does but reads as no time (-1000, 1e3) is a bad time,
       // not a header line.
@@ -103,6 +107,7 @@ export async function readTrace(
         if (line === 1) return // a header line
         return skip(line, 'expected an access log line, a JSON object, or time,key[,cost]')
       }
+      if (parts[1] === '') return skip(line, 'empty key')
       const cost = parts[2] === undefined ? 1 : Number(parts[2])
       if (!Number.isSafeInteger(cost) || cost < 1) return skip(line, `bad cost ${JSON.stringify(parts[2])}`)
       rows.push({ t: ms, key: parts[1], cost, path: '/', method: 'GET' })

@@ -143,6 +143,20 @@ describe('edgelimit simulate', () => {
     expect(csv.results[0]).toMatchObject({ requests: 2, durationMs: 501 })
   })
 
+  test('--trace: an empty key is a malformed line, skipped and reported, in JSON and time,key lines', async () => {
+    // {"key":""} and `0,` were one client of key "", and `0,,1` a request of client "1".
+    const json = ['{"t":0,"key":""}', '{"t":1,"ip":""}', '{"t":2,"key":"","ip":"b"}', '{"t":3,"key":"a"}']
+    const j = await twoPerSecond(file('empty-key.jsonl', `${json.join('\n')}\n`))
+    expect(j.err).toContain('2 malformed lines skipped: line 1: empty key; line 2: empty key\n')
+    // An empty key falls back to ip, as replay takes the first field present.
+    expect(j.results[0]).toMatchObject({ requests: 2, clients: 2, durationMs: 2 })
+    const csv = await twoPerSecond(file('empty-key.csv', 'time,key\n0,\n0,,1\n0 , \n1,a\n2 , b\n3\t\tc\n'))
+    expect(csv.err).toContain(
+      '3 malformed lines skipped: line 2: empty key; line 3: empty key; line 4: empty key\n',
+    )
+    expect(csv.results[0]).toMatchObject({ requests: 3, clients: 3, durationMs: 3 })
+  })
+
   test('--trace: one request, one client and one malformed line are written in the singular', async () => {
     // "1 requests from 1 clients" and "1 malformed lines skipped".
     const io = captureIo(dir)
