@@ -210,6 +210,13 @@ const tcpSockets = () => process.getActiveResourcesInfo().filter((r) => r === 'T
 const handshake = (target: string) =>
   `GET ${target} HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`
 
+/** The upgrade headers of an h2c request (its `Connection` line apart). */
+const H2C = 'Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n'
+
+/** Each response in `text`: its status line and the URL the upstream echoed (if any). */
+const answered = (text: string) =>
+  text.split(/(?=HTTP\/1\.1 \d{3} )/).map((a) => [a.slice(0, 15), /"url":"([^"]+)"/.exec(a)?.[1]])
+
 /** A client frame (masked, with a zero key) carrying `text`. */
 const frame = (text: string) =>
   Buffer.concat([Buffer.from([0x81, 0x80 | text.length, 0, 0, 0, 0]), Buffer.from(text)])
@@ -786,6 +793,60 @@ describe('other upgrades', () => {
     ])
     client.socket.destroy()
   })
+
+  test('an h2c request with `Connection: close` is answered, and nothing pipelined behind it is served', async () => {
+    // What the parser refused behind it (data after `Connection: close`) was answered at once: a
+    // 400 in place of the answer to the request the upstream had already been sent.
+    const before = upstream.requests.length
+    const client = rawClient(gw.gateway.port)
+    client.socket.write(
+      `GET /h2c HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings, close\r\n${H2C}\r\nGET /after HTTP/1.1\r\nHost: gw\r\n\r\n`,
+    )
+    const text = await client.until(() => false)
+    expect(answered(text)).toEqual([['HTTP/1.1 200 OK', '/h2c']])
+    expect(client.closedAfter).toBeDefined()
+    expect(upstream.requests.slice(before).map((r) => r.url)).toEqual(['/h2c'])
+  })
+
+  test('behind an h2c request, a request with `Connection: close` is answered in turn and what follows it is not served', async () => {
+    const before = upstream.requests.length
+    const client = rawClient(gw.gateway.port)
+    client.socket.write(
+      `GET /h2c HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\n${H2C}\r\nGET /last HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\nGET /after HTTP/1.1\r\nHost: gw\r\n\r\n`,
+    )
+    const text = await client.until(() => false)
+    expect(answered(text)).toEqual([
+      ['HTTP/1.1 200 OK', '/h2c'],
+      ['HTTP/1.1 200 OK', '/last'],
+    ])
+    expect(upstream.requests.slice(before).map((r) => r.url)).toEqual(['/h2c', '/last'])
+  })
+
+  test.each([
+    ['a request', 'GET /after HTTP/1.1\r\nHost: gw\r\n\r\n'],
+    [
+      'an h2c request',
+      `GET /after HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\n${H2C}\r\n`,
+    ],
+    ['a WebSocket handshake', handshake('/chat')],
+  ])(
+    '%s pipelined behind a request with `Connection: close`, answered or not yet, is not served',
+    async (_, pipelined) => {
+      for (const first of ['/first', '/hold-close']) {
+        const before = [upstream.requests.length, upstream.upgrades.length]
+        const client = rawClient(gw.gateway.port)
+        client.socket.write(`GET ${first} HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n${pipelined}`)
+        if (first === '/hold-close') {
+          await until(() => upstream.held.length === 1)
+          upstream.held.shift()?.()
+        }
+        const text = await client.until(() => false)
+        expect(answered(text)).toEqual([['HTTP/1.1 200 OK', first]])
+        expect(upstream.requests.slice(before[0]).map((r) => r.url)).toEqual([first])
+        expect(upstream.upgrades.length).toBe(before[1])
+      }
+    },
+  )
 
   test('a POST with Upgrade: websocket is no handshake either (RFC 6455 asks for GET)', async () => {
     const before = upstream.upgrades.length

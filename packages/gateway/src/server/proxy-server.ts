@@ -292,8 +292,10 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
   // With an 'upgrade' listener Node hands over every request with `Connection: upgrade`: the
   // other upgrades (h2c, …) are read again by `plain`, which has none, as the ordinary requests
   // they were without it. It listens nowhere: 'listening' starts Node's checks of its connections
-  // (headers and request timeouts, closeIdleConnections).
-  const plain = httpServer()
+  // (headers and request timeouts, closeIdleConnections). It tracks its answers too, so that what
+  // its parser refuses behind one (bytes after a `Connection: close` request) waits for it: it
+  // was answered at once, a 400 in place of the answer to the request already forwarded.
+  const plain = httpServer(pendingResponses())
   plain.emit('listening')
   // Every upgrade's socket, from its upgrade to its close (tunnels included, and one still waiting
   // for the answers before it): Node's closeAllConnections no longer knows them.
