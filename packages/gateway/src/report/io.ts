@@ -1,4 +1,4 @@
-import { constants } from 'node:fs'
+import { constants, type Stats } from 'node:fs'
 import { access, mkdir, stat, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { type ParseArgsConfig, parseArgs } from 'node:util'
@@ -81,10 +81,11 @@ export async function runCommand(
 /**
  * Fails now, with the error `writeOutput` would give at the end, if `file` cannot be written:
  * for a command that runs a while before it writes. Creates the directory, not the file.
+ * Returns the file's stats when it exists already.
  *
  * @example await checkOutput(path.resolve('bench/results/run.json'))
  */
-export async function checkOutput(file: string): Promise<void> {
+export async function checkOutput(file: string): Promise<Stats | undefined> {
   await makeFolder(file)
   const existing = await stat(file).catch(() => undefined)
   if (existing?.isDirectory())
@@ -92,6 +93,7 @@ export async function checkOutput(file: string): Promise<void> {
       code: 'EISDIR',
     })
   await access(existing === undefined ? path.dirname(file) : file, constants.W_OK)
+  return existing
 }
 
 /**
@@ -106,18 +108,21 @@ export async function checkOutputs(
   outputs: ReadonlyArray<readonly [flag: string, file: string | undefined]>,
   inputs: ReadonlyArray<readonly [what: string, file: string | undefined]>,
 ): Promise<void> {
-  const identity = async (file: string | undefined) => {
-    if (file === undefined || file === '-') return undefined
-    const s = await stat(file).catch(() => undefined)
-    return s === undefined ? undefined : `${s.dev}:${s.ino}`
-  }
-  const read = await Promise.all(inputs.map(async ([what, file]) => [what, await identity(file)] as const))
+  const identity = (s: Stats | undefined) => (s === undefined ? undefined : `${s.dev}:${s.ino}`)
+  const read = await Promise.all(
+    inputs.map(
+      async ([what, file]) =>
+        [
+          what,
+          file === undefined || file === '-' ? undefined : identity(await stat(file).catch(() => undefined)),
+        ] as const,
+    ),
+  )
   const written: Array<readonly [string, string]> = []
   for (const [flag, file] of outputs) {
     if (file === undefined) continue
-    await checkOutput(file)
     // A file not there yet is no input; two outputs not there yet are one where their paths are.
-    const id = (await identity(file)) ?? `path:${path.resolve(file)}`
+    const id = identity(await checkOutput(file)) ?? `path:${path.resolve(file)}`
     const input = read.find(([, other]) => other === id)
     if (input !== undefined)
       throw new UsageError(
