@@ -187,7 +187,7 @@ function checkCall(key: unknown, opts?: LimitOptions): number {
 }
 
 /** `value` when it is a non-negative integer; otherwise throws `code`. */
-function whole(value: number, name: string, code: ErrorCode): number {
+export function whole(value: number, name: string, code: ErrorCode): number {
   if (Number.isSafeInteger(value) && value >= 0) return value
   throw new EdgelimitError(code, `Expected \`${name}\` to be a non-negative integer, got ${describe(value)}`)
 }

@@ -371,6 +371,24 @@ describe('clock', () => {
     expect(reset(await rl.check(request('192.0.2.1')))).toBe(String(START / 1000 + 1 + 3599))
   })
 
+  it('a clock that reads anything but a non-negative integer fails the request with ERR_EDGELIMIT_CLOCK', async () => {
+    // Before, `new Date()` or NaN became `X-RateLimit-Reset: NaN` on an admitted response.
+    for (const bad of [new Date(START), Number.NaN, -1, 1.5, '1700000000000', undefined]) {
+      const clock = { now: () => bad as unknown as number }
+      const rl = createRateLimit({ limiter: perHour(5), headers: 'legacy', clock })
+      const failure = await rl.check(request('192.0.2.1')).then(
+        (v) => v,
+        (e: unknown) => e,
+      )
+      expect(failure).toBeInstanceOf(EdgelimitError)
+      expect((failure as EdgelimitError).code).toBe('ERR_EDGELIMIT_CLOCK')
+      expect((failure as Error).message).toMatch(/`clock\.now\(\)`.*non-negative integer/)
+    }
+    // The draft standards never read the HTTP clock: a bad one is not consulted there.
+    const rl = createRateLimit({ limiter: perHour(5), clock: { now: () => Number.NaN } })
+    expect((await rl.check(request('192.0.2.1'))).action).toBe('continue')
+  })
+
   it('defaults to the system clock', async () => {
     const rl = createRateLimit({ limiter: perHour(1, manualClock(0)), headers: 'legacy' })
     const before = Math.ceil(Date.now() / 1000)

@@ -1,6 +1,6 @@
 import { type Clock, systemClock } from '../clock.js'
 import { ConfigError, describe, EdgelimitError } from '../errors.js'
-import type { Decision, Limiter } from '../limiter.js'
+import { type Decision, type Limiter, whole } from '../limiter.js'
 import { remember } from '../remember.js'
 import { createIssues, type Issues } from '../validate.js'
 import {
@@ -136,6 +136,8 @@ export interface RateLimitOptions {
   /**
    * The clock for header timestamps (the legacy `X-RateLimit-Reset`, in epoch seconds). Pass the
    * limiter's clock so both agree. Decisions use the limiter's own clock.
+   * A reading that is not a non-negative integer fails the request with `ERR_EDGELIMIT_CLOCK`,
+   * as the limiter's clock does.
    * @default systemClock
    * @example createRateLimit({ limiter, headers: 'legacy', clock: manualClock(0) })
    */
@@ -632,7 +634,11 @@ export function createRateLimitCore(
     decision: Decision,
     pk: string,
   ): HttpVerdict | Promise<HttpVerdict> {
-    const headers = t.render(decision, legacy ? clock.now() : 0, pk)
+    const headers = t.render(
+      decision,
+      legacy ? whole(clock.now(), 'clock.now()', 'ERR_EDGELIMIT_CLOCK') : 0,
+      pk,
+    )
     if (decision.allowed)
       return { action: 'continue', headers, delayMs: decision.delayMs ?? 0, decision, key }
     const problem = problemFor(decision, request.instance ?? request.path)
