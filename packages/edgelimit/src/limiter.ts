@@ -186,7 +186,11 @@ function checkCall(key: unknown, opts?: LimitOptions): number {
   return whole(opts?.cost ?? 1, 'cost', 'ERR_EDGELIMIT_COST')
 }
 
-/** `value` when it is a non-negative integer; otherwise throws `code`. */
+/**
+ * `value` when it is a non-negative integer; otherwise throws `code`. The one check for a clock
+ * reading, a cost and the HTTP layer's header clock, so all three fail alike.
+ * @internal
+ */
 export function whole(value: number, name: string, code: ErrorCode): number {
   if (Number.isSafeInteger(value) && value >= 0) return value
   throw new EdgelimitError(code, `Expected \`${name}\` to be a non-negative integer, got ${describe(value)}`)
