@@ -174,20 +174,8 @@ export function validateOptions(options: LimiterOptions): LimiterConfig {
       }
     })
   }
-  // Each absent, or an object with its method.
-  for (const [name, method, code, what] of [
-    ['clock', 'now', 'ERR_CLOCK', 'an object with a now() method'],
-    ['store', 'bind', 'ERR_STORE', 'a store such as memoryStore()'],
-  ] as const) {
-    const value = options[name] as Record<string, unknown> | null | undefined
-    issues.expect(
-      name,
-      value,
-      value === undefined || (typeof value === 'object' && typeof value?.[method] === 'function'),
-      code,
-      what,
-    )
-  }
+  issues.having('clock', options.clock, 'now', 'ERR_CLOCK', 'an object with a now() method')
+  issues.having('store', options.store, 'bind', 'ERR_STORE', 'a store such as memoryStore()')
   const timeoutMs = options.timeout === false ? undefined : issues.duration('timeout', options.timeout ?? 45)
   const b = options.breaker ?? {}
   let breaker: BreakerConfig | undefined

@@ -23,6 +23,8 @@ export interface Issues {
   boolean(path: string, value: unknown): boolean
   /** Unless `undefined`: a function (`ERR_FUNCTION`). */
   function(path: string, value: unknown): boolean
+  /** Absent, or an object with a function named `method` (a clock's `now`, a store's `bind`). */
+  having(path: string, value: unknown, method: string, code: string, what: string): boolean
 }
 
 /** Creates an empty problem collector. */
@@ -51,6 +53,15 @@ export function createIssues(): Issues {
       expect(path, value, value === undefined || typeof value === 'boolean', 'ERR_BOOLEAN', 'a boolean'),
     function: (path, value) =>
       expect(path, value, value === undefined || typeof value === 'function', 'ERR_FUNCTION', 'a function'),
+    having: (path, value, method, code, what) =>
+      expect(
+        path,
+        value,
+        value === undefined ||
+          (typeof value === 'object' && typeof (value as Record<string, unknown>)?.[method] === 'function'),
+        code,
+        what,
+      ),
 
     /** A whole number in `[min, max]`; reports and returns `undefined` otherwise. */
     integer: (path, value, min, max = 2 ** 31 - 1) =>

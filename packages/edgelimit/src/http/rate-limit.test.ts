@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { issuesOf } from '../../test/support/config-issues.js'
 import { gcra } from '../algorithms.js'
 import { systemClock } from '../clock.js'
-import { EdgelimitError } from '../errors.js'
+import { type ConfigError, EdgelimitError } from '../errors.js'
 import { createLimiter, type Decision, type Limiter } from '../limiter.js'
 import { manualClock } from '../testing/index.js'
 import { quotaPolicy, rateLimitHeaders } from './headers.js'
@@ -401,6 +401,26 @@ describe('clock', () => {
 })
 
 describe('validation at creation', () => {
+  it('checks `clock` as createLimiter does: absent, or an object with a now() method', () => {
+    const limiter = perHour()
+    const now = () => 0
+    for (const clock of [{ now: 5 }, null, 7, Object.assign(() => 0, { now })]) {
+      const message = (make: () => unknown) => {
+        try {
+          make()
+        } catch (error) {
+          return (error as ConfigError).issues.find((i) => i.path === 'clock')
+        }
+      }
+      const http = message(() => createRateLimit({ limiter, clock } as unknown as RateLimitOptions))
+      const rules = [{ name: 'h', algorithm: gcra({ limit: 1, period: '1h' }) }]
+      const core = message(() => createLimiter({ rules, clock } as never))
+      expect(http?.code).toBe('ERR_CLOCK')
+      expect(http).toEqual(core)
+    }
+    expect(() => createRateLimit({ limiter, clock: { now } })).not.toThrow()
+  })
+
   it('lists every problem with its path and code in one ConfigError', () => {
     const limiter = perHour()
     const options = {

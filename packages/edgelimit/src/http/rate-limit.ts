@@ -315,14 +315,7 @@ function validateOptions(
   // Unkeyed, pk would be a plain SHA-256 of the key: a guessed key could be checked offline.
   if (options.partitionKey === true && !options.identity?.secret)
     issues.add('partitionKey', 'ERR_PARTITION_KEY', 'needs identity.secret')
-  if (options.clock !== undefined)
-    issues.expect(
-      'clock',
-      options.clock,
-      typeof options.clock?.now === 'function',
-      'ERR_CLOCK',
-      'an object with a now() method',
-    )
+  issues.having('clock', options.clock, 'now', 'ERR_CLOCK', 'an object with a now() method')
   const allow = compileAllowList(issues, options.allowList)
   if (issues.list.length > 0) throw new ConfigError(issues.list)
   if (options.limiter === undefined && !options.routes?.length)
