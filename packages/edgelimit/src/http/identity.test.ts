@@ -763,6 +763,26 @@ describe('options validation', () => {
     ).toEqual([])
   })
 
+  it('takes one CIDR as a string, and names the option when it is not one', () => {
+    const options = { trustedProxies: '10.0.0.0/8' }
+    expect(validateClientKeyOptions(options)).toEqual([])
+    const forged = { 'x-forwarded-for': '203.0.113.7' }
+    expect(resolveClientIp(req('10.1.2.3', forged), options).ip).toBe('203.0.113.7')
+    expect(resolveClientIp(req('192.0.2.9', forged), options).ip).toBe('192.0.2.9')
+    expect(validateClientKeyOptions({ trustedProxies: '10.0.0.0/8, 192.168.0.0/16' }, 'identity')).toEqual([
+      {
+        path: 'identity.trustedProxies',
+        code: 'ERR_CIDR',
+        message:
+          'expected a CIDR like "10.0.0.0/8" or "2001:db8::/32", or an address, got "10.0.0.0/8, 192.168.0.0/16" (string)',
+      },
+    ])
+    // Anything else that is not a list is read as a hop count.
+    expect(validateClientKeyOptions({ trustedProxies: true }).map((i) => [i.path, i.code])).toEqual([
+      ['trustedProxies', 'ERR_INTEGER'],
+    ])
+  })
+
   it('resolveClientIp and clientKey throw a ConfigError for invalid options', async () => {
     expect(() => resolveClientIp(req('1.2.3.4'), { trustedProxies: ['10.0.0.0/33'] })).toThrow(ConfigError)
     await expect(clientKey(req('1.2.3.4'), { ipv6Prefix: 200 })).rejects.toThrow(ConfigError)

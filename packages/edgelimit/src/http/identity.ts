@@ -34,8 +34,8 @@ export interface ClientIpInput {
 /** Whom to believe about the client address. Create it once: it is validated once per object. */
 export interface ClientIpOptions {
   /**
-   * CIDRs of your own reverse proxies (`[...PRIVATE, '203.0.113.0/24']`; CDN ranges are yours to
-   * supply): headers count only when the direct peer is inside one, and chains are read right to
+   * CIDRs of your own reverse proxies (`[...PRIVATE, '203.0.113.0/24']`, or one as a string:
+   * `'10.0.0.0/8'`; CDN ranges are yours to supply): headers count only when the direct peer is inside one, and chains are read right to
    * left skipping these; single-value headers are then taken as-is. Or a hop count N: the client
    * is the Nth address from the right of the X-Forwarded-For/Forwarded chain, the direct peer
    * being the first proxy. Without it, the peer is the client and headers are ignored, so a
@@ -43,7 +43,7 @@ export interface ClientIpOptions {
    * header made the request itself (a health check): it is the client, as with express's
    * `trust proxy` and nginx's realip.
    */
-  trustedProxies?: readonly string[] | number
+  trustedProxies?: readonly string[] | string | number
   /**
    * The header holding the client address. `x-forwarded-for` and `forwarded` are chains; others
    * (`cf-connecting-ip`, …) are a single address taken as-is from a trusted peer.
@@ -135,7 +135,15 @@ export function validateClientKeyOptions(options: unknown, path?: string): Confi
         CIDR_OR_ADDRESS,
       )
     })
-  } else if (trustedProxies !== undefined) issues.integer(at('trustedProxies'), trustedProxies, 0, 64)
+  } else if (typeof trustedProxies === 'string')
+    issues.expect(
+      at('trustedProxies'),
+      trustedProxies,
+      parseCidr(trustedProxies) !== undefined,
+      'ERR_CIDR',
+      CIDR_OR_ADDRESS,
+    )
+  else if (trustedProxies !== undefined) issues.integer(at('trustedProxies'), trustedProxies, 0, 64)
   if (header !== undefined)
     issues.expect(
       at('header'),
@@ -157,7 +165,7 @@ export function compileIdentity(options: ClientIpOptions): CompiledIdentity {
   const { trustedProxies = [] } = options
   const header = (options.header ?? 'x-forwarded-for').toLowerCase()
   return {
-    trusted: typeof trustedProxies === 'number' ? [] : (trustedProxies.map(parseCidr) as Cidr[]),
+    trusted: typeof trustedProxies === 'number' ? [] : ([trustedProxies].flat().map(parseCidr) as Cidr[]),
     hops: typeof trustedProxies === 'number' ? trustedProxies : 0,
     header,
     chain: header === 'x-forwarded-for' ? xffEntries : header === 'forwarded' ? forwardedFor : undefined,
