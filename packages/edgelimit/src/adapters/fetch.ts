@@ -53,8 +53,9 @@ export function bunPeer(
  * `after(response, respond, headers)`: no closure per request.
  */
 function respond<R extends Response | undefined>(r: R, headers: readonly (readonly [string, string])[]): R {
-  // No response (a Bun WebSocket upgrade): nothing to set.
-  if (!r) return r
+  // No response (a Bun WebSocket upgrade): nothing to set. Nor on what is not a Response (a
+  // string, say): it goes back as it is, for the runtime to report as it reports any handler's.
+  if (!r?.headers) return r
   try {
     addFields(r.headers, headers)
     return r

@@ -214,3 +214,26 @@ describe('an onLimited answer that is not an HttpAnswer', () => {
     await expect(denied).resolves.toMatch(ON_LIMITED)
   })
 })
+
+// A fetch handler that returns something other than a Response (a string, a plain object, a
+// number) is the handler's bug, not a rate-limit error: the wrapper hands the value back untouched,
+// for the runtime to refuse as it refuses any handler's (Deno: "Return value from serve handler
+// must be a response"), instead of failing inside edgelimit with a TypeError about `Response`.
+describe('a fetch handler that returns no Response', () => {
+  it.each([
+    ['a string', 'hello'],
+    ['a number', 7],
+    ['a plain object', { body: 'x' }],
+    ['undefined', undefined],
+  ])('returns %s as it is', async (_what, value) => {
+    const limiter = createLimiter({
+      rules: [{ name: 'r', algorithm: gcra({ limit: 5, period: '1h' }) }],
+      clock: manualClock(0),
+    })
+    const handler = withRateLimit(() => value as unknown as Response, { limiter, peer: () => '192.0.2.1' })
+    await expect(handler(new Request('http://127.0.0.1/'))).resolves.toBe(value)
+    // Decided and charged as any request: the second of five leaves three.
+    const next = withRateLimit(() => new Response('ok'), { limiter, peer: () => '192.0.2.1' })
+    expect((await next(new Request('http://127.0.0.1/'))).headers.get('ratelimit')).toBe('"r";r=3;t=1440')
+  })
+})
