@@ -563,8 +563,14 @@ describe('validation at creation', () => {
         ],
       }),
     ).not.toThrow()
-    expect(() => createRateLimit({})).toThrow(TypeError)
-    expect(() => createRateLimit({ routes: [] })).toThrow(TypeError)
+    // Nothing to check requests against: a ConfigError with a code, as for every other option.
+    expect(issuesOf(() => createRateLimit({}))).toEqual({ limiter: ['ERR_LIMITER'] })
+    expect(issuesOf(() => createRateLimit({ routes: [] }))).toEqual({ limiter: ['ERR_LIMITER'] })
+    expect(() => createRateLimit({})).toThrow(
+      'limiter: expected a limiter from createLimiter(), got undefined [ERR_LIMITER]',
+    )
+    // With routes, each brings its own limiter and `limiter` is optional.
+    expect(() => createRateLimit({ routes: [{ path: '/api/*', limiter: perHour() }] })).not.toThrow()
   })
 })
 

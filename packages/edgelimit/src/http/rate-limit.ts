@@ -317,9 +317,11 @@ function validateOptions(
     issues.add('partitionKey', 'ERR_PARTITION_KEY', 'needs identity.secret')
   issues.having('clock', options.clock, 'now', 'ERR_CLOCK', 'an object with a now() method')
   const allow = compileAllowList(issues, options.allowList)
+  // Without routes, `limiter` is what every request is checked against: required. Unless
+  // something is wrong already (`rules:` misspelt for `routes:`), which would be the cause.
+  if (!issues.list.length && options.limiter === undefined && !options.routes?.length)
+    checkLimiter(issues, 'limiter', undefined)
   if (issues.list.length > 0) throw new ConfigError(issues.list)
-  if (options.limiter === undefined && !options.routes?.length)
-    throw new TypeError('Expected `limiter` or at least one of `routes`')
   return { standards: standards as HeaderStandard[], allow }
 }
 

@@ -197,7 +197,7 @@ describe('fetch adapter', () => {
 
   it('rejects bad options when created, not on the first request', () => {
     const handler = () => new Response()
-    expect(() => withRateLimit(handler, {})).toThrow(TypeError)
+    expect(() => withRateLimit(handler, {})).toThrow(ConfigError)
     expect(() => withRateLimit(handler, { limiter: onePerHour(), headers: ['draft-10', 'draft-7'] })).toThrow(
       ConfigError,
     )
