@@ -51,5 +51,6 @@ export function describe(value: unknown): string {
   if (type === 'string' || type === 'number' || type === 'boolean')
     return `${type === 'string' ? JSON.stringify(value) : value} (${type})`
   if (value === null || value === undefined) return String(value)
-  return Array.isArray(value) ? 'an array' : type === 'object' ? 'an object' : `a ${type}`
+  if (Array.isArray(value)) return value.length ? 'an array' : 'an empty array'
+  return type === 'object' ? 'an object' : `a ${type}`
 }

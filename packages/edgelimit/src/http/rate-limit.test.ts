@@ -563,6 +563,13 @@ describe('validation at creation', () => {
         ],
       }),
     ).not.toThrow()
+    // A route for no method would never match: refused, as the gateway's policy refuses it.
+    expect(issuesOf(() => createRateLimit({ routes: [{ path: '/a', methods: [], limiter }] }))).toEqual({
+      'routes[0].methods': ['ERR_ARRAY'],
+    })
+    expect(() => createRateLimit({ routes: [{ path: '/a', methods: [], limiter }] })).toThrow(
+      'routes[0].methods: expected an array of one or more methods, got an empty array [ERR_ARRAY]',
+    )
     // Nothing to check requests against: a ConfigError with a code, as for every other option.
     expect(issuesOf(() => createRateLimit({}))).toEqual({ limiter: ['ERR_LIMITER'] })
     expect(issuesOf(() => createRateLimit({ routes: [] }))).toEqual({ limiter: ['ERR_LIMITER'] })

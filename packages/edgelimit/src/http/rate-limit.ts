@@ -56,7 +56,7 @@ export interface RouteRule {
    * tested on the path as it came.
    */
   path: string | RegExp
-  /** Upper-case methods; all when omitted. `GET` covers `HEAD` too, as frameworks route it. */
+  /** Upper-case methods (one or more); all when omitted. `GET` covers `HEAD` too, as frameworks route it. */
   methods?: readonly string[]
   limiter: Limiter
   /**
@@ -209,9 +209,15 @@ function checkLimiter(issues: Issues, path: string, value: unknown): void {
   )
 }
 
-/** Whether `value` is an array; reports `expected an array of <what>` otherwise. */
-function checkArray(issues: Issues, path: string, value: unknown, what: string): value is unknown[] {
-  return issues.expect(path, value, Array.isArray(value), 'ERR_ARRAY', `an array of ${what}`)
+/** Whether `value` is an array of at least `min` items; reports `expected an array of <what>` otherwise. */
+function checkArray(issues: Issues, path: string, value: unknown, what: string, min = 0): value is unknown[] {
+  return issues.expect(
+    path,
+    value,
+    Array.isArray(value) && value.length >= min,
+    'ERR_ARRAY',
+    `an array of ${what}`,
+  )
 }
 
 function checkRoute(issues: Issues, at: string, route: unknown): void {
@@ -229,7 +235,8 @@ function checkRoute(issues: Issues, at: string, route: unknown): void {
       'a path or glob starting with "/" (like "/api/*"), or a RegExp',
     )
   }
-  if (methods !== undefined && checkArray(issues, `${at}.methods`, methods, 'methods')) {
+  // An empty list would make a route that never matches: refused, as the gateway's policy does.
+  if (methods !== undefined && checkArray(issues, `${at}.methods`, methods, 'one or more methods', 1)) {
     methods.forEach((m, i) => {
       // Upper-case HTTP method tokens (RFC 9110 §9.1): request methods are compared as sent.
       issues.expect(
