@@ -92,7 +92,9 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
     const q = path.indexOf('?')
     record.method = method.toUpperCase()
     record.path = q < 0 ? path : path.slice(0, q)
-    record.status = Number(pick(obj, fields.status) ?? 0) || 0
+    // A status code as the Common Log Format has it (100–999), else 0: not known.
+    const status = Number(pick(obj, fields.status) ?? 0)
+    record.status = Number.isInteger(status) && status >= 100 && status <= 999 ? status : 0
     const host = pick(obj, fields.host)
     record.host = host === undefined ? '' : String(host).toLowerCase()
     const query = pick(obj, fields.query)
