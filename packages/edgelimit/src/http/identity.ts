@@ -35,13 +35,13 @@ export interface ClientIpInput {
 export interface ClientIpOptions {
   /**
    * CIDRs of your own reverse proxies (`[...PRIVATE, '203.0.113.0/24']`, or one as a string:
-   * `'10.0.0.0/8'`; CDN ranges are yours to supply): headers count only when the direct peer is inside one, and chains are read right to
-   * left skipping these; single-value headers are then taken as-is. Or a hop count N: the client
-   * is the Nth address from the right of the X-Forwarded-For/Forwarded chain, the direct peer
-   * being the first proxy. Without it, the peer is the client and headers are ignored, so a
-   * forged header is keyed by the sender's real address. A trusted peer that sends no such
-   * header made the request itself (a health check): it is the client, as with express's
-   * `trust proxy` and nginx's realip.
+   * `'10.0.0.0/8'`; CDN ranges are yours to supply): headers count only when the direct peer is
+   * inside one, and chains are read right to left skipping these; single-value headers are then
+   * taken as-is. Or a hop count N: the client is the Nth address from the right of the
+   * X-Forwarded-For/Forwarded chain, the direct peer being the first proxy. Without it, the peer
+   * is the client and headers are ignored, so a forged header is keyed by the sender's real
+   * address. A trusted peer that sends no such header made the request itself (a health check):
+   * it is the client, as with express's `trust proxy` and nginx's realip.
    */
   trustedProxies?: readonly string[] | string | number
   /**

@@ -56,7 +56,10 @@ export interface RouteRule {
    * tested on the path as it came.
    */
   path: string | RegExp
-  /** Upper-case methods (one or more); all when omitted. `GET` covers `HEAD` too, as frameworks route it. */
+  /**
+   * Upper-case methods (one or more); all when omitted. `GET` covers `HEAD` too, as frameworks
+   * route it.
+   */
   methods?: readonly string[]
   limiter: Limiter
   /**
@@ -209,7 +212,7 @@ function checkLimiter(issues: Issues, path: string, value: unknown): void {
   )
 }
 
-/** Whether `value` is an array of at least `min` items; reports `expected an array of <what>` otherwise. */
+/** Whether `value` is an array of at least `min` items; else reports `expected an array of <what>`. */
 function checkArray(issues: Issues, path: string, value: unknown, what: string, min = 0): value is unknown[] {
   return issues.expect(
     path,
