@@ -413,9 +413,9 @@ interface Target {
  * API key a client sends, say) never lands in the bucket of a client address, of the fallback,
  * or of another route.
  *
- * @throws {TypeError} without `limiter` and `routes`.
  * @throws {ConfigError} listing every invalid option, with its path and code; an option name it
- * does not know (`identity.trustedProxy`) is one (`ERR_UNKNOWN_OPTION`), never ignored.
+ * does not know (`identity.trustedProxy`) is one (`ERR_UNKNOWN_OPTION`), never ignored; neither
+ * `limiter` nor `routes` is one too (`ERR_LIMITER`).
  * @example
  * const rl = createRateLimit({ limiter, identity: { trustedProxies: ['10.0.0.0/8'], secret } })
  * const verdict = await rl.check({ method: 'GET', path: '/', header: (n) => req.headers.get(n), peer })
