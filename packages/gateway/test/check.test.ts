@@ -394,6 +394,26 @@ rules:
     expect(rule?.tiers?.default).toBe('7')
   })
 
+  test('a default that holds another placeholder is refused, not cut at its first "}" (the token "abc}")', () => {
+    const text = `
+admin: { token: "\${TOKEN:-\${OTHER}}" }
+rules:
+  - name: r
+    algorithm: gcra
+    limit: \${LIMIT:-\${DEFAULT_LIMIT}}
+    period: 1s
+`
+    for (const env of [{}, { TOKEN: 'abc', LIMIT: '7', OTHER: 'x', DEFAULT_LIMIT: '3' }]) {
+      const { config, issues } = checkSource(parsePolicyText(text, 'nested.yaml', env))
+      expect(config).toBeUndefined()
+      expect(issues.map((i) => [i.path.join('.'), i.code, i.line])).toEqual([
+        ['admin.token', 'ERR_ENV', 2],
+        ['rules.0.limit', 'ERR_ENV', 6],
+      ])
+      expect(issues[0]?.message).toContain('nested placeholders are not supported')
+    }
+  })
+
   test('loadPolicy fills in the stated defaults', () => {
     const { config } = loadPolicy(join(FIXTURES, 'good/minimal.yaml'), {})
     expect(config).toMatchObject({

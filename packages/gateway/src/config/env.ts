@@ -26,6 +26,16 @@ export function substituteEnv(
     if (!s.includes('${')) return s
     const out = s.replace(PLACEHOLDER, (match, name: string | undefined, fallback: string | undefined) => {
       if (name === undefined) return '${'
+      // A default ends at the first `}`: `${A:-${B}}` would be `${B` and a stray `}`, the token
+      // "abc}" when A is set. Nesting is not supported, so it is refused rather than misread.
+      if (fallback?.includes('${')) {
+        issues.push({
+          path,
+          code: 'ERR_ENV',
+          message: `the default of \${${name}:-…} holds another placeholder; a default is plain text (nested placeholders are not supported)`,
+        })
+        return match
+      }
       const set = env[name]
       if (fallback !== undefined) return set === undefined || set === '' ? fallback : set
       if (set !== undefined) return set
