@@ -1,7 +1,12 @@
 // Proxying correctness over real HTTP on loopback: methods, bodies, streaming both ways,
 // headers, upstream failures.
 import { createHash, randomBytes } from 'node:crypto'
-import { createServer as createHttpServer, request as httpRequest } from 'node:http'
+import {
+  Agent,
+  createServer as createHttpServer,
+  request as httpRequest,
+  type IncomingMessage,
+} from 'node:http'
 import { connect, createServer } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { sendProblem } from '../src/proxy/problem.js'
@@ -730,6 +735,27 @@ describe('client aborts', () => {
     } finally {
       await mine.close()
     }
+  })
+})
+
+describe('graceful shutdown', () => {
+  test('an answer whose head is still to come when the drain begins says Connection: close, not keep-alive', async () => {
+    // Its connection closes once the last request in flight is done: a keep-alive answer would
+    // invite the client's next request onto it, and that request would be lost.
+    const mine = await startInProcess('rules: []\n', { upstream: origin.url })
+    const arrived = arrival(origin, '/slow')
+    const answer = new Promise<IncomingMessage>((resolve, reject) => {
+      httpRequest(`${mine.url}/slow?ms=300`, { agent: new Agent({ keepAlive: true }) }, resolve)
+        .on('error', reject)
+        .end()
+    })
+    await arrived
+    const closing = mine.close()
+    const response = await answer
+    response.resume()
+    expect(response.statusCode).toBe(200)
+    expect(response.headers.connection).toBe('close')
+    await closing
   })
 })
 

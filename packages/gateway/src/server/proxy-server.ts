@@ -67,6 +67,9 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
   let inFlight = 0
   let draining = false
   let drained: (() => void) | undefined
+  // The responses of the requests in flight: those whose head has not gone out when the drain
+  // begins are sent with `Connection: close`, as a request arriving while draining is.
+  const answering = new Set<ServerResponse>()
   const upstreamFailures = upstreamFailureLog(log, clock)
 
   /**
@@ -91,6 +94,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       inFlight++
       metrics.inFlight++
       if (draining) res.setHeader('connection', 'close')
+      else answering.add(res)
     }
 
     run(): void {
@@ -148,6 +152,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     done(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none', error?: Error): void {
       if (this.settled) return
       this.settled = true
+      answering.delete(this.res)
       if (status === 499) status = goneStatus(this.req.socket) // a 408 or 400 Node's parser answered
       if (upstream === 'error' && error !== undefined) {
         upstreamFailures.failed({ status, error, method: this.req.method, path: this.req.url })
@@ -352,6 +357,10 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     },
     drain() {
       draining = true
+      // A keep-alive answer would invite a next request on a connection about to close (once the
+      // last request in flight is done): it would be lost, where a client told to close opens anew.
+      for (const res of answering) if (!res.headersSent) res.setHeader('connection', 'close')
+      answering.clear()
     },
     drained: () =>
       new Promise<void>((r) => {
