@@ -247,6 +247,28 @@ describe('a file that cannot be read', () => {
     })
   })
 
+  test('an invalid edit undone (the text in force again): no reload, but a line says the rejection is over', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'p.yaml')
+    writeFileSync(file, policy('v1'))
+    await watched(file, async (w) => {
+      writeFileSync(file, 'rules: [{ name: v1, algoritm: x }]\n')
+      expect(await w.until(() => rejections(w).length === 1)).toBe(true)
+      const back = (l: LogLine) => l.msg.startsWith('policy file is the text in force again')
+      expect(w.logs.some(back)).toBe(false)
+      writeFileSync(file, policy('v1'))
+      expect(await w.until(() => w.logs.some(back))).toBe(true)
+      expect(w.logs.find(back)).toMatchObject({
+        level: 30,
+        reason: 'file changed',
+        generation: 1,
+        msg: 'policy file is the text in force again; generation 1 stays in force',
+      })
+      expect(w.logs.some((l) => l.msg === 'policy reloaded')).toBe(false)
+      expect(w.rules()).toEqual(['v1'])
+    })
+  })
+
   test('deleted and written again a moment later (a replace that is not a rename): not reported', async () => {
     const dir = tempDir()
     const file = join(dir, 'p.yaml')

@@ -95,8 +95,20 @@ export function createReloader(options: ReloaderOptions): Reloader {
       // Only a change of content counts: a text already tried (and rejected) is not tried again
       // on every event in the folder, which a log file there would turn into a loop.
       if (seen === lastSeen) return { ok: true, issues: [] }
+      const before = lastSeen
       lastSeen = seen
-      if (seen === digest(proxy.current.text)) return { ok: true, issues: [] }
+      const inForce = digest(proxy.current.text)
+      if (seen === inForce) {
+        // Back to the text in force after a rejected one (an edit undone, the file restored):
+        // nothing to reload, but the operator who saw the rejection is told it is over.
+        if (before !== inForce) {
+          log.info(
+            { reason, generation: proxy.current.id },
+            `policy file is the text in force again; generation ${proxy.current.id} stays in force`,
+          )
+        }
+        return { ok: true, issues: [] }
+      }
     } else lastSeen = seen
     const { config, issues } = checkSource(source)
     if (config === undefined) {
