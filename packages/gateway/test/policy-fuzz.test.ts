@@ -221,6 +221,26 @@ describe('policy fuzzing', () => {
     expect(checkSource(parsePolicyText(core, 'core.yaml', {})).issues).toEqual([])
   })
 
+  test('a core tag on a value it cannot read (!!bool yes, !!null x, !!map [1], !!int 5.0) is a YAML issue at the tag, not dropped', () => {
+    // The parser only warns and reads the value as if untagged: `!!bool yes` was the header value
+    // "yes" (not presence), `!!null x` the text "x", `!!map [a]` a list.
+    const rule = (extra: string) =>
+      `rules:\n  - name: r\n    algorithm: gcra\n    limit: 1\n    period: 1s\n${extra}`
+    for (const [text, tag, line, column] of [
+      [rule('    match: { headers: { x-debug: !!bool yes } }\n'), '!!bool', 6, 34],
+      [`rules: []\nidentity: { secret: !!null x }\n`, '!!null', 2, 21],
+      [rule('    key: !!map [ip]\n'), '!!map', 6, 10],
+      [rule('    cost: !!int 5.0\n'), '!!int', 6, 11],
+    ] as const) {
+      const { config, issues } = checkSource(parsePolicyText(text, 'tag.yaml', {}))
+      expect(config, text).toBeUndefined()
+      expect(issues, text).toMatchObject([{ code: 'ERR_YAML', file: 'tag.yaml', line, column }])
+      expect(issues[0]?.message).toBe(
+        `YAML: the tag ${tag} cannot be read on this value (the parser would drop it): write the value without it`,
+      )
+    }
+  })
+
   test('random edits of a full policy validate or report coded issues; what validates compiles and decides', async () => {
     const store = await openStore({ type: 'memory', maxKeys: 1000 })
     let valid = 0

@@ -147,6 +147,20 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
     }
     return { file, text, value: undefined, issues: [issue], place }
   }
+  // A core tag on a value it does not fit (`!!float 5`, `!!bool yes`, `!!map [1]`): the parser
+  // warns and drops the tag, so the value would be read as if untagged (`yes` a string).
+  const unfit = doc.warnings.find((w) => w.code === 'TAG_RESOLVE_FAILED')
+  if (unfit !== undefined) {
+    const tag = /tag:yaml\.org,2002:(\w+)/.exec(unfit.message)?.[1]
+    const issue: Issue = {
+      path: [],
+      code: 'ERR_YAML',
+      message: `YAML: the tag${tag === undefined ? '' : ` !!${tag}`} cannot be read on this value (the parser would drop it): write the value without it`,
+      file,
+      ...at(unfit.pos[0]),
+    }
+    return { file, text, value: undefined, issues: [issue], place }
+  }
   let raw: unknown
   try {
     raw = doc.toJS({ maxAliasCount: 100 })
