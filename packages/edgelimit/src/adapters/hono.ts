@@ -75,7 +75,13 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
     try {
       addFields(own, headers)
     } catch {
-      // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy.
+      // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy. `fetch()`
+      // decoded the body it hands over: the copy is sent without its encoding and length, as the
+      // fetch adapter's is (Deno sent the decoded bytes as gzip).
+      if (own.has('content-encoding')) {
+        c.header('content-encoding', undefined)
+        c.header('content-length', undefined)
+      }
       addFields(own, headers, {
         set: (name, value) => c.header(name, value),
         append: (name, value) => c.header(name, value, { append: true }),

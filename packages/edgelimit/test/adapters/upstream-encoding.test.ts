@@ -7,8 +7,10 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { gunzipSync, gzipSync } from 'node:zlib'
+import { Hono } from 'hono'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { withRateLimit } from '../../src/adapters/fetch.js'
+import { honoRateLimit } from '../../src/adapters/hono.js'
 import { createLimiter, fixedWindow } from '../../src/index.js'
 
 const BODY = 'hello upstream '.repeat(40)
@@ -91,5 +93,21 @@ describe('fetch wrapper: a compressed fetch() response passed through', () => {
       child.kill('SIGTERM')
       await exited
     }
+  })
+
+  it('Hono off @hono/node-server: the copy does not claim an encoding its decoded body no longer has', async () => {
+    const limiter = createLimiter({
+      rules: [{ name: 'edge', algorithm: fixedWindow({ limit: 10, window: '1h' }) }],
+    })
+    const app = new Hono().use(honoRateLimit({ limiter, peer: () => '192.0.2.1' })).get('/', () => fetch(url))
+    const res = await app.request('/')
+    const bytes = Buffer.from(await res.arrayBuffer())
+    const encoding = res.headers.get('content-encoding')
+    expect(encoding === 'gzip' ? gunzipSync(bytes).toString() : bytes.toString()).toBe(BODY)
+    expect(encoding).toBeNull()
+    const length = res.headers.get('content-length')
+    if (length !== null) expect(Number(length)).toBe(bytes.length)
+    expect(res.headers.get('ratelimit')).toMatch(/^"edge";r=9;t=\d+$/)
+    expect(res.headers.get('content-type')).toBe('text/plain')
   })
 })
