@@ -76,9 +76,10 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
       addFields(own, headers)
     } catch {
       // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy. `fetch()`
-      // decoded the body it hands over: the copy is sent without its encoding and length, as the
-      // fetch adapter's is (Deno sent the decoded bytes as gzip).
-      if (own.has('content-encoding')) {
+      // decoded a gzip, deflate or br body it hands over (Node, Deno and Bun all do): the copy is
+      // sent without its encoding and length (Deno sent the decoded bytes as gzip). Any other
+      // coding (zstd in Node 20 and Deno, aes128gcm…) is handed over as it came: it keeps both.
+      if (/^(x-)?gzip$|^deflate$|^br$/i.test(own.get('content-encoding') ?? '')) {
         c.header('content-encoding', undefined)
         c.header('content-length', undefined)
       }

@@ -14,13 +14,20 @@ import { honoRateLimit } from '../../src/adapters/hono.js'
 import { createLimiter, fixedWindow } from '../../src/index.js'
 
 const BODY = 'hello upstream '.repeat(40)
+const OPAQUE = Buffer.from([0x8b, 0x00, 0xff, 0x13, 0x37, 0x42])
 const root = join(import.meta.dirname, '..', '..', '..', '..')
 let upstream: Server
 let url: string
 
 beforeAll(async () => {
   const gzipped = gzipSync(BODY)
-  upstream = createServer((_req, res) => {
+  upstream = createServer((req, res) => {
+    // A coding fetch() decodes in no runtime: its bytes are handed over as they came.
+    if (req.url === '/opaque') {
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-encoding': 'aes128gcm' })
+      res.end(OPAQUE)
+      return
+    }
     res.writeHead(200, {
       'content-type': 'text/plain',
       'content-encoding': 'gzip',
@@ -109,5 +116,18 @@ describe('fetch wrapper: a compressed fetch() response passed through', () => {
     if (length !== null) expect(Number(length)).toBe(bytes.length)
     expect(res.headers.get('ratelimit')).toMatch(/^"edge";r=9;t=\d+$/)
     expect(res.headers.get('content-type')).toBe('text/plain')
+  })
+
+  it('Hono off @hono/node-server: a coding fetch() did not decode keeps its field over the bytes it names', async () => {
+    const limiter = createLimiter({
+      rules: [{ name: 'edge', algorithm: fixedWindow({ limit: 10, window: '1h' }) }],
+    })
+    const app = new Hono()
+      .use(honoRateLimit({ limiter, peer: () => '192.0.2.1' }))
+      .get('/', () => fetch(`${url}opaque`))
+    const res = await app.request('/')
+    expect(Buffer.from(await res.arrayBuffer())).toEqual(OPAQUE)
+    expect(res.headers.get('content-encoding')).toBe('aes128gcm')
+    expect(res.headers.get('ratelimit')).toMatch(/^"edge";r=9;t=\d+$/)
   })
 })
