@@ -38,6 +38,11 @@ describe('routePath', () => {
     ['/caf%C3%A9', '/café'],
     // A bad escape is folded without decoding.
     ['/Log%zzIn/', '/log%zzin'],
+    // Each run of escapes is decoded on its own, as Hono decodes them: an invalid run (not UTF-8)
+    // stays escaped, and leaves the others decoded.
+    ['/caf%C3%A9/%FF', '/café/%ff'],
+    ['/%C0%AE/caf%C3%A9', '/%c0%ae/café'],
+    ['/caf%C3%A9%FF', '/caf%c3%a9%ff'],
   ])('%j → %j', (input, expected) => {
     expect(routePath(input)).toBe(expected)
   })
@@ -103,6 +108,12 @@ describe('pathGlob', () => {
       expect([path, matches('/login', path)]).toEqual([path, true])
     for (const path of ['/logins', '/login/x', '/log%2Fin', '/a/login', '/log%zzin'])
       expect([path, matches('/login', path)]).toEqual([path, false])
+  })
+
+  test('an invalid escape elsewhere in the path does not take a non-ASCII route out of its limit', () => {
+    // Hono routes each of these to `/café/:id` (it decodes each run of escapes on its own).
+    for (const path of ['/caf%C3%A9/%FF', '/caf%C3%A9/x%C0%AE', '/CAF%C3%A9/%e2%82/'])
+      expect([path, matches('/café/*', path)]).toEqual([path, true])
   })
 
   test('`*` is one segment, `**` any depth, a final `/**` also the path without it', () => {

@@ -23,12 +23,18 @@ export function routePath(path: string): string {
     if (segment === '..') segments.pop()
     else if (segment !== '.') segments.push(segment)
   }
-  let route = `/${segments.filter(Boolean).join('/')}`
-  // …the rest (UTF-8, `%25`) once the dot segments are gone, as a WHATWG server then Hono read it.
-  try {
-    route = decodeURI(route)
-  } catch {}
-  return route.toLowerCase()
+  // …the rest (UTF-8, `%25`) once the dot segments are gone, as a WHATWG server then Hono read it:
+  // each run of escapes on its own, as Hono decodes them, so that an invalid run (`%FF`) leaves the
+  // others decoded (`/caf%C3%A9/%FF` is `/café/%ff`, which Hono routes as `/café/%FF`).
+  return `/${segments.filter(Boolean).join('/')}`
+    .replace(/(%[\dA-Fa-f][\dA-Fa-f])+/g, (run) => {
+      try {
+        return decodeURI(run)
+      } catch {
+        return run
+      }
+    })
+    .toLowerCase()
 }
 
 /**
