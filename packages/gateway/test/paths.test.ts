@@ -155,6 +155,7 @@ rules:
   - { name: per-path, match: { path: /files/** }, key: path, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
   - { name: vhost, match: { host: api.example.test, path: /v }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
   - { name: api, match: { path: /api/* }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+  - { name: cafe, match: { path: /café/* }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
 `
   beforeAll(async () => {
     origin = await startOrigin()
@@ -238,6 +239,13 @@ rules:
     for (const target of ['/api/', '/api//', '/API/'])
       expect([target, (await raw(target)).status]).toEqual([target, 429])
     expect((await raw('/api/x/y')).status).toBe(200)
+  })
+
+  test('a glob written with non-ASCII text holds for the escaped path in any case', async () => {
+    expect((await raw('/caf%C3%A9/1')).status).toBe(200)
+    for (const target of ['/CAF%c3%a9/2', '/caf%C3%A9/%FF'])
+      expect([target, (await raw(target)).status]).toEqual([target, 429])
+    expect((await raw('/cafe/1')).status).toBe(200)
   })
 
   test('`key: path` keys every spelling of one path alike', async () => {

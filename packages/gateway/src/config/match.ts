@@ -5,7 +5,9 @@ import type { Path } from './issues.js'
 import type { MatchConfig } from './types.js'
 
 const HOST = /^[A-Za-z0-9*]([A-Za-z0-9*.-]*[A-Za-z0-9*])?(:\d{1,5})?$/
-const PATH = /^\/[\x21-\x7e]*$/
+// Visible ASCII, and any character beyond Latin-1's controls (`/café/**`): a glob is matched in
+// route form, decoded (`/caf%C3%A9/x` is `/café/x`), so `é` and `%C3%A9` are one rule.
+const PATH = /^\/[\x21-\x7e\u00a0-\uffff]*$/
 
 /** The match of a rule without one: no condition, every request. */
 export const NO_MATCH: MatchConfig = { hosts: [], paths: [], methods: [], headers: [] }
