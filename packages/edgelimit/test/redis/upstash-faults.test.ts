@@ -150,4 +150,34 @@ describe('an error answer on the decision path', () => {
     expect(error.cause).toBeInstanceOf(Error)
     expect(String((error.cause as Error).message)).toMatch(/secret-client/)
   })
+
+  it.each([false, true])(
+    'a failed reset says why, without the client key, enableAutoPipelining: %s',
+    async (auto) => {
+      const upstash = new Upstash({
+        url: fixture.bridge.url,
+        token: fixture.bridge.token,
+        enableTelemetry: false,
+        retry: { retries: 0 },
+        enableAutoPipelining: auto,
+      })
+      const limiter = createLimiter({
+        rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 10, window: WINDOW }) }],
+        store: redisStore({ client: upstash, prefix: `reset-${auto}` }),
+        timeout: '1s',
+        breaker: false,
+      })
+      await limiter.limit('warm')
+      fault = (request) =>
+        about('secret-reset')(request) ? { status: 500, body: '{"error":"ERR internal"}' } : undefined
+      const error = (await limiter.reset('secret-reset').catch((e: unknown) => e)) as Error & {
+        code?: string
+        cause?: unknown
+      }
+      fault = () => undefined
+      expect(error.code).toBe('ERR_EDGELIMIT_STORE')
+      expect(error.message).toBe('reset failed: ERR internal')
+      expect(String((error.cause as Error).message)).toMatch(/secret-reset/)
+    },
+  )
 })

@@ -463,8 +463,9 @@ function bindRules(
         )
       if (failure !== undefined) {
         const cause = failure.error
-        const message = cause instanceof Error ? cause.message || cause.name : String(cause)
-        throw Object.assign(new EdgelimitError('ERR_EDGELIMIT_STORE', `reset failed: ${message}`), { cause })
+        throw Object.assign(new EdgelimitError('ERR_EDGELIMIT_STORE', `reset failed: ${messageOf(cause)}`), {
+          cause,
+        })
       }
     } finally {
       // Answered, failed or timed out: nothing issued after it waits any longer.
@@ -543,17 +544,22 @@ function isRedirection(error: unknown): boolean {
 }
 
 /**
+ * A client error's message for the store's own error. @upstash/redis appends the request body to
+ * its messages (`, command was: [...]`), client keys included: that goes (on the decision path and
+ * in `reset` alike; the client's error, as the `cause`, keeps it).
+ */
+function messageOf(cause: unknown): string {
+  const message = cause instanceof Error ? cause.message || cause.name : String(cause)
+  return message.replace(/, command was: [\s\S]*$/, '')
+}
+
+/**
  * A client's error on the decision path as the store's (`ERR_EDGELIMIT_STORE`, the client's error
- * its `cause`), as the Durable Object store and `reset` report theirs. @upstash/redis appends the
- * request body to its messages (`, command was: [...]`), client keys included: that goes.
+ * its `cause`), as the Durable Object store and `reset` report theirs.
  */
 function storeError(cause: unknown): EdgelimitError {
   if (cause instanceof EdgelimitError) return cause
-  const message = cause instanceof Error ? cause.message || cause.name : String(cause)
-  return Object.assign(
-    new EdgelimitError('ERR_EDGELIMIT_STORE', message.replace(/, command was: [\s\S]*$/, '')),
-    { cause },
-  )
+  return Object.assign(new EdgelimitError('ERR_EDGELIMIT_STORE', messageOf(cause)), { cause })
 }
 
 const unexpected = (raw: unknown) =>
