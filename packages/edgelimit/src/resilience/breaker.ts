@@ -34,8 +34,8 @@ export type BreakerState = 'closed' | 'open' | 'half-open'
 /** A circuit breaker driven by an injected clock (no timers). */
 export interface Breaker {
   /**
-   * Whether a call may go to the store now (in half-open, one probe at a time): a ticket for
-   * `record`, or `0` when not.
+   * Whether a call may go to the store now (in half-open, one probe at a time, for `openMs` at
+   * most: then another goes): a ticket for `record`, or `0` when not.
    */
   allow(now: number): number
   /**
@@ -70,19 +70,22 @@ export function createBreaker(config: BreakerConfig, onChange?: (state: BreakerS
   // half-open one, the probe's.
   let epoch = 1
 
-  // `until`: the next probe's time (none while the probe is out). Returns the new epoch.
+  // `until`: the next probe's time. Returns the new epoch; a change of state is reported.
   const move = (next: BreakerState, until: number) => {
     epoch++
-    state = next
     reopensAt = until
-    onChange?.(next)
+    if (state !== next) {
+      state = next
+      onChange?.(next)
+    }
     return epoch
   }
 
   return {
     allow(now) {
       if (state === 'closed') return epoch
-      return now < reopensAt ? 0 : move('half-open', Infinity)
+      // A probe out for openMs with no outcome (a lost reply, with no deadline) gives way to another.
+      return now < reopensAt ? 0 : move('half-open', now + openMs)
     },
     record(ticket, ok, now) {
       if (ticket !== epoch) return

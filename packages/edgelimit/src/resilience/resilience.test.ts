@@ -611,6 +611,44 @@ describe('store errors', () => {
     answer('other', true)
     expect((await next).allowed).toBe(true)
   })
+  it('a probe that never answers (no deadline, a lost reply) gives way to another after openMs', async () => {
+    // The breaker stayed half-open for good: every later call answered per onStoreError without
+    // the store, which had recovered.
+    let mode: 'down' | 'lost' | 'up' = 'down'
+    const store = remoteOver(memoryStore(), 'lost', (bound) => ({
+      evaluate: (key, cost, now, options) =>
+        mode === 'lost'
+          ? new Promise(() => {})
+          : mode === 'down'
+            ? Promise.reject(new Error('down'))
+            : bound.evaluate(key, cost, now, options),
+      reset: (key) => bound.reset(key),
+    }))
+    const clock = manualClock(1_000_000)
+    const events: LimiterEvent[] = []
+    const limiter = createLimiter({
+      rules: [rule('closed')],
+      store,
+      clock,
+      timeout: false,
+      breaker: { minimumCalls: 2, sampleSize: 2, failureRatio: 1, openMs: 5000 },
+      onEvent: (e) => events.push(e),
+    })
+    const states = () => events.flatMap((e) => (e.type === 'breaker' ? [e.state] : []))
+    for (let i = 0; i < 2; i++) await limiter.limit('k')
+    clock.advance(5000)
+    mode = 'lost'
+    void limiter.limit('probe')
+    expect(states()).toEqual(['open', 'half-open'])
+    mode = 'up'
+    // Out for less than openMs: still the only probe.
+    clock.advance(4999)
+    expect((await limiter.limit('k')).reason).toBe('store-unavailable')
+    // Then another goes, and closes the breaker; the lost one's outcome would no longer count.
+    clock.advance(1)
+    expect((await limiter.limit('k')).allowed).toBe(true)
+    expect(states()).toEqual(['open', 'half-open', 'closed'])
+  })
   it('takes openMs as a duration, and reopens after it', async () => {
     const { limiter, faults, clock } = remote([rule('open')], {
       breaker: { minimumCalls: 2, sampleSize: 2, failureRatio: 1, openMs: '5s' },
