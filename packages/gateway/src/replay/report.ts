@@ -54,15 +54,19 @@ export function optionsText(o: Readonly<Record<string, unknown>>): string {
 function headline(r: ReplayResult, label: string): string[] {
   const span =
     r.firstTs === undefined || r.lastTs === undefined ? '' : ` (${isoTime(r.firstTs)} … ${isoTime(r.lastTs)})`
+  // A log in time order has nothing to qualify: no lag, nothing put back.
+  const order =
+    r.outOfOrder.count === 0 && r.late.count === 0
+      ? 'none out of order'
+      : `${int(r.outOfOrder.count)} out of order (up to ${duration(r.outOfOrder.maxLagMs)} early; ` +
+        (r.late.count === 0
+          ? r.outOfOrder.reorderMs > 0
+            ? `all put back in time order within ${duration(r.outOfOrder.reorderMs)})`
+            : 'decided in file order at the latest time seen)'
+          : `${int(r.late.count)} beyond the ${duration(r.outOfOrder.reorderMs)} reorder window, decided up to ${duration(r.late.maxLagMs)} late)`)
   return [
     `edgelimit replay: ${counted(r.lines, 'line')} from ${label}${span}, ${r.mode} mode`,
-    `${counted(r.requests, 'request')} evaluated, ${counted(r.malformed.count, 'malformed line')} skipped; ` +
-      `${int(r.outOfOrder.count)} out of order (up to ${duration(r.outOfOrder.maxLagMs)} early; ` +
-      (r.late.count === 0
-        ? r.outOfOrder.reorderMs > 0
-          ? `all put back in time order within ${duration(r.outOfOrder.reorderMs)})`
-          : 'decided in file order at the latest time seen)'
-        : `${int(r.late.count)} beyond the ${duration(r.outOfOrder.reorderMs)} reorder window, decided up to ${duration(r.late.maxLagMs)} late)`),
+    `${counted(r.requests, 'request')} evaluated, ${counted(r.malformed.count, 'malformed line')} skipped; ${order}`,
     r.mode === 'shadow'
       ? `${counted(r.denied, 'request')} (${pct(r.denied, r.requests)}) would have been blocked by at least one rule`
       : `${counted(r.blocked, 'request')} (${pct(r.blocked, r.requests)}) blocked; ${int(r.denied)} denied by at least one rule (shadow rules included)`,
