@@ -109,6 +109,14 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
   }
   const doc = firstDocument(tokens, text.length)
   const place = (issue: Issue): Issue => ({ ...issue, file, ...at(offsetOf(doc, issue.path, issue.at)) })
+  /** The source of a document that cannot be read as a policy: one ERR_YAML issue, at `offset`. */
+  const unreadable = (message: string, offset: number): PolicySource => ({
+    file,
+    text,
+    value: undefined,
+    issues: [{ path: [], code: 'ERR_YAML', message, file, ...at(offset) }],
+    place,
+  })
   if (doc.errors.length > 0) {
     const issues = doc.errors.map(
       (e): Issue => ({
@@ -127,39 +135,27 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
   }
   const cycle = cyclicAlias(doc)
   if (cycle !== undefined) {
-    const issue: Issue = {
-      path: [],
-      code: 'ERR_YAML',
-      message: `YAML: the alias *${cycle.source} is inside the node it refers to (a cycle)`,
-      file,
-      ...at(rangeStart(cycle) ?? 0),
-    }
-    return { file, text, value: undefined, issues: [issue], place }
+    return unreadable(
+      `YAML: the alias *${cycle.source} is inside the node it refers to (a cycle)`,
+      rangeStart(cycle) ?? 0,
+    )
   }
   const tagged = foreignTag(doc, text)
   if (tagged !== undefined) {
-    const issue: Issue = {
-      path: [],
-      code: 'ERR_YAML',
-      message: `YAML: the tag ${tagged.tag} is not part of a policy, which is plain YAML: mappings, lists, strings, numbers, booleans and null`,
-      file,
-      ...at(tagged.offset),
-    }
-    return { file, text, value: undefined, issues: [issue], place }
+    return unreadable(
+      `YAML: the tag ${tagged.tag} is not part of a policy, which is plain YAML: mappings, lists, strings, numbers, booleans and null`,
+      tagged.offset,
+    )
   }
   // A core tag on a value it does not fit (`!!float 5`, `!!bool yes`, `!!map [1]`): the parser
   // warns and drops the tag, so the value would be read as if untagged (`yes` a string).
   const unfit = doc.warnings.find((w) => w.code === 'TAG_RESOLVE_FAILED')
   if (unfit !== undefined) {
     const tag = /tag:yaml\.org,2002:(\w+)/.exec(unfit.message)?.[1]
-    const issue: Issue = {
-      path: [],
-      code: 'ERR_YAML',
-      message: `YAML: the tag${tag === undefined ? '' : ` !!${tag}`} cannot be read on this value (the parser would drop it): write the value without it`,
-      file,
-      ...at(unfit.pos[0]),
-    }
-    return { file, text, value: undefined, issues: [issue], place }
+    return unreadable(
+      `YAML: the tag${tag === undefined ? '' : ` !!${tag}`} cannot be read on this value (the parser would drop it): write the value without it`,
+      unfit.pos[0],
+    )
   }
   let raw: unknown
   try {
@@ -168,27 +164,16 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
     // An alias to an anchor not yet set, or an alias bomb: the parser accepts both; turning the
     // document into values does not.
     const message = error instanceof Error ? error.message : String(error)
-    const issue: Issue = {
-      path: [],
-      code: 'ERR_YAML',
-      message: `YAML: ${message}`,
-      file,
-      ...at(badAlias(doc)),
-    }
-    return { file, text, value: undefined, issues: [issue], place }
+    return unreadable(`YAML: ${message}`, badAlias(doc))
   }
   // Aliases share their anchor's value: a chain of them nests the value deeper than the text.
   const deepPath = deepValue(raw)
   if (deepPath !== undefined) {
     const alias = aliasOn(doc, deepPath)
-    const issue: Issue = {
-      path: [],
-      code: 'ERR_YAML',
-      message: tooDeep(alias === undefined ? '' : ` once the alias *${alias.source} is expanded`),
-      file,
-      ...at(rangeStart(alias) ?? offsetOf(doc, deepPath, undefined)),
-    }
-    return { file, text, value: undefined, issues: [issue], place }
+    return unreadable(
+      tooDeep(alias === undefined ? '' : ` once the alias *${alias.source} is expanded`),
+      rangeStart(alias) ?? offsetOf(doc, deepPath, undefined),
+    )
   }
   const substituted = substituteEnv(
     raw,
