@@ -267,6 +267,7 @@ describe('deadline', () => {
   })
 })
 
+/** A limiter over a faulty memory store (`faults`), or over `extra.store` when given. */
 function remote(rules: Rule[], extra: Partial<Parameters<typeof createLimiter>[0]> = {}) {
   const clock = manualClock(1_000_000)
   const { store, faults, release } = faultyStore(memoryStore())
@@ -571,15 +572,10 @@ describe('store errors', () => {
         }),
       reset: (key) => bound.reset(key),
     }))
-    const clock = manualClock(1_000_000)
-    const events: LimiterEvent[] = []
-    const limiter = createLimiter({
-      rules: [rule('closed')],
+    const { limiter, clock, events } = remote([rule('closed')], {
       store,
-      clock,
       timeout: false,
       breaker: { minimumCalls: 10, sampleSize: 20, failureRatio: 0.5, openMs: 5000 },
-      onEvent: (e) => events.push(e),
     })
     const states = () => events.flatMap((e) => (e.type === 'breaker' ? [e.state] : []))
     const answer = (key: string, ok: boolean) => held.find((c) => c.key === key)?.answer(ok)
@@ -624,15 +620,10 @@ describe('store errors', () => {
             : bound.evaluate(key, cost, now, options),
       reset: (key) => bound.reset(key),
     }))
-    const clock = manualClock(1_000_000)
-    const events: LimiterEvent[] = []
-    const limiter = createLimiter({
-      rules: [rule('closed')],
+    const { limiter, clock, events } = remote([rule('closed')], {
       store,
-      clock,
       timeout: false,
       breaker: { minimumCalls: 2, sampleSize: 2, failureRatio: 1, openMs: 5000 },
-      onEvent: (e) => events.push(e),
     })
     const states = () => events.flatMap((e) => (e.type === 'breaker' ? [e.state] : []))
     for (let i = 0; i < 2; i++) await limiter.limit('k')

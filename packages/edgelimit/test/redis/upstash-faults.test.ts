@@ -12,12 +12,14 @@ import { farWindow } from '../support/window.js'
 let fault: (request: BridgeRequest) => BridgeFault | undefined = () => undefined
 const fixture = upstashFixture({ fault: (request) => fault(request) })
 
-const client = () =>
+/** A client of the bridge; `enableAutoPipelining` as given, the client's default when omitted. */
+const client = (enableAutoPipelining?: boolean) =>
   new Upstash({
     url: fixture.bridge.url,
     token: fixture.bridge.token,
     enableTelemetry: false,
     retry: { retries: 0 },
+    ...(enableAutoPipelining === undefined ? {} : { enableAutoPipelining }),
   })
 
 /** A request whose commands mention the client key `key`. */
@@ -78,13 +80,7 @@ describe('NOSCRIPT', () => {
   it.each([true, false])(
     'a real NOSCRIPT (SCRIPT FLUSH) is recovered, enableAutoPipelining: %s',
     async (auto) => {
-      const upstash = new Upstash({
-        url: fixture.bridge.url,
-        token: fixture.bridge.token,
-        enableTelemetry: false,
-        retry: { retries: 0 },
-        enableAutoPipelining: auto,
-      })
+      const upstash = client(auto)
       const limiter = createLimiter({
         rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 10, window: WINDOW }) }],
         store: redisStore({ client: upstash, prefix: `flush-${auto}` }),
@@ -154,13 +150,7 @@ describe('an error answer on the decision path', () => {
   it.each([false, true])(
     'a failed reset says why, without the client key, enableAutoPipelining: %s',
     async (auto) => {
-      const upstash = new Upstash({
-        url: fixture.bridge.url,
-        token: fixture.bridge.token,
-        enableTelemetry: false,
-        retry: { retries: 0 },
-        enableAutoPipelining: auto,
-      })
+      const upstash = client(auto)
       const limiter = createLimiter({
         rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 10, window: WINDOW }) }],
         store: redisStore({ client: upstash, prefix: `reset-${auto}` }),
