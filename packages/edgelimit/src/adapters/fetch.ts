@@ -62,9 +62,11 @@ function respond<R extends Response | undefined>(r: R, headers: readonly (readon
   } catch {
     const copy = new Response(r.body, r)
     const own = copy.headers
-    // `fetch()` decoded the body it hands over: its encoding and length are no longer the body's
-    // (Deno sent the decoded bytes as gzip). Sent without them, the body is sent as it is.
-    if (own.has('content-encoding')) {
+    // `fetch()` decoded a gzip, deflate or br body it hands over (Node, Deno and Bun all do): its
+    // encoding and length are no longer the body's (Deno sent the decoded bytes as gzip), and the
+    // copy is sent without them. Any other coding (zstd in Node 20 and Deno, aes128gcm…) is handed
+    // over as it came: it keeps both, as the Hono adapter does. (No field reads as 'null': no match.)
+    if (/^((x-)?gzip|deflate|br)$/i.test(own.get('content-encoding') as string)) {
       own.delete('content-encoding')
       own.delete('content-length')
     }
@@ -121,29 +123,18 @@ export function withRateLimit<Rest extends unknown[], R extends Response | undef
     return after(handler(request, ...rest), respond<R>, verdict.headers)
   }
 
-  // Async: a throw (from `peer`, or from `handler` when it is called at once) is a rejection.
+  // Async: a throw (from `peer`, or from `handler` when it is called at once) is a rejection. The
+  // request as the HTTP layer's: a literal, not a class (bytes on the edge).
   return async (request, ...rest) =>
-    after(core.run(new FetchRequest(request, peer?.(request, ...rest) ?? undefined)), apply, request, rest)
-}
-
-/**
- * A `Request` as the HTTP layer's request; the path is read from the URL when needed (not kept:
- * routes read it once, a denial once more).
- */
-class FetchRequest implements HttpRequest {
-  readonly #request: Request
-  declare readonly peer: string | undefined
-  constructor(request: Request, peer: string | undefined) {
-    this.#request = request
-    this.peer = peer
-  }
-  get method(): string {
-    return this.#request.method
-  }
-  get path(): string {
-    return urlPath(this.#request.url)
-  }
-  header(name: string): string | null {
-    return this.#request.headers.get(name)
-  }
+    after(
+      core.run({
+        peer: peer?.(request, ...rest) ?? undefined,
+        method: request.method,
+        path: urlPath(request.url),
+        header: (name) => request.headers.get(name),
+      } satisfies HttpRequest),
+      apply,
+      request,
+      rest,
+    )
 }

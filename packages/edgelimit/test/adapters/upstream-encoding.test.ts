@@ -65,6 +65,17 @@ describe('fetch wrapper: a compressed fetch() response passed through', () => {
     await expectDecodedCopy(await handler(new Request('http://edge.test/')))
   })
 
+  it('Node: a coding fetch() did not decode keeps its field over the bytes it names', async () => {
+    const limiter = createLimiter({
+      rules: [{ name: 'edge', algorithm: fixedWindow({ limit: 10, window: '1h' }) }],
+    })
+    const handler = withRateLimit(() => fetch(`${url}opaque`), { limiter, peer: () => '192.0.2.1' })
+    const res = await handler(new Request('http://edge.test/'))
+    expect(Buffer.from(await res.arrayBuffer())).toEqual(OPAQUE)
+    expect(res.headers.get('content-encoding')).toBe('aes128gcm')
+    expect(res.headers.get('ratelimit')).toMatch(/^"edge";r=9;t=\d+$/)
+  })
+
   it('Deno: a client reads the body, with the rate-limit fields', async () => {
     const script = join(import.meta.dirname, 'support', 'passthrough-server.mjs')
     const child = spawn(
