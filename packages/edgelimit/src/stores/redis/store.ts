@@ -198,7 +198,8 @@ function bindRules(
   let drained: Promise<unknown> = Promise.resolve()
   // While a reset waits to send its DEL (and, where commands may run out of order, for its answer),
   // the decisions and resets issued after it wait here, in order: they run after it, as issued.
-  let held: (() => void)[] | undefined
+  // Each gives the call it started once released (what the reset then waits for).
+  let held: (() => Promise<unknown>)[] | undefined
   // Cluster slots seen being migrated, and until when (the limiter's clock) their decisions are
   // sent one per command: Redis refuses a batch of keys not all on one node, and ioredis takes
   // longer than a limiter's deadline to give up on it (it retries TRYAGAIN, ASK and MOVED).
@@ -396,19 +397,24 @@ function bindRules(
     }
   }
 
-  /** Runs what waited behind the reset that held `list`, in order, until a reset among it holds the rest. */
-  function release(list: (() => void)[]): void {
-    if (held !== list) return
+  /**
+   * Runs what waited behind the reset that held `list`, in order, until a reset among it holds the
+   * rest; returns the calls it started (a reset among them stands for those it holds in turn).
+   */
+  function release(list: (() => Promise<unknown>)[]): Promise<unknown>[] {
+    const started: Promise<unknown>[] = []
+    if (held !== list) return started
     held = undefined
     for (let i = 0; i < list.length; i++) {
-      ;(list[i] as () => void)()
+      started.push((list[i] as () => Promise<unknown>)())
       // A reset among them holds what follows it in turn (the call may have set `held`).
-      const next = held as (() => void)[] | undefined
+      const next = held as (() => Promise<unknown>)[] | undefined
       if (next !== undefined) {
         next.push(...list.slice(i + 1))
-        return
+        break
       }
     }
+    return started
   }
 
   /**
@@ -421,8 +427,9 @@ function bindRules(
    */
   async function resetNow(key: string, waitMs: number | undefined): Promise<void> {
     flush()
-    const barrier: (() => void)[] | undefined = client.ordered && inFlight === 0 ? undefined : []
+    const barrier: (() => Promise<unknown>)[] | undefined = client.ordered && inFlight === 0 ? undefined : []
     if (barrier !== undefined) held = barrier
+    let released: Promise<unknown>[] = []
     try {
       if (inFlight > 0) {
         const gen = generation
@@ -454,7 +461,7 @@ function bindRules(
         deleted = Promise.resolve()
       }
       // The DEL is on the connection: what was issued after the reset follows it there.
-      if (barrier !== undefined && client.ordered) release(barrier)
+      if (barrier !== undefined && client.ordered) released = release(barrier)
       if (waitMs === undefined) await deleted
       else if (!(await within(deleted, waitMs)))
         throw new EdgelimitError(
@@ -469,23 +476,37 @@ function bindRules(
       }
     } finally {
       // Answered, failed or timed out: nothing issued after it waits any longer.
-      if (barrier !== undefined) release(barrier)
+      if (barrier !== undefined) {
+        released.push(...release(barrier))
+        // The calls it held were sent from here, and on Workers a store call belongs to the request
+        // that sent it, cancelled when that request ends (this reset's caller answering): the reset
+        // answers once they have (their own outcome is theirs), in the same time as its DEL.
+        if (released.length > 0) {
+          const settled = Promise.allSettled(released)
+          await (waitMs === undefined ? settled : within(settled, waitMs))
+        }
+      }
     }
   }
 
   return {
     evaluate(key, cost, now, options) {
-      return new Promise<RuleVerdict[]>((resolve, reject) => {
+      const decision = new Promise<RuleVerdict[]>((resolve, reject) => {
         if (held === undefined) enqueue(key, cost, now, options, resolve, reject)
-        else held.push(() => enqueue(key, cost, now, options, resolve, reject))
+        else
+          held.push(() => {
+            enqueue(key, cost, now, options, resolve, reject)
+            return decision
+          })
       })
+      return decision
     },
     reset(key, waitMs) {
       if (held === undefined) return resetNow(key, waitMs)
       // Behind a reset that has not sent its DEL yet: this one starts once that one has.
       const list = held
       return new Promise<void>((resolve, reject) => {
-        list.push(() => void resetNow(key, waitMs).then(resolve, reject))
+        list.push(() => resetNow(key, waitMs).then(resolve, reject))
       })
     },
   }
