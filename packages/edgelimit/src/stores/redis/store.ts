@@ -181,9 +181,6 @@ function bindRules(
   )
   let sha: string | undefined
   let hashing: Promise<string> | undefined
-  // After a flush or failover every call in flight meets NOSCRIPT: one of them reloads the script.
-  // Settles when that reload has (never rejects: nobody may be left to handle it).
-  let reloading: Promise<void> | undefined
   // Decisions of this tick not sent yet: one batch, or one per Cluster slot.
   let open: Batch | undefined
   const openBySlot = new Map<number, Batch>()
@@ -221,26 +218,15 @@ function bindRules(
     }
   }
 
-  /** After NOSCRIPT: the script did not run, so sending it again cannot charge anything twice. */
+  /**
+   * After NOSCRIPT: the script did not run, so sending it again cannot charge anything twice. Each
+   * command that meets it sends the script itself (EVAL, which loads it on that node) rather than
+   * waiting for another's reload: on Workers a store call belongs to the request that made it, and
+   * one cancelled with its request (answered at its deadline) would hold the calls waiting on it
+   * for ever. Async, so that a client that throws instead of rejecting fails its decisions too.
+   */
   async function recover(keys: string[], args: string[]): Promise<unknown> {
-    if (reloading !== undefined) {
-      await reloading
-      try {
-        return await client.evalsha(sha as string, keys, args)
-      } catch (again) {
-        // On a Cluster the reload went to another node: this one needs the script too.
-        if (!isNoScript(again)) throw again
-      }
-    }
-    const loaded = client.eval(script.text, keys, args)
-    // The gate never rejects: a failed EVAL fails its own decisions (through `loaded`), and the
-    // calls waiting on the gate then try EVALSHA themselves (and fail or reload in turn).
-    const done = () => {
-      if (reloading === gate) reloading = undefined
-    }
-    const gate: Promise<void> = loaded.then(done, done)
-    reloading = gate
-    return loaded
+    return client.eval(script.text, keys, args)
   }
 
   /** Sends a batch, counted in `gen`: the generation of the decisions it carries. */

@@ -16,7 +16,15 @@ export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     limiter ??= createLimiter({
       rules: [{ name: 'api', algorithm: fixedWindow({ limit: 1000, window: '1d' }) }],
-      store: redisStore({ client: new Redis({ url: env.URL, token: env.TOKEN, retry: { retries: 0 } }) }),
+      store: redisStore({
+        // The client settings docs/stores/redis.md gives: no retries, a timeout of its own.
+        client: new Redis({
+          url: env.URL,
+          token: env.TOKEN,
+          retry: { retries: 0 },
+          signal: () => AbortSignal.timeout(3000),
+        }),
+      }),
       timeout: '2s',
       breaker: false,
       denyCache: false,
