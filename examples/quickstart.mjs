@@ -1,4 +1,4 @@
-// `npm start`: a first look at edgelimit on the embedded memory store.
+// `node examples/quickstart.mjs` (after `npm run build`): a first look at edgelimit on the embedded memory store.
 import { createLimiter, slidingWindow, tokenBucket } from 'edgelimit'
 
 const limiter = createLimiter({
