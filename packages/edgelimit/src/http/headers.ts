@@ -5,7 +5,7 @@ import type { StoreRule } from '../stores/types.js'
 import { createIssues, type Issues } from '../validate.js'
 
 /**
- * Which rate-limit header fields to emit (REFERENCE §4):
+ * Which rate-limit header fields to emit (see the README's HTTP section):
  * - `draft-10`: `RateLimit` and `RateLimit-Policy` as Structured-Field lists, one named member per rule;
  * - `draft-7`: `RateLimit: limit=…, remaining=…, reset=…` and `RateLimit-Policy: 100;w=60` for the rule
  *   closest to exhaustion (one policy: draft-7 §3.5 forbids two of the same quota, `10;w=1, 10;w=60`);
