@@ -26,16 +26,14 @@ export function pct(part: number, whole: number): string {
 /** Milliseconds as a short human duration: `850 ms`, `12.5 s`, `3 m 20 s`, `2 h 5 m`. */
 export function duration(ms: number): string {
   if (!Number.isFinite(ms)) return '—'
-  if (ms < 1000) return `${Math.round(ms)} ms`
-  if (ms < 60_000) return `${Number((ms / 1000).toFixed(ms < 10_000 ? 2 : 1))} s`
-  if (ms < 3_600_000) {
-    const m = Math.floor(ms / 60_000)
-    const s = Math.round((ms % 60_000) / 1000)
-    return s === 0 ? `${m} m` : `${m} m ${s} s`
-  }
-  const h = Math.floor(ms / 3_600_000)
-  const m = Math.round((ms % 3_600_000) / 60_000)
-  return m === 0 ? `${h} h` : `${h} h ${m} m`
+  if (Math.round(ms) < 1000) return `${Math.round(ms)} ms`
+  // Each unit is rounded before it is split, so that 59.96 s is `1 m`, not `60 s`.
+  const seconds = Number((ms / 1000).toFixed(ms < 10_000 ? 2 : 1))
+  if (seconds < 60) return `${seconds} s`
+  const s = Math.round(ms / 1000)
+  if (s < 3600) return s % 60 === 0 ? `${s / 60} m` : `${Math.floor(s / 60)} m ${s % 60} s`
+  const m = Math.round(ms / 60_000)
+  return m % 60 === 0 ? `${m / 60} h` : `${Math.floor(m / 60)} h ${m % 60} m`
 }
 
 /** An ISO-8601 UTC time without milliseconds: `2015-05-17T10:05:03Z`; `—` outside the Date range. */

@@ -8,7 +8,7 @@ import { manualClock } from 'edgelimit/testing'
 import { describe, expect, test } from 'vitest'
 import { policyFromRules, type ReplayResult, replayLog, runReplay } from '../../src/replay/index.js'
 import { htmlReport } from '../../src/replay/report.js'
-import { isoTime } from '../../src/report/format.js'
+import { duration, isoTime } from '../../src/report/format.js'
 import { startInProcess } from '../support/gateway.js'
 import { clfTime } from './generate-log.js'
 import { captureIo } from './io.js'
@@ -281,6 +281,16 @@ describe('malformed input is skipped, counted and reported with line numbers, fa
     expect(isoTime(9e15)).toBe('—')
     expect(isoTime(Number.NaN)).toBe('—')
     expect(isoTime(Number.POSITIVE_INFINITY)).toBe('—')
+  })
+
+  test('duration rounds into the next unit: never "60 s", "59 m 60 s" or "1 h 60 m"', () => {
+    expect(duration(59_960)).toBe('1 m')
+    expect(duration(3_599_999)).toBe('1 h')
+    expect(duration(7_199_999)).toBe('2 h')
+    expect(duration(3_570_000)).toBe('59 m 30 s')
+    expect(duration(5_400_000)).toBe('1 h 30 m')
+    expect(duration(12_500)).toBe('12.5 s')
+    expect(duration(850)).toBe('850 ms')
   })
 })
 
