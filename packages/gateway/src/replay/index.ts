@@ -234,6 +234,8 @@ function quickRule(values: {
 }): PolicyRule[] {
   const algorithm = values.algorithm ?? 'sliding-window'
   const limit = positiveInt('limit', values.limit, 100, MAX_LIMIT)
+  // Checked as a flag (a usage error naming it), then passed on as written, as the table shows it.
+  durationFlag('window', values.window, undefined, '60s')
   const window = values.window ?? '60s'
   const params: Record<string, unknown> = ['fixed-window', 'sliding-log', 'sliding-window'].includes(
     algorithm,

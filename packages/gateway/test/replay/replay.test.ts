@@ -696,6 +696,11 @@ describe('the command', () => {
       [[SAMPLE, '--bogus'], /Unknown option '--bogus'/],
       [[SAMPLE, '--field', 'when=ts'], /--field: expected/],
       [[SAMPLE, '--reorder', 'soon'], /--reorder: expected a duration/],
+      // A flag, not the policy: it said "Invalid policy … or whole milliseconds …, got "60000"".
+      [
+        [SAMPLE, '--window', '60000'],
+        /^edgelimit replay: --window: expected a duration like 60s, got "60000"\n$/,
+      ],
       // Past the memory store's bound: thrown as a bug (exit 1, "edgelimit: Invalid edgelimit options").
       [
         [SAMPLE, '--max-keys', '3000000000'],
