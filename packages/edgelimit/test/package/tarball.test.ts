@@ -18,7 +18,7 @@ function packed(workspace: string): string[] {
 describe('npm pack', () => {
   it.each([
     ['edgelimit', ['dist/index.js', 'dist/index.cjs', 'dist/index.d.ts', 'dist/http.cjs']],
-    ['gateway', ['dist/cli.js', 'schema/edgelimit.schema.json']],
+    ['gateway', ['bin/edgelimit.js', 'dist/cli.js', 'schema/edgelimit.schema.json']],
   ])('%s: README, LICENSE, package.json and the built files; no sources or tests', (workspace, built) => {
     const files = packed(workspace)
     expect(files).toEqual(expect.arrayContaining(['README.md', 'LICENSE', 'package.json', ...built]))
@@ -28,5 +28,15 @@ describe('npm pack', () => {
           /^(src|test)\//.test(f) || (f.endsWith('.ts') && !f.endsWith('.d.ts') && !f.endsWith('.d.cts')),
       ),
     ).toEqual([])
+  })
+
+  // npm links a package's command at install time only when its file exists: a command pointing
+  // into dist/ (built after `npm install` in a clone) was not linked, and `npx edgelimit` found
+  // nothing to run. CI installs a clean clone before it builds, as a user does.
+  it('the edgelimit command is linked by the install and runs the CLI', () => {
+    const out = execFileSync(join(root, 'node_modules', '.bin', 'edgelimit'), ['--version'], {
+      encoding: 'utf8',
+    })
+    expect(out).toMatch(/^edgelimit \d+\.\d+\.\d+ \(Node v/)
   })
 })
