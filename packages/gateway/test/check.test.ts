@@ -1014,6 +1014,10 @@ describe('the JSON Schema and `check` agree', () => {
     upstash_timeout_past_24d_ms: top(
       'store: { type: upstash, url: "https://x.upstash.io", token: t, timeout: 2147483648 }',
     ),
+    upstream_timeout_24d_ms: top('upstream: { url: "http://x", timeout: 2073600000 }'),
+    upstream_timeout_past_24d_ms: top('upstream: { url: "http://x", timeout: 2073600001 }'),
+    upstream_connect_timeout_past_24d_ms: top('upstream: { url: "http://x", connectTimeout: 2147483648 }'),
+    upstream_body_timeout_past_24d_ms: top('upstream: { url: "http://x", bodyTimeout: 2147483648 }'),
     env_quoted_in_hops: top(`identity: { trustedProxies: "\${T:-2}" }`),
     env_quoted_in_headers: top(`headers: "\${H:-false}"`),
   }
@@ -1054,6 +1058,23 @@ describe('the JSON Schema and `check` agree', () => {
     [
       'a WebSocket idle timeout past Node’s timer limit',
       top('clients: { websocketIdleTimeout: 25d }'),
+      'ERR_RANGE',
+    ],
+    // An upstream timeout of more than 2^31 - 1 ms: the timer of a request waiting for a free
+    // connection (or of a WebSocket handshake, or of a client that reads nothing) fires at once.
+    [
+      'an upstream timeout past Node’s timer limit',
+      top('upstream: { url: "http://x", timeout: 25d }'),
+      'ERR_RANGE',
+    ],
+    [
+      'an upstream connect timeout past Node’s timer limit',
+      top('upstream: { url: "http://x", connectTimeout: 25d }'),
+      'ERR_RANGE',
+    ],
+    [
+      'an upstream body timeout past Node’s timer limit',
+      top('upstream: { url: "http://x", bodyTimeout: 25d }'),
       'ERR_RANGE',
     ],
     // Nor what a rule's parameters admit against its cost.

@@ -10,7 +10,7 @@ import type { Path } from './issues.js'
 export const MAX_TIMER_MS = 24 * 86_400_000
 
 /**
- * A duration that arms one timer (`clients` timeouts, an Upstash store's `timeout`): as
+ * A duration that arms one timer (`clients` and `upstream` timeouts, an Upstash store's `timeout`): as
  * `Checker.duration`, and at most 24 days (`ERR_RANGE`).
  *
  * @example timerDuration(c, ['store', 'timeout'], '30d') // undefined, with an ERR_RANGE issue

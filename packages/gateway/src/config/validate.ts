@@ -183,11 +183,15 @@ function readUpstream(c: Checker, value: unknown): UpstreamConfig | undefined {
     for (const problem of problems) c.add(at, 'ERR_URL', problem)
     if (problems.length > 0) url = undefined
   }
-  const timeoutMs = o.timeout === undefined ? 30_000 : c.duration(['upstream', 'timeout'], o.timeout)
+  // Each arms a timer (a request waiting for a free connection, a WebSocket handshake, a client
+  // that reads nothing): beyond Node's timer limit it would fire at once.
+  const timeoutMs = o.timeout === undefined ? 30_000 : timerDuration(c, ['upstream', 'timeout'], o.timeout)
   const connectTimeoutMs =
-    o.connectTimeout === undefined ? 5_000 : c.duration(['upstream', 'connectTimeout'], o.connectTimeout)
+    o.connectTimeout === undefined
+      ? 5_000
+      : timerDuration(c, ['upstream', 'connectTimeout'], o.connectTimeout)
   const bodyTimeoutMs =
-    o.bodyTimeout === undefined ? 300_000 : c.duration(['upstream', 'bodyTimeout'], o.bodyTimeout)
+    o.bodyTimeout === undefined ? 300_000 : timerDuration(c, ['upstream', 'bodyTimeout'], o.bodyTimeout)
   const connections =
     o.connections === undefined ? 128 : c.integer(['upstream', 'connections'], o.connections, 1, 65_536)
   const preserveHost =
