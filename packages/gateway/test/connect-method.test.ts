@@ -168,6 +168,21 @@ describe('a request the parser refuses behind one still being answered', () => {
       expect(await responseCounts(own.admin)).toEqual(BOTH_COUNTED)
     }))
 
+  test('a CONNECT pipelined behind one in flight gets its 405 after that answer', () =>
+    connected(async ({ own, origin, socket }) => {
+      const answer = socketReader(socket)
+      const arrived = arrival(origin, '/slow')
+      socket.write(`${SLOW}CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n`)
+      await arrived
+      const text = await answer.until()
+      expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 405'])
+      expect(text).toContain('\r\n\r\nslow done')
+      expect(await responseCounts(own.admin)).toEqual([
+        'edgelimit_responses_total{code="200"} 1',
+        'edgelimit_responses_total{code="405"} 1',
+      ])
+    }))
+
   test('its client leaving while it waits is let go', () =>
     connected(async ({ own, origin, socket }) => {
       socket.on('error', () => {})

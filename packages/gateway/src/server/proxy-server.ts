@@ -23,7 +23,7 @@ export interface ProxyServer {
   readonly server: Server
   /** Reads upgrades other than WebSocket again as ordinary requests; listens nowhere. */
   readonly plain: Server
-  /** Every upgrade's socket, from its upgrade to its close. */
+  /** Every upgrade's (and CONNECT's) socket, from its upgrade to its close. */
   readonly upgrades: ReadonlySet<Duplex>
   /** The generation new requests take. */
   readonly current: Generation
@@ -278,14 +278,21 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     // Without this one Node answers any other expectation with a bare 417, uncounted.
     s.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => accept(req, res, 'unmet'))
     // A reverse proxy opens no CONNECT tunnels: answered (Node would close without a word) and counted.
+    // Node hands it over once read, as an upgrade: its answer waits for those owed before it.
     s.on('connect', (_req: IncomingMessage, socket: Duplex) => {
       socket.on('error', () => socket.destroy()) // Node's own listener is gone once it hands the socket over
-      metrics.response(405, 'none', 0)
-      endWithProblem(
-        socket,
-        405,
-        'The gateway does not open tunnels (CONNECT); it forwards requests to its upstream.',
-      )
+      upgrades.add(socket)
+      socket.once('close', () => upgrades.delete(socket))
+      const refuse = () => {
+        metrics.response(405, 'none', 0)
+        endWithProblem(
+          socket,
+          405,
+          'The gateway does not open tunnels (CONNECT); it forwards requests to its upstream.',
+        )
+      }
+      if (owed === undefined) refuse()
+      else owed.after(socket, refuse)
     })
     return s
   }
@@ -302,8 +309,8 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
   // was answered at once, a 400 in place of the answer to the request already forwarded.
   const plain = httpServer(pendingResponses())
   plain.emit('listening')
-  // Every upgrade's socket, from its upgrade to its close (tunnels included, and one still waiting
-  // for the answers before it): Node's closeAllConnections no longer knows them.
+  // Every upgrade's (and CONNECT's) socket, from its upgrade to its close (tunnels included, and one
+  // still waiting for the answers before it): Node's closeAllConnections no longer knows them.
   const upgrades = new Set<Duplex>()
   // The client sockets of open WebSocket tunnels: a reload gives them its websocketIdleTimeout.
   const tunnels = new Set<Duplex>()
