@@ -17,6 +17,16 @@ function port(name: string, value: string | undefined, fallback: number): number
   return n
 }
 
+/**
+ * The host of a URL that reaches a server listening on `host`: a wildcard address as loopback, an
+ * IPv6 address in brackets (`http://::1:8080` is no URL, and curl refuses it).
+ */
+function reachable(host = '127.0.0.1'): string {
+  if (host === '0.0.0.0') return '127.0.0.1'
+  if (host === '::') return '[::1]'
+  return host.includes(':') ? `[${host}]` : host
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
 function logLevel(value: string): string {
@@ -121,9 +131,8 @@ export async function serve(args: readonly string[]): Promise<number> {
     }
     throw error
   }
-  const host = values.host ?? '127.0.0.1'
-  const base = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${gateway.port}`
-  const admin = `http://${values['admin-host'] ?? '127.0.0.1'}:${gateway.adminPort}`
+  const base = `http://${reachable(values.host)}:${gateway.port}`
+  const admin = `http://${reachable(values['admin-host'])}:${gateway.adminPort}`
   if (!values.quiet) {
     const config = gateway.config
     const adminApi =

@@ -43,6 +43,30 @@ describe('a newcomer: npm start', () => {
     )
   })
 
+  test('on an IPv6 --host, the banner and its curl commands name URLs that work', async () => {
+    const gateway = await spawnGateway([
+      '--config',
+      'examples/edgelimit.yaml',
+      '--upstream',
+      origin.url,
+      '--host',
+      '::1',
+      '--admin-host',
+      '::',
+    ])
+    try {
+      for (let i = 0; i < 500 && !gateway.stderr().includes('Ctrl-C'); i++)
+        await new Promise((r) => setTimeout(r, 20))
+      const base = `http://[::1]:${gateway.port}`
+      expect(gateway.stderr()).toContain(`proxy  ${base}  →`)
+      expect(gateway.stderr()).toContain(`admin  http://[::1]:${gateway.adminPort}  (`)
+      expect(gateway.stderr()).toContain(`-X POST '${base}/login'`)
+      expect((await fetch(`${base}/x`)).status).toBe(200)
+    } finally {
+      await gateway.stop()
+    }
+  })
+
   test('an upstream URL with credentials or a query is refused (flag, start, reload), and no log or error shows them', async () => {
     // The gateway would send neither: refused, never dropped or logged (docs/decisions/0015).
     const upstream = origin.url.replace('http://', 'http://proxyuser:s3cr3t@')
