@@ -660,6 +660,29 @@ describe('client aborts', () => {
       await mine.close()
     }
   })
+  test('a client that leaves while a later request of its keep-alive connection waits is counted as 499, not as an upstream failure', async () => {
+    const mine = await startInProcess('rules: []\n', { upstream: origin.url })
+    try {
+      const client = socketReader(connect(mine.gateway.port, '127.0.0.1'))
+      // Its first answer (chunked) complete: the second request is the connection's next.
+      client.socket.write('GET /first HTTP/1.1\r\nhost: a\r\n\r\n')
+      await client.until((text) => text.endsWith('\r\n0\r\n\r\n'))
+      const arrived = arrival(origin, '/slow')
+      client.socket.write('GET /slow?ms=3000 HTTP/1.1\r\nhost: a\r\n\r\n')
+      await arrived
+      client.socket.destroy()
+      await expect.poll(() => mine.gateway.metrics.inFlight).toBe(0)
+      const metrics = await (await fetch(`${mine.admin}/metrics`)).text()
+      expect(metrics).toContain('edgelimit_responses_total{code="499"} 1')
+      expect(metrics).toContain('edgelimit_upstream_responses_total{code="aborted"} 1')
+      expect(metrics).not.toContain('code="502"')
+      expect(metrics).not.toContain('code="error"')
+      expect(mine.logs.filter((l) => l.msg === 'upstream failed')).toEqual([])
+    } finally {
+      await mine.close()
+    }
+  })
+
   test('a pipelined answer arriving while the one before it waits for the client is relayed, both complete', async () => {
     const mine = await startInProcess('rules: []\n', { upstream: origin.url })
     const size = 64 * 1024 * 1024

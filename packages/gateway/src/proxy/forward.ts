@@ -123,8 +123,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** The client's connection closed before the answer was complete. */
   clientGone(): void {
     if (this.finished || this.res.writableFinished) return
-    this.controller?.abort(new Error(CLIENT_GONE))
+    // Counted first: the abort reports to onResponseError at once, where a response not yet
+    // marked destroyed (this listener can run before Node's own) would be answered as a 502.
     this.finish(499, 'aborted')
+    this.controller?.abort(new Error(CLIENT_GONE))
   }
 
   /** A request body not read whole yet: an answer now closes the connection it would hold. */
