@@ -183,6 +183,21 @@ describe('a request the parser refuses behind one still being answered', () => {
       ])
     }))
 
+  test('one whose body the client cut short (its FIN) while it waited is answered 400 in its turn, not held', () =>
+    connected(async ({ own, origin, socket }) => {
+      const answer = socketReader(socket)
+      const arrived = arrival(origin, '/slow')
+      // The parser fails at the FIN, mid-body of the second request: that body can never complete.
+      socket.end(`${SLOW}POST /upload HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel`)
+      await arrived
+      const text = await answer.until()
+      expect(text.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400'])
+      expect(text.slice(text.indexOf('HTTP/1.1 400'))).toMatch(/HPE_INVALID_EOF_STATE/)
+      expect(origin.requests).toBe(1)
+      await expect.poll(() => own.gateway.metrics.inFlight).toBe(0)
+      expect(await responseCounts(own.admin)).toEqual(BOTH_COUNTED)
+    }))
+
   test('its client leaving while it waits is let go', () =>
     connected(async ({ own, origin, socket }) => {
       socket.on('error', () => {})

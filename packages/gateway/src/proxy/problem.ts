@@ -143,9 +143,12 @@ export function answerClientError(
   const { _httpMessage: inFlight, parser } = socket as ServerSocket
   const queued: Queued = socket
   // The parser fails again on whatever else arrives on the connection: one answer is enough.
-  if (queued[QUEUED] === true) return
+  if (queued[QUEUED] !== undefined) return
   if (error.code !== 'ECONNRESET' && socket.writable && inFlight?.req.complete === true && after) {
-    queued[QUEUED] = true
+    // The request being read may be in the handler's hands already (its head was complete), and
+    // waits for its turn among the answers owed: its body can never complete now, so it is
+    // answered in its turn (`answerCutShort`) rather than waited for.
+    queued[QUEUED] = () => count(answer(error, socket))
     after(socket, () => {
       // The answers before it may have closed the connection (`Connection: close`).
       if (!socket.writable) socket.destroy()
@@ -212,7 +215,23 @@ const ANSWERED = Symbol('edgelimit.answered')
 type Answered = Duplex & { [ANSWERED]?: number }
 // A connection whose refused request waits for the answers before it.
 const QUEUED = Symbol('edgelimit.queued')
-type Queued = Duplex & { [QUEUED]?: boolean }
+type Queued = Duplex & { [QUEUED]?: (() => void) | true }
+
+/**
+ * A request whose turn has come on a connection whose parser failed while reading it (queued by
+ * `answerClientError` behind the answers before it, its body cut short): it can never complete,
+ * so it is answered with that failure now, and the connection closes. True if it was.
+ *
+ * @example if (answerCutShort(req)) return // instead of forwarding it
+ */
+export function answerCutShort(req: IncomingMessage): boolean {
+  const queued: Queued = req.socket
+  const pending = queued[QUEUED]
+  if (typeof pending !== 'function' || req.complete) return false
+  queued[QUEUED] = true
+  pending()
+  return true
+}
 
 /**
  * What a request whose client connection closed under it is counted as: the status

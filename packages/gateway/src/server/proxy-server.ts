@@ -7,7 +7,13 @@ import { decide, decideSync, type Verdict } from '../policy/decide.js'
 import { canonicalTarget } from '../policy/path.js'
 import { fromIncoming, hostLines, type RequestInfo } from '../policy/request.js'
 import { refusedForSize } from '../proxy/body-limit.js'
-import { answerClientError, endWithProblem, goneStatus, sendProblem } from '../proxy/problem.js'
+import {
+  answerClientError,
+  answerCutShort,
+  endWithProblem,
+  goneStatus,
+  sendProblem,
+} from '../proxy/problem.js'
 import { isWebSocket, replayAsRequest, type TunnelSink, upgradeResponse } from '../proxy/tunnel.js'
 import { applyClientTimeouts, CONNECTIONS_CHECK_MS, quietFor } from './client-timeouts.js'
 import type { Generation } from './generation.js'
@@ -247,7 +253,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     // cannot meet (`unmet`).
     const serve = (req: IncomingMessage, res: ServerResponse, expect?: Expectation): void => {
       if (res.socket === null) res.once('socket', () => serve(req, res, expect))
-      else if (!req.socket.writable) return
+      else if (!req.socket.writable || answerCutShort(req)) return
       else if (expect === 'unmet') new Handling(req, res).refuseExpectation()
       else new Handling(req, res, expect === 'continue').run()
     }
