@@ -112,6 +112,20 @@ describe('edgelimit bench', () => {
     const picked = await bench(['-c', file, '--rule', 'api', '--duration', '50ms', '--concurrency', '2'])
     expect(picked.code).toBe(0)
     expect(picked.report?.results.map((r) => r.rule)).toEqual(['api.free', 'api.pro'])
+    const one = await bench([
+      '-c',
+      file,
+      '--rule',
+      'login',
+      '--duration',
+      '50ms',
+      '--concurrency',
+      '1',
+      '--keys',
+      '1',
+    ])
+    expect(one.code).toBe(0)
+    expect(one.out).toMatch(/ memory store, 1 key per level, 50 ms per level /)
 
     const cases: [string[], RegExp][] = [
       [['--rule', 'nope'], /--rule: no rule "nope" in .*pick\.yaml \(rules: login, api\)/],

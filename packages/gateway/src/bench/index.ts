@@ -9,7 +9,7 @@ import { loadPolicy } from '../config/validate.js'
 import { within } from '../library.js'
 import { compilePolicy } from '../policy/compile.js'
 import { openStore } from '../policy/store.js'
-import { type Align, duration, int, table } from '../report/format.js'
+import { type Align, counted, duration, int, table } from '../report/format.js'
 import {
   type CliIo,
   checkOutputs,
@@ -166,7 +166,7 @@ async function bench(args: string[], io: CliIo): Promise<number> {
     })
     const run = randomBytes(4).toString('hex')
     io.stdout.write(
-      `edgelimit bench — ${configFile}, ${config.store.type} store, ${int(keyCount)} keys per level, ${duration(durationMs)} per level (run ${run})\n\n`,
+      `edgelimit bench — ${configFile}, ${config.store.type} store, ${counted(keyCount, 'key')} per level, ${duration(durationMs)} per level (run ${run})\n\n`,
     )
     const results: BenchResult[] = []
     // Levels during which the store failed: their figures measured `onStoreError`, not the store.
