@@ -77,6 +77,11 @@ describe('bad policies: one fixture per error class', () => {
     // One document that starts (or ends) with its marker is one policy.
     const one = writePolicy(tempDir(), '---\nversion: 1\nrules: []\n...\n')
     expect(checkFiles([one]).ok).toBe(true)
+    // A second document after an end marker has no `---` to point at.
+    const ended = writePolicy(tempDir(), 'version: 1\nrules: []\n...\nversion: 1\n')
+    expect(checkFiles([ended]).lines[0]).toMatch(
+      /edgelimit\.yaml:4:1 {2}\(root\): YAML: the file holds more than one document \(the second, after `\.\.\.`, at line 4\); a policy is one document \[ERR_YAML\]$/,
+    )
   })
 
   test('a policy file above 1 MiB is ERR_FILE, refused by its size before it is read or parsed', async () => {

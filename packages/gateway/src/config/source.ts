@@ -125,7 +125,7 @@ export function parsePolicyText(text: string, file: string, env: Env = process.e
         // The parser's own words for this one name its API (`YAML.parseAllDocuments()`).
         message:
           e.code === 'MULTIPLE_DOCS'
-            ? `YAML: the file holds more than one document (\`---\` at line ${at(e.pos[0]).line}); a policy is one document`
+            ? `YAML: the file holds more than one document (${text.startsWith('---', e.pos[0]) ? '`---`' : 'the second, after `...`,'} at line ${at(e.pos[0]).line}); a policy is one document`
             : `YAML syntax: ${e.message.split('\n')[0]}`,
         file,
         ...at(e.pos[0]),
