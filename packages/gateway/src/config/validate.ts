@@ -368,7 +368,7 @@ function upstashUrl(c: Checker, value: unknown): string | undefined {
   c.add(
     ['store', 'url'],
     'ERR_URL',
-    `expected a URL as the Upstash client takes it (https:// in lower case, no white space, no query, fragment or empty path segment), got ${describeUrl(value)}`,
+    `expected a URL as the Upstash client takes it (https:// or http://, in lower case, no white space, no query, fragment or empty path segment), got ${describeUrl(value)}`,
   )
   return undefined
 }
