@@ -60,6 +60,8 @@ function respond<R extends Response | undefined>(r: R, headers: readonly (readon
     addFields(r.headers, headers)
     return r
   } catch {
+    // A network error (`Response.error()`, status 0) has no copy: it goes on as it is.
+    if (!r.status) return r
     const copy = new Response(r.body, r)
     const own = copy.headers
     // `fetch()` decoded a gzip, deflate or br body it hands over (Node, Deno and Bun all do): its

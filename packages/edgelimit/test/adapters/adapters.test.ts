@@ -61,6 +61,14 @@ describe('fetch adapter', () => {
     expect(res.headers.get('ratelimit')).toBe('"hourly";r=0;t=3600')
   })
 
+  it('passes a network error (Response.error()) on as it is: its headers cannot change, nor can it be copied', async () => {
+    // A copy of it is a Response of status 0, which the constructor refuses: it was a RangeError.
+    const handler = withRateLimit(() => Response.error(), { limiter: onePerHour() })
+    const res = await handler(req())
+    expect(res.type).toBe('error')
+    expect(res.status).toBe(0)
+  })
+
   it("adds to the handler's own draft-10 fields, keeps its other rate-limit fields (draft-10 §7.2)", async () => {
     // An app quota the handler reports, as a proxied upstream does: the client must still see it.
     const own = { RateLimit: '"app";r=0;t=1800', 'RateLimit-Policy': '"app";q=10;w=3600' }
