@@ -115,14 +115,7 @@ describe('edgelimit bench', () => {
     const one = await bench([
       '-c',
       file,
-      '--rule',
-      'login',
-      '--duration',
-      '50ms',
-      '--concurrency',
-      '1',
-      '--keys',
-      '1',
+      ...'--rule login --duration 50ms --concurrency 1 --keys 1'.split(' '),
     ])
     expect(one.code).toBe(0)
     expect(one.out).toMatch(/ memory store, 1 key per level, 50 ms per level /)
