@@ -5,7 +5,7 @@ import {
   type HttpVerdict,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { addFields, sleep, urlPath } from './shared.js'
+import { addFields, decodedByFetch, sleep, urlPath } from './shared.js'
 
 /**
  * A Web-standard handler: Cloudflare Workers, Deno, Bun, Vercel Edge, Hono's `app.fetch`… `R` is
@@ -64,11 +64,8 @@ function respond<R extends Response | undefined>(r: R, headers: readonly (readon
     if (!r.status) return r
     const copy = new Response(r.body, r)
     const own = copy.headers
-    // `fetch()` decoded a gzip, deflate or br body it hands over (Node, Deno and Bun all do): its
-    // encoding and length are no longer the body's (Deno sent the decoded bytes as gzip), and the
-    // copy is sent without them. Any other coding (zstd in Node 20 and Deno, aes128gcm…) is handed
-    // over as it came: it keeps both, as the Hono adapter does. (No field reads as 'null': no match.)
-    if (/^((x-)?gzip|deflate|br)$/i.test(own.get('content-encoding') as string)) {
+    // A body `fetch()` decoded: its encoding and length are no longer the body's.
+    if (decodedByFetch(own)) {
       own.delete('content-encoding')
       own.delete('content-length')
     }

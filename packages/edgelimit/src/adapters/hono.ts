@@ -7,7 +7,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
-import { addFields, bodiless, checkFailure, sendFields, sleep, urlPath } from './shared.js'
+import { addFields, bodiless, checkFailure, decodedByFetch, sendFields, sleep, urlPath } from './shared.js'
 
 /** Options of `honoRateLimit`. */
 export interface HonoRateLimitOptions extends RateLimitOptions {
@@ -75,11 +75,9 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
     try {
       addFields(own, headers)
     } catch {
-      // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy. `fetch()`
-      // decoded a gzip, deflate or br body it hands over (Node, Deno and Bun all do): the copy is
-      // sent without its encoding and length (Deno sent the decoded bytes as gzip). Any other
-      // coding (zstd in Node 20 and Deno, aes128gcm…) is handed over as it came: it keeps both.
-      if (/^(x-)?gzip$|^deflate$|^br$/i.test(own.get('content-encoding') ?? '')) {
+      // Immutable headers (a response from `fetch()`): `c.header` sets them on a copy, without the
+      // encoding and length of a body `fetch()` decoded.
+      if (decodedByFetch(own)) {
         c.header('content-encoding', undefined)
         c.header('content-length', undefined)
       }

@@ -7,6 +7,17 @@ import { describe, EdgelimitError } from '../errors.js'
 export const bodiless = (status: number): boolean => [204, 205, 304].includes(status)
 
 /**
+ * Whether `fetch()` decoded the body of a response with these headers: gzip, x-gzip, deflate or br,
+ * which Node, Deno and Bun all decode. A copy of such a response is sent without its
+ * `content-encoding` and `content-length` (Deno sent the decoded bytes as gzip); any other coding
+ * (zstd in Node 20 and Deno, aes128gcm…) is handed over as it came and keeps both.
+ */
+export function decodedByFetch(headers: Headers): boolean {
+  // No field reads as 'null': no match.
+  return /^((x-)?gzip|deflate|br)$/i.test(headers.get('content-encoding') as string)
+}
+
+/**
  * Resolves after `ms` milliseconds: how adapters hold a shaped request (`HttpVerdict.delayMs`).
  * Callers skip it when `ms` is 0, to stay synchronous. A timer takes at most 2^31 - 1 ms (about
  * 24.8 days) and fires a longer one at once (Node, Deno, browsers): a longer hold is waited in parts.
