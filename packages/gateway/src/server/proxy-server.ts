@@ -245,7 +245,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
    * first, and what the parser refuses behind a request still being answered waits for it. One
    * listener per event: Node copies the listener array of an event with several.
    */
-  function httpServer(owed?: PendingResponses): Server {
+  function httpServer(owed: PendingResponses): Server {
     // Pipelined requests are served one at a time: one waits until the answer before it is
     // complete (Node then gives its response the socket), and none is served after an answer
     // that closed the connection (a 413, a 429 to `Expect`: RFC 9112 §9.6), so none is charged.
@@ -258,7 +258,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       else new Handling(req, res, expect === 'continue').run()
     }
     const accept = (req: IncomingMessage, res: ServerResponse, expect?: Expectation): void => {
-      owed?.track(req, res)
+      owed.track(req, res)
       // An answer that closes the connection with the request's body unread reads it first
       // (nginx's lingering close).
       lingerOnClose(req)
@@ -277,7 +277,7 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     // What the parser refuses never becomes a request: counted here (no start time: 0 s, as CONNECT).
     const counted = (status: number) => metrics.response(status, 'none', 0)
     s.on('clientError', (error: Error, socket: Duplex) =>
-      answerClientError(error, socket, counted, owed?.after),
+      answerClientError(error, socket, counted, owed.after),
     )
     // Without this listener Node answers `100 Continue` itself, before any rule has decided.
     s.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => accept(req, res, 'continue'))
@@ -287,18 +287,15 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     // Node hands it over once read, as an upgrade: its answer waits for those owed before it.
     s.on('connect', (_req: IncomingMessage, socket: Duplex) => {
       socket.on('error', () => socket.destroy()) // Node's own listener is gone once it hands the socket over
-      upgrades.add(socket)
-      socket.once('close', () => upgrades.delete(socket))
-      const refuse = () => {
+      handedOver(socket)
+      owed.after(socket, () => {
         metrics.response(405, 'none', 0)
         endWithProblem(
           socket,
           405,
           'The gateway does not open tunnels (CONNECT); it forwards requests to its upstream.',
         )
-      }
-      if (owed === undefined) refuse()
-      else owed.after(socket, refuse)
+      })
     })
     return s
   }
@@ -318,11 +315,14 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
   // Every upgrade's (and CONNECT's) socket, from its upgrade to its close (tunnels included, and one
   // still waiting for the answers before it): Node's closeAllConnections no longer knows them.
   const upgrades = new Set<Duplex>()
+  const handedOver = (socket: Duplex): void => {
+    upgrades.add(socket)
+    socket.once('close', () => upgrades.delete(socket))
+  }
   // The client sockets of open WebSocket tunnels: a reload gives them its websocketIdleTimeout.
   const tunnels = new Set<Duplex>()
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    upgrades.add(socket)
-    socket.once('close', () => upgrades.delete(socket))
+    handedOver(socket)
     owed.after(socket, () => {
       try {
         if (isWebSocket(req)) websocket(req, socket, head)
