@@ -28,7 +28,7 @@ const about = (key: string) => (request: BridgeRequest) => JSON.stringify(reques
 /** On Redis TIME: a window this file's run cannot cross the end of, so a charge is still counted. */
 const WINDOW = farWindow()
 
-const limiterOn = (prefix: string, events: LimiterEvent[] = [], timeout: '1s' | '300ms' = '1s') =>
+const limiterOn = (prefix: string, events: LimiterEvent[] = [], timeout: '1s' | '500ms' | '300ms' = '1s') =>
   createLimiter({
     rules: [{ name: 'fw', algorithm: fixedWindow({ limit: 10, window: WINDOW }), onStoreError: 'open' }],
     store: redisStore({ client: client(), prefix }),
@@ -54,6 +54,27 @@ describe('reset', () => {
     expect((await limiter.peek('k')).remaining).toBe(10)
     expect(await outcome()).toBe('reset')
     fault = () => undefined
+  })
+
+  it('calls held behind a reset that never answer hold it no longer than its own deadline', async () => {
+    const limiter = limiterOn('held', [], '500ms')
+    await limiter.limit('warm')
+    // The reset's DEL never answers, nor does the decision issued after it (held until the DEL
+    // has answered or timed out, then sent).
+    fault = (request) => (about('gone')(request) || about('late')(request) ? 'hang' : undefined)
+    const start = performance.now()
+    const reset = limiter.reset('gone').then(
+      () => 'reset',
+      (error: { code?: string }) => error.code,
+    )
+    const late = limiter.limit('late')
+    expect(await reset).toBe('ERR_EDGELIMIT_TIMEOUT')
+    const took = performance.now() - start
+    // Answered by onStoreError at its own deadline.
+    expect((await late).allowed).toBe(true)
+    fault = () => undefined
+    // One deadline (500 ms) for the DEL and the calls it released, not one each (1 s).
+    expect(took).toBeLessThan(800)
   })
 })
 

@@ -416,6 +416,8 @@ function bindRules(
     const barrier: (() => Promise<unknown>)[] | undefined = client.ordered && inFlight === 0 ? undefined : []
     if (barrier !== undefined) held = barrier
     let released: Promise<unknown>[] = []
+    // When the time for its DEL and for the calls it released is up: one deadline for both.
+    let until = Number.POSITIVE_INFINITY
     try {
       if (inFlight > 0) {
         const gen = generation
@@ -440,6 +442,7 @@ function bindRules(
         failure = { error }
       }
       let deleted: Promise<void>
+      if (waitMs !== undefined) until = performance.now() + waitMs
       try {
         deleted = client.del(heads.map((h) => `${h}${escapeTag(key)}}`)).then(() => undefined, fail)
       } catch (error) {
@@ -466,10 +469,10 @@ function bindRules(
         released.push(...release(barrier))
         // The calls it held were sent from here, and on Workers a store call belongs to the request
         // that sent it, cancelled when that request ends (this reset's caller answering): the reset
-        // answers once they have (their own outcome is theirs), in the same time as its DEL.
+        // answers once they have (their own outcome is theirs), by the deadline of its DEL.
         if (released.length > 0) {
           const settled = Promise.allSettled(released)
-          await (waitMs === undefined ? settled : within(settled, waitMs))
+          await (waitMs === undefined ? settled : within(settled, Math.max(0, until - performance.now())))
         }
       }
     }
