@@ -1,6 +1,8 @@
 // The package's types resolve for a TypeScript consumer under every module resolution in use:
 // node10 (the default with `module: commonjs`, through `types` and `typesVersions`), node16,
-// nodenext and bundler (through `exports`). Each import must have its real type, not `any`.
+// nodenext and bundler (through `exports`). Each import must have its real type, not `any`, and
+// the declaration files themselves must check (`skipLibCheck: false`), with the DOM's types or
+// with the Workers' (the example Worker, under its own tsconfig).
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -14,7 +16,7 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
 })
 
-/** Every entry point but cloudflare (it needs the Workers types), and one export of each. */
+/** Every entry point, and one export of each. */
 const IMPORTS: [entry: string, name: string][] = [
   ['edgelimit', 'createLimiter'],
   ['edgelimit/testing', 'manualClock'],
@@ -25,7 +27,18 @@ const IMPORTS: [entry: string, name: string][] = [
   ['edgelimit/express', 'expressRateLimit'],
   ['edgelimit/fastify', 'fastifyRateLimit'],
   ['edgelimit/hono', 'honoRateLimit'],
+  ['edgelimit/cloudflare', 'durableObjectStore'],
 ]
+
+/** What tsc prints for a project: '' when it checks. */
+function check(project: string): string {
+  try {
+    execFileSync(process.execPath, [tsc, '-p', project], { encoding: 'utf8' })
+    return ''
+  } catch (error) {
+    return String((error as { stdout?: string }).stdout ?? error)
+  }
+}
 
 function consumer(resolution: string, module: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'edgelimit-types-'))
@@ -47,7 +60,7 @@ function consumer(resolution: string, module: string): string {
       compilerOptions: {
         strict: true,
         noEmit: true,
-        skipLibCheck: true,
+        skipLibCheck: false,
         module,
         moduleResolution: resolution,
         target: 'es2022',
@@ -67,13 +80,11 @@ describe('types for a TypeScript consumer', () => {
     ['nodenext', 'nodenext'],
     ['bundler', 'esnext'],
   ])('moduleResolution %s (module %s): every entry point resolves to its types', (resolution, module) => {
-    const dir = consumer(resolution, module)
-    let output = ''
-    try {
-      execFileSync(process.execPath, [tsc, '-p', dir], { encoding: 'utf8' })
-    } catch (error) {
-      output = String((error as { stdout?: string }).stdout ?? error)
-    }
-    expect(output).toBe('')
+    expect(check(consumer(resolution, module))).toBe('')
+  })
+
+  it('the example Worker checks with the Workers types, no DOM, skipLibCheck: false', () => {
+    // examples/cloudflare-worker/tsconfig.json: lib ES2022, types @cloudflare/workers-types.
+    expect(check(join(pkg, '..', '..', 'examples', 'cloudflare-worker'))).toBe('')
   })
 })
