@@ -382,6 +382,55 @@ describe('signals', () => {
     }
   })
 
+  test('SIGTERM while requests are held for shaping: a turn after the drain deadline gets a 503 at once', async () => {
+    // One request every 2 s reaches the origin; the drain has 3 s. Held at the signal: turns at
+    // about 2, 4 and 6 s. The first is forwarded; the others would come after the gateway stops
+    // and were cut with the connection (a client saw the socket close, no answer).
+    const file = writePolicy(
+      tempDir(),
+      'rules: [{ name: queue, algorithm: leaky-bucket, shape: true, capacity: 5, leakRate: 1, leakInterval: 2s }]\n',
+    )
+    const gateway = await spawnGateway(['--config', file, '--upstream', origin.url, '--drain-timeout', '3s'])
+    try {
+      expect((await fetch(`${gateway.url}/echo`)).status).toBe(200)
+      const started = performance.now()
+      const held = [1, 2, 3].map(() =>
+        fetch(`${gateway.url}/echo`).then(
+          async (r) => ({
+            status: r.status,
+            retryAfter: r.headers.get('retry-after'),
+            type: r.headers.get('content-type'),
+            body: await r.text(),
+            at: performance.now() - started,
+          }),
+          (error: Error) => ({ status: 0, error: error.message, at: performance.now() - started }),
+        ),
+      )
+      const inFlight = async () =>
+        /^edgelimit_in_flight_requests (\d+)$/m.exec(
+          await (await fetch(`${gateway.admin}/metrics`)).text(),
+        )?.[1]
+      for (let i = 0; i < 200 && (await inFlight()) !== '3'; i++) await new Promise((r) => setTimeout(r, 10))
+      gateway.child.kill('SIGTERM')
+      await gateway.waitForLog((l) => l.msg === 'draining')
+      const [first, ...late] = await Promise.all(held)
+      expect(first).toMatchObject({ status: 200 })
+      for (const answer of late) {
+        expect(answer).toMatchObject({ status: 503, type: 'application/problem+json' })
+        // Answered at the signal, not at the drain deadline (3 s) or at its turn.
+        expect(answer.at).toBeLessThan(first?.at ?? 0)
+        expect(Number((answer as { retryAfter: string }).retryAfter)).toBeGreaterThanOrEqual(1)
+        expect(JSON.parse((answer as { body: string }).body)).toMatchObject({
+          status: 503,
+          instance: '/echo',
+        })
+      }
+      expect(await gateway.exited).toBe(0)
+    } finally {
+      await gateway.stop('SIGKILL')
+    }
+  })
+
   test.each([
     ['SIGTERM', 'SIGTERM'],
     ['SIGINT', 'SIGINT'],

@@ -40,8 +40,12 @@ export interface ProxyServer {
   putInForce(next: Generation): void
   readonly inFlight: number
   readonly draining: boolean
-  /** From now on answers close their connection and WebSocket handshakes are refused. */
-  drain(): void
+  /**
+   * From now on answers close their connection and WebSocket handshakes are refused. `deadline`
+   * (`performance.now()` time, default never): when the drain ends; a request held for shaping
+   * whose turn comes after it is answered 503 at once rather than cut with its connection.
+   */
+  drain(deadline?: number): void
   /** Resolves when the last request in flight is done (ask only while some are). */
   drained(): Promise<void>
   /** Sums up the upstream failures not logged yet (see `upstreamFailureLog`): the gateway stops. */
@@ -76,6 +80,9 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
   // The responses of the requests in flight: those whose head has not gone out when the drain
   // begins are sent with `Connection: close`, as a request arriving while draining is.
   const answering = new Set<ServerResponse>()
+  // The requests held for shaping, and when each one's turn comes (`performance.now()` time).
+  const holding = new Map<Handling, { readonly turn: number; readonly verdict: Verdict }>()
+  let drainEnds = Number.POSITIVE_INFINITY
   const upstreamFailures = upstreamFailureLog(log, clock)
 
   /**
@@ -184,6 +191,26 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       quietFor(socket, current.policy.config.clients)
     }
 
+    /**
+     * A request held for shaping whose turn comes after the drain ends: a 503 now, with the rate
+     * limit fields and a Retry-After of when its turn would have come, not a connection cut then.
+     */
+    refuseAfterStop(turn: number, verdict: Verdict): void {
+      const { req, res } = this
+      holding.delete(this)
+      if (this.settled || res.destroyed || res.headersSent) return
+      const left = Math.max(0, turn - performance.now())
+      res.setHeader('connection', 'close')
+      sendProblem(
+        res,
+        503,
+        req.url ?? '/',
+        `The gateway is shutting down: this request's turn to be forwarded (in ${Math.ceil(left)} ms) comes after it stops.`,
+        [...verdict.headers, ['retry-after', String(Math.max(1, Math.ceil(left / 1000)))]],
+      )
+      this.done(503, 'none')
+    }
+
     // While a request waits (a remote store, a shaping delay), its client may leave.
     private watchAbort(): void {
       this.res.once('close', () => this.done(499, 'aborted'))
@@ -231,9 +258,16 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
           if (d > 0) metrics.delayed(part.rule.name, d)
         }
         if (!this.settled) this.watchAbort()
+        const turn = performance.now() + verdict.delayMs
+        if (turn > drainEnds) {
+          this.refuseAfterStop(turn, verdict)
+          return
+        }
+        holding.set(this, { turn, verdict })
         // The adapters' hold: a wait longer than one timer takes (a 30-day leak interval) in steps.
         void sleep(verdict.delayMs).then(() => {
-          if (!res.destroyed) this.forward(verdict)
+          holding.delete(this)
+          if (!res.destroyed && !this.settled) this.forward(verdict)
         })
       } else if (res.destroyed) this.done(499, 'aborted')
       else this.forward(verdict)
@@ -368,8 +402,11 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
     get draining() {
       return draining
     },
-    drain() {
+    drain(deadline = Number.POSITIVE_INFINITY) {
       draining = true
+      drainEnds = deadline
+      for (const [handling, held] of holding)
+        if (held.turn > deadline) handling.refuseAfterStop(held.turn, held.verdict)
       // A keep-alive answer would invite a next request on a connection about to close (once the
       // last request in flight is done): it would be lost, where a client told to close opens anew.
       for (const res of answering) if (!res.headersSent) res.setHeader('connection', 'close')

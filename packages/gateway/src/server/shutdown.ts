@@ -32,8 +32,8 @@ export async function shutdown(parts: ShutdownParts): Promise<void> {
   const { proxy, generations, reloader, admin, metrics, log, drainTimeoutMs } = parts
   const { server, plain, upgrades } = proxy
   const { users, unused, opening, retiring } = generations
-  proxy.drain()
   const started = performance.now()
+  proxy.drain(started + drainTimeoutMs)
   log.info({ inFlight: proxy.inFlight, tunnels: metrics.tunnels }, 'draining')
   const stopped = new Promise<void>((r) => server.close(() => r()))
   server.closeIdleConnections()
