@@ -15,12 +15,12 @@ import {
   checkOutputs,
   decimalDigits,
   durationFlag,
+  outputsOf,
   parseCommandArgs,
   positiveInt,
   runCommand,
   UsageError,
   workingDirectory,
-  writeOutput,
 } from '../report/io.js'
 import { LatencyHistogram } from './histogram.js'
 
@@ -42,7 +42,8 @@ Options:
   --keys <n>                distinct keys per level, used round-robin (default 100000)
   --timeout <duration>      how long to wait for the store to be ready and answer a PING (default 5s,
                             at most 24d)
-  --json <file>             the results as JSON
+  --json <file>             the results as JSON; - for standard output (the table then goes to
+                            standard error)
   -h, --help                this help
 Exit codes: 0 done, 1 some decisions failed (rejected, not denied) or were answered without the
 store (its onStoreError: the store failed during the run), 2 usage or policy error, or a store
@@ -139,10 +140,9 @@ async function bench(args: string[], io: CliIo): Promise<number> {
     )
 
   // A bench runs for a while: an output it could not write should stop it before, not after.
-  await checkOutputs(
-    [['--json', values.json === undefined ? undefined : at(values.json)]],
-    [['policy', at(configFile)]],
-  )
+  const out = outputsOf(io, at, { '--json': values.json })
+  await checkOutputs([['--json', out.file('--json')]], [['policy', at(configFile)]])
+  const report = out.report
 
   const store = await openStore(config.store)
   try {
@@ -165,7 +165,7 @@ async function bench(args: string[], io: CliIo): Promise<number> {
       }
     })
     const run = randomBytes(4).toString('hex')
-    io.stdout.write(
+    report.write(
       `edgelimit bench — ${configFile}, ${config.store.type} store, ${counted(keyCount, 'key')} per level, ${duration(durationMs)} per level (run ${run})\n\n`,
     )
     const results: BenchResult[] = []
@@ -196,22 +196,22 @@ async function bench(args: string[], io: CliIo): Promise<number> {
         await plan.limiter.flush()
       }
     }
-    io.stdout.write(`${table(HEADER, rows, ALIGN)}\n`)
+    report.write(`${table(HEADER, rows, ALIGN)}\n`)
     const failed = results.filter((r) => r.errors > 0)
     for (const r of failed)
-      io.stdout.write(`\n${r.rule} at ${r.inFlight} in flight: ${r.errors} decisions failed: ${r.firstError}`)
-    for (const line of degraded) io.stdout.write(`\n${line}`)
-    if (failed.length + degraded.length > 0) io.stdout.write('\n')
-    if (values.json !== undefined) {
-      const report: BenchReport = {
+      report.write(`\n${r.rule} at ${r.inFlight} in flight: ${r.errors} decisions failed: ${r.firstError}`)
+    for (const line of degraded) report.write(`\n${line}`)
+    if (failed.length + degraded.length > 0) report.write('\n')
+    await out.write('--json', () => {
+      const json: BenchReport = {
         config: configFile,
         store: config.store.type,
         keys: keyCount,
         durationMs,
         results,
       }
-      await writeOutput(at(values.json), `${JSON.stringify(report, null, 2)}\n`)
-    }
+      return `${JSON.stringify(json, null, 2)}\n`
+    })
     return failed.length + degraded.length > 0 ? 1 : 0
   } finally {
     await store.close()

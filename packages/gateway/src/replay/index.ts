@@ -7,12 +7,12 @@ import {
   checkOutputs,
   durationFlag,
   MAX_LIMIT,
+  outputsOf,
   parseCommandArgs,
   positiveInt,
   runCommand,
   UsageError,
   workingDirectory,
-  writeOutput,
 } from '../report/io.js'
 import { type ReplayResult, replayLog } from './engine.js'
 import type { JsonFields } from './json-line.js'
@@ -53,9 +53,10 @@ Options:
                            userAgent, host, query (e.g. --field time=ts --field ip=client.addr)
   --reorder <duration>     put lines back in time order within this horizon (default 2m; 0: file
                            order); older lines are decided at the latest time seen, and counted
-  --html <file>            HTML report (default edgelimit-replay.html)
+  --html <file>            HTML report (default edgelimit-replay.html); - for standard output
   --no-html                no HTML report
-  --json <file>            the full result as JSON
+  --json <file>            the full result as JSON; - for standard output (the report then goes
+                           to standard error)
   --top <n>                keys listed per top list (default 10)
   --max-keys <n>           keys held per rule (LRU beyond; default: the policy's memory store
                            maxKeys, as serve holds them; 1000000 without one)
@@ -128,12 +129,15 @@ async function replay(args: string[], io: CliIo): Promise<number> {
   for (const f of inputs) if (f !== '-') total += (await stat(f)).size
   // A replay runs for a while: a report it could not write, or would write over a file it reads,
   // stops it before, not after.
-  const html = values['no-html'] === true ? undefined : at(values.html ?? 'edgelimit-replay.html')
-  const json = values.json === undefined ? undefined : at(values.json)
+  const out = outputsOf(io, at, {
+    '--html': values['no-html'] === true ? undefined : (values.html ?? 'edgelimit-replay.html'),
+    '--json': values.json,
+  })
+  const html = out.file('--html')
   await checkOutputs(
     [
       ['--html', html],
-      ['--json', json],
+      ['--json', out.file('--json')],
     ],
     [
       ['policy', policy === undefined ? undefined : at(values.config as string)],
@@ -159,12 +163,10 @@ async function replay(args: string[], io: CliIo): Promise<number> {
     bar?.done()
   }
   const label = positionals.map((p) => path.basename(p)).join(', ')
-  io.stdout.write(textReport(result, label, top))
-  if (html !== undefined) {
-    await writeOutput(html, htmlReport(result, label, top))
-    io.stdout.write(`\nHTML report: ${html}\n`)
-  }
-  if (json !== undefined) await writeOutput(json, `${JSON.stringify(result, null, 2)}\n`)
+  out.report.write(textReport(result, label, top))
+  await out.write('--html', () => htmlReport(result, label, top))
+  if (html !== undefined) out.report.write(`\nHTML report: ${html}\n`)
+  await out.write('--json', () => `${JSON.stringify(result, null, 2)}\n`)
   const rate = Math.round((result.lines / Math.max(1, result.elapsedMs)) * 1000)
   io.stderr.write(
     `replayed ${counted(result.lines, 'line')} in ${(result.elapsedMs / 1000).toFixed(2)} s (${rate.toLocaleString('en-US')} lines/s)\n`,

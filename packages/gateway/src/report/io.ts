@@ -135,6 +135,48 @@ export async function checkOutputs(
   }
 }
 
+/** Where a command's outputs go: see `outputsOf`. */
+export interface Outputs {
+  /** Where the command's own table and notes go: standard error when an output is on standard output. */
+  readonly report: TextOut
+  /** The file an output flag names, resolved; `undefined` when the flag is absent or `-`. */
+  file(flag: string): string | undefined
+  /** Writes an output: to standard output for `-`, else to its file (`writeOutput`); absent: nothing. */
+  write(flag: string, text: () => string): Promise<void>
+}
+
+/**
+ * The outputs of a command's file flags (`--json <file>`, `--html <file>`), by flag: `-` is
+ * standard output, for one of them at most; then the command's table goes to standard error, so
+ * that what a pipe reads is that output alone. Other values are paths resolved by `at`.
+ *
+ * @example const out = outputsOf(io, at, { '--json': values.json }); await out.write('--json', () => text)
+ */
+export function outputsOf(
+  io: CliIo,
+  at: (file: string) => string,
+  flags: Readonly<Record<string, string | undefined>>,
+): Outputs {
+  const piped = Object.keys(flags).filter((flag) => flags[flag] === '-')
+  if (piped.length > 1)
+    throw new UsageError(
+      `only one output can go to standard output (${piped.map((flag) => `${flag} -`).join(', ')}): give the others a file`,
+    )
+  const file = (flag: string) => {
+    const value = flags[flag]
+    return value === undefined || value === '-' ? undefined : at(value)
+  }
+  return {
+    report: piped.length > 0 ? io.stderr : io.stdout,
+    file,
+    async write(flag, text) {
+      const target = file(flag)
+      if (target !== undefined) await writeOutput(target, text())
+      else if (flags[flag] === '-') io.stdout.write(text())
+    },
+  }
+}
+
 /** Writes a file, creating its folder. */
 export async function writeOutput(file: string, text: string): Promise<void> {
   await makeFolder(file)

@@ -7,12 +7,12 @@ import {
   checkOutputs,
   durationFlag,
   MAX_LIMIT,
+  outputsOf,
   parseCommandArgs,
   positiveInt,
   runCommand,
   UsageError,
   workingDirectory,
-  writeOutput,
 } from '../report/io.js'
 import {
   ALGORITHM_IDS,
@@ -50,9 +50,10 @@ Options:
   --window <duration>     the window (default 60s)
   --algorithms <a,b,...>  a subset of ${ALGORITHM_IDS.join(', ')}
   --seed <n>              random seed of the scenarios (default 1)
-  --html <file>           HTML report (default edgelimit-simulate.html)
+  --html <file>           HTML report (default edgelimit-simulate.html); - for standard output
   --no-html               no HTML report
-  --json <file>           the results as JSON
+  --json <file>           the results as JSON; - for standard output (the table then goes to
+                          standard error)
   --list                  list the scenarios and exit
   -h, --help              this help
 Exit codes: 0 done, 2 usage, policy or input error.
@@ -103,12 +104,15 @@ async function run(args: string[], io: CliIo): Promise<number> {
 
   // A report it could not write, or would write over the policy or trace it reads, stops the
   // simulation before it runs, not after its table.
-  const html = values['no-html'] === true ? undefined : at(values.html ?? 'edgelimit-simulate.html')
-  const json = values.json === undefined ? undefined : at(values.json)
+  const out = outputsOf(io, at, {
+    '--html': values['no-html'] === true ? undefined : (values.html ?? 'edgelimit-simulate.html'),
+    '--json': values.json,
+  })
+  const html = out.file('--html')
   await checkOutputs(
     [
       ['--html', html],
-      ['--json', json],
+      ['--json', out.file('--json')],
     ],
     [
       ['policy', values.config === undefined ? undefined : at(values.config)],
@@ -147,12 +151,10 @@ async function run(args: string[], io: CliIo): Promise<number> {
       results.push(simulate(trace, contestantsFor(trace.limit, trace.windowMs)))
     }
   }
-  io.stdout.write(results.map(textTable).join('\n'))
-  if (html !== undefined) {
-    await writeOutput(html, htmlReport(results))
-    io.stdout.write(`\nHTML report: ${html}\n`)
-  }
-  if (json !== undefined) await writeOutput(json, `${JSON.stringify(results, null, 2)}\n`)
+  out.report.write(results.map(textTable).join('\n'))
+  await out.write('--html', () => htmlReport(results))
+  if (html !== undefined) out.report.write(`\nHTML report: ${html}\n`)
+  await out.write('--json', () => `${JSON.stringify(results, null, 2)}\n`)
   return 0
 }
 

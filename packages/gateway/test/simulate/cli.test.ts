@@ -1,4 +1,4 @@
-import { linkSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { linkSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { gzipSync } from 'node:zlib'
@@ -431,6 +431,43 @@ describe('edgelimit simulate', () => {
     expect(readFileSync(log, 'utf8')).toBe(logText)
     expect(readFileSync(policy, 'utf8')).toBe(policyText)
     expect(readFileSync(trace, 'utf8')).toBe(traceText)
+  })
+
+  test('--json - and --html - write to standard output, the table then to standard error; two on it: exit 2', async () => {
+    const log = file('piped.log', '1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2\n')
+    const policy = file(
+      'piped.yaml',
+      'store: memory\nrules:\n  - { name: r, algorithm: gcra, limit: 5, period: 1s }\n',
+    )
+    const before = new Set(readdirSync(dir))
+    for (const [run, args, table] of [
+      [runSimulate, ['steady', '--no-html', '--json', '-'], 'fixed window'],
+      [runReplay, [log, '--no-progress', '--no-html', '--json', '-'], 'would'],
+      [runBench, ['-c', policy, '--duration', '50ms', '--concurrency', '1', '--json', '-'], 'decisions/s'],
+    ] as const) {
+      const io = captureIo(dir)
+      expect(await run([...args], io), `${args.join(' ')}: ${io.err()}`).toBe(0)
+      // Standard output is the JSON alone, the same as --json <file> writes.
+      expect(JSON.parse(io.out())).toBeTypeOf('object')
+      expect(io.err()).toContain(table)
+    }
+    const html = captureIo(dir)
+    expect(await runSimulate(['steady', '--html', '-'], html)).toBe(0)
+    expect(html.out()).toMatch(/^<!doctype html>/i)
+    expect(html.out()).toMatch(/<\/html>\s*$/)
+    expect(html.err()).toContain('fixed window')
+    expect(html.err()).not.toContain('HTML report:')
+    // No file named "-" (or anything else) was made.
+    expect(readdirSync(dir).filter((f) => !before.has(f))).toEqual([])
+    for (const [run, args] of [
+      [runSimulate, ['steady', '--html', '-', '--json', '-']],
+      [runReplay, [log, '--no-progress', '--html', '-', '--json', '-']],
+    ] as const) {
+      const io = captureIo(dir)
+      expect(await run([...args], io)).toBe(2)
+      expect(io.err()).toMatch(/only one output can go to standard output \(--html -, --json -\)/)
+      expect(io.out()).toBe('')
+    }
   })
 
   test('an output that cannot be written stops replay and simulate before their tables, not after', async () => {
