@@ -450,7 +450,7 @@ describe('upstream failures', () => {
     }
   })
 
-  test('an upstream that closes without answering, answers with what is not HTTP or with an interim status undici refuses: a 502 that says so, not "could not be reached"', async () => {
+  test('an upstream that closes without answering, answers with what is not HTTP (a status outside 100–599 included) or with an interim status undici refuses: a 502 that says so, not "could not be reached"', async () => {
     // Each upstream reads the request head, then answers it with `answer` (nothing: it closes).
     const answers: [string, RegExp][] = [
       ['', /^The upstream closed the connection before it answered \(UND_ERR_SOCKET\)\.$/],
@@ -462,6 +462,15 @@ describe('upstream failures', () => {
       [
         `HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(20_000)}\r\ncontent-length: 2\r\n\r\nok`,
         /^The upstream's answer is not valid HTTP \(UND_ERR_HEADERS_OVERFLOW\)\.$/,
+      ],
+      // A status outside 100–599 (RFC 9110 §15): undici asserts one below 100, passes one above on.
+      [
+        'HTTP/1.1 099 Low\r\ncontent-length: 2\r\n\r\nok',
+        /^The upstream's answer is not valid HTTP \(a status below 100\)\.$/,
+      ],
+      [
+        'HTTP/1.1 600 High\r\ncontent-length: 2\r\n\r\nok',
+        /^The upstream's answer is not valid HTTP \(status 600 is not one of 100–599\)\.$/,
       ],
       // It did answer: with an interim status undici drops the connection for.
       [

@@ -676,10 +676,18 @@ describe('an upgrade the upstream does not accept', () => {
     }
   })
 
-  test('an upstream that closes without answering, or answers with what is not HTTP: a 502 that says so', async () => {
+  test('an upstream that closes without answering, or answers with what is not HTTP (a status outside 100–599 included, which Node cannot relay): a 502 that says so', async () => {
     const answers: [string, RegExp][] = [
       ['', /^The upstream closed the connection before it answered \(ECONNRESET\)\.$/],
       ['HELLO\r\n\r\n', /^The upstream's answer is not valid HTTP \(HPE_[A-Z_]+\)\.$/],
+      [
+        'HTTP/1.1 099 Low\r\ncontent-length: 2\r\n\r\nok',
+        /^The upstream's answer is not valid HTTP \(status 99 is not one of 100–599\)\.$/,
+      ],
+      [
+        'HTTP/1.1 600 High\r\ncontent-length: 2\r\n\r\nok',
+        /^The upstream's answer is not valid HTTP \(status 600 is not one of 100–599\)\.$/,
+      ],
     ]
     for (const [answer, detail] of answers) {
       const upstream = createNetServer((socket) => {

@@ -5,7 +5,7 @@ import { type Dispatcher, Pool } from 'undici'
 import type { UpstreamConfig } from '../config/types.js'
 import { BodyTooLarge, refuseTooLarge, upTo } from './body-limit.js'
 import { requestHeaders, responseHeaders, responseTrailers, writeRelayedHead } from './headers.js'
-import { sendUpstreamFailure } from './problem.js'
+import { InvalidStatus, sendUpstreamFailure } from './problem.js'
 import { openTunnel, type TunnelSink } from './tunnel.js'
 
 /** An upstream origin and its keep-alive connection pool. */
@@ -178,6 +178,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   ): void {
     // undici reports 1xx (103 Early Hints) here too; only the final status starts the answer.
     if (statusCode < 200) return
+    if (statusCode > 599) {
+      // Answered as a 502 by onResponseError, which the abort reports to at once.
+      this.controller?.abort(new InvalidStatus(statusCode))
+      return
+    }
     if (statusCode === 204) delete headers['content-length'] // RFC 9110 §8.6: a 204 has none
     const out = responseHeaders(headers, this.extra)
     // Announced trailer fields are relayed, and so is their announcement when the client's answer

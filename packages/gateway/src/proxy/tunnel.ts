@@ -12,7 +12,7 @@ import type { Duplex } from 'node:stream'
 import type { UpstreamConfig } from '../config/types.js'
 import type { ForwardSink } from './forward.js'
 import { relayedReason, requestHeaders, responseHeaders, writeRelayedHead } from './headers.js'
-import { sendUpstreamFailure } from './problem.js'
+import { InvalidStatus, sendUpstreamFailure } from './problem.js'
 
 /** A forwarded upgrade's sink: `done` once the handshake is answered, then `opened` on a 101. */
 export interface TunnelSink extends ForwardSink {
@@ -190,6 +190,13 @@ export function openTunnel(
   request.on('response', (answer: IncomingMessage) => {
     clearTimeout(timer)
     const status = answer.statusCode ?? 502
+    // Node's parser takes any three digits; its server refuses to write what is not 100–999.
+    if (status < 100 || status > 599) {
+      const error = new InvalidStatus(status)
+      request.destroy()
+      settle(sendUpstreamFailure(res, req.url ?? '/', error, extra), 'error', error)
+      return
+    }
     const out = responseHeaders(answer.headers, extra)
     writeRelayedHead(res, status, answer.statusMessage, out)
     // Cut off mid-body: the client's answer is cut off too.
