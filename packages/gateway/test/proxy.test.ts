@@ -477,6 +477,11 @@ describe('upstream failures', () => {
         'HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n',
         /^The upstream switched protocols \(101\) for a request that asked for no upgrade \(UND_ERR_SOCKET: bad upgrade\)\.$/,
       ],
+      // A 101 without `Connection: upgrade`, which undici asserts against.
+      [
+        'HTTP/1.1 101 Switching Protocols\r\n\r\n',
+        /^The upstream switched protocols \(101\) for a request that asked for no upgrade \(a 101 without Connection: upgrade\)\.$/,
+      ],
       [
         'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok',
         /^The upstream sent a 100 Continue the gateway did not ask for, which its HTTP client does not take \(UND_ERR_SOCKET: bad response\)\.$/,

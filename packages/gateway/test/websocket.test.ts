@@ -684,6 +684,11 @@ describe('an upgrade the upstream does not accept', () => {
         'HTTP/1.1 099 Low\r\ncontent-length: 2\r\n\r\nok',
         /^The upstream's answer is not valid HTTP \(status 99 is not one of 100–599\)\.$/,
       ],
+      // Node's client takes a 101 without `Connection: upgrade` as an ordinary answer: no switch.
+      [
+        'HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\n',
+        /^The upstream answered 101 Switching Protocols without Connection: upgrade, so it switched to no protocol\.$/,
+      ],
       [
         'HTTP/1.1 600 High\r\ncontent-length: 2\r\n\r\nok',
         /^The upstream's answer is not valid HTTP \(status 600 is not one of 100–599\)\.$/,
@@ -706,6 +711,29 @@ describe('an upgrade the upstream does not accept', () => {
         await mine.close()
         upstream.close()
       }
+    }
+  })
+
+  test('an answer complete at its head (a 204) is relayed although bytes the upstream must not send follow it', async () => {
+    // Node's client parses the stray `ok` as the next answer and fails: the 204 was already whole.
+    const upstream = createNetServer((socket) => {
+      socket.on('error', () => {})
+      socket.once('data', () => socket.end('HTTP/1.1 204 No Content\r\ncontent-length: 2\r\n\r\nok'))
+    })
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r))
+    const mine = await startInProcess('rules: []\n', {
+      upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+    })
+    try {
+      const { res, body } = await refused(`${mine.url.replace('http', 'ws')}/chat`)
+      expect(res.statusCode).toBe(204)
+      expect(body).toBe('')
+      await until(async () =>
+        (await metricsOf(mine)).includes('edgelimit_upstream_responses_total{code="204"} 1'),
+      )
+    } finally {
+      await mine.close()
+      upstream.close()
     }
   })
 

@@ -5,7 +5,7 @@ import { type Dispatcher, Pool } from 'undici'
 import type { UpstreamConfig } from '../config/types.js'
 import { BodyTooLarge, refuseTooLarge, upTo } from './body-limit.js'
 import { requestHeaders, responseHeaders, responseTrailers, writeRelayedHead } from './headers.js'
-import { InvalidStatus, sendUpstreamFailure } from './problem.js'
+import { invalidStatus, sendUpstreamFailure } from './problem.js'
 import { openTunnel, type TunnelSink } from './tunnel.js'
 
 /** An upstream origin and its keep-alive connection pool. */
@@ -180,7 +180,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return
     if (statusCode > 599) {
       // Answered as a 502 by onResponseError, which the abort reports to at once.
-      this.controller?.abort(new InvalidStatus(statusCode))
+      this.controller?.abort(invalidStatus(statusCode))
       return
     }
     if (statusCode === 204) delete headers['content-length'] // RFC 9110 §8.6: a 204 has none

@@ -32,27 +32,34 @@ const INTERIM: ReadonlyMap<string, string> = new Map([
   ],
 ])
 
-/**
- * An upstream's final status outside 100–599 (RFC 9110 §15: invalid, to be taken as a 5xx): the
- * gateway answers 502 rather than relay a status its clients have no class for.
- */
-export class InvalidStatus extends Error {
-  readonly code = 'UPSTREAM_INVALID_STATUS'
-  constructor(status: number) {
-    super(`status ${status} is not one of 100–599`)
-    this.name = 'InvalidStatus'
+/** An upstream's answer the gateway does not relay (a 502): its message is the problem's detail. */
+export class InvalidAnswer extends Error {
+  readonly code = 'UPSTREAM_INVALID_ANSWER'
+  constructor(detail: string) {
+    super(detail)
+    this.name = 'InvalidAnswer'
   }
 }
+
+/**
+ * A final status outside 100–599 (RFC 9110 §15: invalid, to be taken as a 5xx): answered 502
+ * rather than relayed with a status its clients have no class for.
+ */
+export const invalidStatus = (status: number): InvalidAnswer =>
+  new InvalidAnswer(`The upstream's answer is not valid HTTP (status ${status} is not one of 100–599).`)
 
 /** The detail of a 502: what became of the request, as far as the gateway can tell. */
 function badGatewayDetail(error: Error & { code?: string }, reason: string): string {
   const code = error.code ?? ''
   const interim = code === 'UND_ERR_SOCKET' ? INTERIM.get(error.message) : undefined
   if (interim !== undefined) return `${interim} (${code}: ${error.message}).`
-  // undici's parser takes any three digits, then asserts a final status of at least 100.
+  if (error instanceof InvalidAnswer) return error.message
+  // undici's parser takes any three digits and any 101, then asserts a final status of at least
+  // 100, and `Connection: upgrade` in a 101.
   if (code === 'ERR_ASSERTION' && error.message.includes('statusCode >= 100'))
     return "The upstream's answer is not valid HTTP (a status below 100)."
-  if (error instanceof InvalidStatus) return `The upstream's answer is not valid HTTP (${error.message}).`
+  if (code === 'ERR_ASSERTION' && error.message.includes('assert(upgrade)'))
+    return `${INTERIM.get('bad upgrade')} (a 101 without Connection: upgrade).`
   if (CLOSED_EARLY.has(code)) return `The upstream closed the connection before it answered (${reason}).`
   // undici's parser errors carry no code; Node's carry an HPE_ one.
   if (NOT_HTTP.has(code) || code.startsWith('HPE_') || error.name === 'HTTPParserError')

@@ -12,7 +12,7 @@ import type { Duplex } from 'node:stream'
 import type { UpstreamConfig } from '../config/types.js'
 import type { ForwardSink } from './forward.js'
 import { relayedReason, requestHeaders, responseHeaders, writeRelayedHead } from './headers.js'
-import { InvalidStatus, sendUpstreamFailure } from './problem.js'
+import { InvalidAnswer, invalidStatus, sendUpstreamFailure } from './problem.js'
 
 /** A forwarded upgrade's sink: `done` once the handshake is answered, then `opened` on a 101. */
 export interface TunnelSink extends ForwardSink {
@@ -176,8 +176,11 @@ export function openTunnel(
   }
   socket.once('close', clientGone)
 
+  // The answer relayed, once its head is in.
+  let answered: IncomingMessage | undefined
   request.on('error', (error: Error & { code?: string }) => {
-    if (settled) return
+    // Bytes after a whole answer (a 204 with a body): the answer is relayed all the same.
+    if (settled || answered?.complete) return
     if (res.headersSent) {
       socket.destroy()
       settle('aborted', 'error', error)
@@ -190,13 +193,21 @@ export function openTunnel(
   request.on('response', (answer: IncomingMessage) => {
     clearTimeout(timer)
     const status = answer.statusCode ?? 502
-    // Node's parser takes any three digits; its server refuses to write what is not 100–999.
-    if (status < 100 || status > 599) {
-      const error = new InvalidStatus(status)
+    // Node's parser takes any three digits (its server writes none outside 100–999), and a 101
+    // without `Connection: upgrade` is an answer here (other 1xx are 'information'): a switch to
+    // no protocol.
+    if (status < 100 || status === 101 || status > 599) {
+      const error =
+        status === 101
+          ? new InvalidAnswer(
+              'The upstream answered 101 Switching Protocols without Connection: upgrade, so it switched to no protocol.',
+            )
+          : invalidStatus(status)
       request.destroy()
       settle(sendUpstreamFailure(res, req.url ?? '/', error, extra), 'error', error)
       return
     }
+    answered = answer
     const out = responseHeaders(answer.headers, extra)
     writeRelayedHead(res, status, answer.statusMessage, out)
     // Cut off mid-body: the client's answer is cut off too.
