@@ -162,6 +162,22 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       this.done(417, 'none')
     }
 
+    /**
+     * A body in a transfer coding besides chunked (RFC 9112 §6.1): Node takes off the chunked
+     * framing alone, and the coding's field is hop-by-hop, so the upstream would read the coded
+     * bytes as the body. Answered 501 before any rule, as nginx does; the body is unread.
+     */
+    refuseCoding(codings: string): void {
+      this.res.setHeader('connection', 'close')
+      sendProblem(
+        this.res,
+        501,
+        this.req.url ?? '/',
+        `The request's body is in a transfer coding the gateway does not decode (Transfer-Encoding: ${codings}): only chunked is.`,
+      )
+      this.done(501, 'none')
+    }
+
     done(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none', error?: Error): void {
       if (this.settled) return
       this.settled = true
@@ -279,6 +295,13 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
    * first, and what the parser refuses behind a request still being answered waits for it. One
    * listener per event: Node copies the listener array of an event with several.
    */
+  /**
+   * Whether the request's `Transfer-Encoding` names a coding before its chunked: one that does not
+   * end in chunked has no framing, and Node's parser answers it 400 (RFC 9112 §6.3).
+   */
+  const codedBeyondChunked = (req: IncomingMessage): boolean =>
+    /,[\t ]*chunked[\t ]*$/i.test(req.headers['transfer-encoding'] ?? '')
+
   function httpServer(owed: PendingResponses): Server {
     // Pipelined requests are served one at a time: one waits until the answer before it is
     // complete (Node then gives its response the socket), and none is served after an answer
@@ -289,6 +312,8 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
       if (res.socket === null) res.once('socket', () => serve(req, res, expect))
       else if (!req.socket.writable || answerCutShort(req)) return
       else if (expect === 'unmet') new Handling(req, res).refuseExpectation()
+      else if (codedBeyondChunked(req))
+        new Handling(req, res).refuseCoding(req.headers['transfer-encoding'] as string)
       else new Handling(req, res, expect === 'continue').run()
     }
     const accept = (req: IncomingMessage, res: ServerResponse, expect?: Expectation): void => {
