@@ -138,6 +138,13 @@ describe('canonicalTarget', () => {
     ['example.com:443', 'h', /neither a path/],
     ['/log%zzin', 'h', /two hex digits/],
     ['*', 'h', /server-wide OPTIONS/],
+    // A Host that is no `host[:port]` (RFC 9110 §7.2; what nginx and envoy refuse too): passed on
+    // in `X-Forwarded-Host`, `a b` or `h/x` would reach the upstream's links and redirects.
+    ['/login', 'a b', /^The Host header is not a host and port: "a b"\.$/],
+    ['/login', 'h/evil', /not a host and port: "h\/evil"/],
+    ['/login', 'h\\x', /not a host and port: "h\\\\x"/],
+    ['/login', 'caf\u00e9.example', /not a host and port: "caf\u00e9\.example"/],
+    ['/login', 'h\t', /not a host and port: "h\\t"/],
   ])('%j (Host %j) is refused', (raw, host, message) => {
     const answer = canonicalTarget(raw, host)
     expect('error' in answer && answer.error).toMatch(message)
@@ -318,6 +325,7 @@ rules:
         /Invalid char in url query\): .*percent-encoded/,
       ],
       ['GET / HTTP/1.1\r\nConnection: close\r\n\r\n', 400, /no Host header/],
+      ['GET / HTTP/1.1\r\nHost: a b\r\n\r\n', 400, /not a host and port: "a b"/],
       [`GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, /HPE_HEADER_OVERFLOW/],
     ] as const) {
       const { head, body } = await send(data)

@@ -82,6 +82,13 @@ export function canonicalPath(path: string): string | undefined {
   return decoded === undefined ? undefined : resolveSegments(decoded)
 }
 
+/**
+ * The characters of an authority (RFC 3986 §3.2, as nghttp2 checks it for envoy): a Host with a
+ * space, `/`, `\`, a control or a non-ASCII character is no host, and would reach the upstream
+ * in `X-Forwarded-Host` (its links and redirects) as it came.
+ */
+const AUTHORITY = /^[\w\-.~%!$&'()*+,;=:@[\]]*$/
+
 /** A request target the gateway forwards, or why it refuses it (a 400). */
 export type Target = { readonly target: string } | { readonly error: string }
 
@@ -92,11 +99,13 @@ export type Target = { readonly target: string } | { readonly error: string }
  * - absolute form (`http://host/a?q`): the same, when its authority is the Host header (RFC 9112
  *   §3.2.2 has the authority win; two hosts in one request are refused instead).
  * A fragment (`#…`, never sent by clients) is dropped. Anything else (`OPTIONS *` included, as
- * nginx refuses it), or a path with a bad escape, is refused.
+ * nginx refuses it), a path with a bad escape, or a Host that is no authority, is refused.
  *
  * @example canonicalTarget('//login?next=/', 'example.com') // { target: '/login?next=/' }
  */
 export function canonicalTarget(raw: string, host: string | undefined): Target {
+  if (host !== undefined && !AUTHORITY.test(host))
+    return { error: `The Host header is not a host and port: ${JSON.stringify(host)}.` }
   const hash = raw.indexOf('#')
   let target = hash === -1 ? raw : raw.slice(0, hash)
   if (target === '*')

@@ -121,7 +121,8 @@ export function createProxyServer({ first, metrics, log, clock, release }: Proxy
               ? { error: 'The request has no Host header (HTTP/1.1 requires one).' }
               : canonicalTarget(this.req.url ?? '/', this.req.headers.host)
         if ('error' in canonical) {
-          sendProblem(this.res, 400, this.req.url ?? '/', canonical.error)
+          // The connection closes after it, as after nginx's 400s: what else it carries is suspect.
+          sendProblem(this.res, 400, this.req.url ?? '/', canonical.error, [['connection', 'close']])
           this.done(400, 'none')
           return
         }
