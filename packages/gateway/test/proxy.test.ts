@@ -472,6 +472,11 @@ describe('upstream failures', () => {
         'HTTP/1.1 600 High\r\ncontent-length: 2\r\n\r\nok',
         /^The upstream's answer is not valid HTTP \(status 600 is not one of 100–599\)\.$/,
       ],
+      // A body in a transfer coding its HTTP client does not take off: relayed, it would pass as plain.
+      [
+        'HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+        /^The upstream's answer is in a transfer coding the gateway does not decode \(Transfer-Encoding: gzip, chunked\)\.$/,
+      ],
       // It did answer: with an interim status undici drops the connection for.
       [
         'HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: h2c\r\n\r\n',

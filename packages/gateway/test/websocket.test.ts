@@ -684,6 +684,11 @@ describe('an upgrade the upstream does not accept', () => {
         'HTTP/1.1 099 Low\r\ncontent-length: 2\r\n\r\nok',
         /^The upstream's answer is not valid HTTP \(status 99 is not one of 100–599\)\.$/,
       ],
+      // A body in a transfer coding its HTTP client does not take off: relayed, it would pass as plain.
+      [
+        'HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+        /^The upstream's answer is in a transfer coding the gateway does not decode \(Transfer-Encoding: gzip, chunked\)\.$/,
+      ],
       // Node's client takes a 101 without `Connection: upgrade` as an ordinary answer: no switch.
       [
         'HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\n',

@@ -5,7 +5,7 @@ import { type Dispatcher, Pool } from 'undici'
 import type { UpstreamConfig } from '../config/types.js'
 import { BodyTooLarge, refuseTooLarge, upTo } from './body-limit.js'
 import { requestHeaders, responseHeaders, responseTrailers, writeRelayedHead } from './headers.js'
-import { invalidStatus, sendUpstreamFailure } from './problem.js'
+import { invalidCoding, invalidStatus, sendUpstreamFailure } from './problem.js'
 import { openTunnel, type TunnelSink } from './tunnel.js'
 
 /** An upstream origin and its keep-alive connection pool. */
@@ -178,9 +178,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   ): void {
     // undici reports 1xx (103 Early Hints) here too; only the final status starts the answer.
     if (statusCode < 200) return
-    if (statusCode > 599) {
+    const invalid = statusCode > 599 ? invalidStatus(statusCode) : invalidCoding(headers)
+    if (invalid !== undefined) {
       // Answered as a 502 by onResponseError, which the abort reports to at once.
-      this.controller?.abort(invalidStatus(statusCode))
+      this.controller?.abort(invalid)
       return
     }
     if (statusCode === 204) delete headers['content-length'] // RFC 9110 §8.6: a 204 has none

@@ -1,4 +1,4 @@
-import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http'
+import { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 
 // Node still names these as RFC 7231 did; RFC 9110 §15.5.14 and §15.5.21 renamed them.
@@ -47,6 +47,18 @@ export class InvalidAnswer extends Error {
  */
 export const invalidStatus = (status: number): InvalidAnswer =>
   new InvalidAnswer(`The upstream's answer is not valid HTTP (status ${status} is not one of 100–599).`)
+
+/**
+ * An answer in a transfer coding besides chunked (`gzip, chunked`): its HTTP client takes off the
+ * chunked framing alone, so the client would get the coded bytes as the body. A 502, as nginx has.
+ */
+export function invalidCoding(headers: IncomingHttpHeaders): InvalidAnswer | undefined {
+  const codings = headers['transfer-encoding']
+  if (codings === undefined || String(codings).trim().toLowerCase() === 'chunked') return undefined
+  return new InvalidAnswer(
+    `The upstream's answer is in a transfer coding the gateway does not decode (Transfer-Encoding: ${codings}).`,
+  )
+}
 
 /** The detail of a 502: what became of the request, as far as the gateway can tell. */
 function badGatewayDetail(error: Error & { code?: string }, reason: string): string {

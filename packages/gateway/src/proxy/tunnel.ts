@@ -12,7 +12,7 @@ import type { Duplex } from 'node:stream'
 import type { UpstreamConfig } from '../config/types.js'
 import type { ForwardSink } from './forward.js'
 import { relayedReason, requestHeaders, responseHeaders, writeRelayedHead } from './headers.js'
-import { InvalidAnswer, invalidStatus, sendUpstreamFailure } from './problem.js'
+import { InvalidAnswer, invalidCoding, invalidStatus, sendUpstreamFailure } from './problem.js'
 
 /** A forwarded upgrade's sink: `done` once the handshake is answered, then `opened` on a 101. */
 export interface TunnelSink extends ForwardSink {
@@ -196,13 +196,15 @@ export function openTunnel(
     // Node's parser takes any three digits (its server writes none outside 100–999), and a 101
     // without `Connection: upgrade` is an answer here (other 1xx are 'information'): a switch to
     // no protocol.
-    if (status < 100 || status === 101 || status > 599) {
-      const error =
-        status === 101
-          ? new InvalidAnswer(
-              'The upstream answered 101 Switching Protocols without Connection: upgrade, so it switched to no protocol.',
-            )
-          : invalidStatus(status)
+    const error =
+      status === 101
+        ? new InvalidAnswer(
+            'The upstream answered 101 Switching Protocols without Connection: upgrade, so it switched to no protocol.',
+          )
+        : status < 100 || status > 599
+          ? invalidStatus(status)
+          : invalidCoding(answer.headers)
+    if (error !== undefined) {
       request.destroy()
       settle(sendUpstreamFailure(res, req.url ?? '/', error, extra), 'error', error)
       return
