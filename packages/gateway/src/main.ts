@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { checkFiles } from './check.js'
 import { parseCommandArgs, UsageError } from './report/io.js'
 import { VERSION } from './version.js'
@@ -8,7 +9,7 @@ Usage:
   edgelimit serve --config <file> [--upstream <url>] [--port 8080] [--admin-port 9090]
                   [--host 127.0.0.1] [--admin-host 127.0.0.1] [--log-level info]
                   [--drain-timeout 30s] [--no-watch] [-q] [-h]
-  edgelimit check <file>...          validate policies offline (exit 1 on problems)
+  edgelimit check [<file>...]        validate policies offline (exit 1 on problems; edgelimit.yaml)
   edgelimit simulate [scenario…|all] [--config <file>] [--html <file>]
                                      every algorithm (or the policy's rules) on the same traffic
   edgelimit replay <access.log…> --config <file> [--html <file>]
@@ -20,14 +21,19 @@ Usage:
 Environment: EDGELIMIT_ADMIN_TOKEN (admin API bearer token), any \${VAR} the policy uses.
 Signals: SIGHUP reloads the policy; SIGTERM and SIGINT drain requests in flight, then exit.`
 
+/** The policy every command reads when none is named. */
+const DEFAULT_POLICY = 'edgelimit.yaml'
+
 /** `edgelimit check --help`. */
-const CHECK_USAGE = `Usage: edgelimit check <file>...
+const CHECK_USAGE = `Usage: edgelimit check [<file>...] [-c <file>]
 
 Validates policy files offline (no store or upstream is contacted) and reports every problem with
 its file, line, column and path (the first 1,000 of a file). For CI and deploy pipelines.
+Without a file: edgelimit.yaml, as serve reads it.
 
 Options:
-  -h, --help   this help
+  -c, --config <file>  a policy file, as serve takes it (repeatable; with the files named too)
+  -h, --help           this help
 Exit codes: 0 every file valid, 1 problems found, 2 usage error or output that cannot be written.
 `
 
@@ -54,17 +60,26 @@ async function run(command: string | undefined, rest: string[]): Promise<number>
       const { values, positionals } = parseCommandArgs({
         args: [...rest],
         allowPositionals: true,
-        options: { help: { type: 'boolean', short: 'h' } },
+        options: {
+          help: { type: 'boolean', short: 'h' },
+          config: { type: 'string', short: 'c', multiple: true },
+        },
       })
       if (values.help === true) {
         process.stdout.write(CHECK_USAGE)
         return 0
       }
-      if (positionals.length === 0) {
-        process.stderr.write('edgelimit check: name at least one policy file\n')
-        return 2
+      const files = [...(values.config ?? []), ...positionals]
+      if (files.length === 0) {
+        if (!existsSync(DEFAULT_POLICY)) {
+          process.stderr.write(
+            `edgelimit check: no policy named and no ${DEFAULT_POLICY} here: name one (edgelimit check <file>... or -c <file>)\n`,
+          )
+          return 2
+        }
+        files.push(DEFAULT_POLICY)
       }
-      const report = checkFiles(positionals)
+      const report = checkFiles(files)
       const out = report.ok ? process.stdout : process.stderr
       out.write(`${report.lines.join('\n')}\n`)
       return report.ok ? 0 : 1

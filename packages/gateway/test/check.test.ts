@@ -1204,6 +1204,31 @@ describe('the CLI', () => {
     expect(failed.stderr).toContain('✖ packages/gateway/test/fixtures/bad/err-duration.yaml: 1 problem')
   })
 
+  test('check takes -c/--config as serve, simulate, replay and bench do, and edgelimit.yaml without a file', async () => {
+    const flagged = await runCli(['check', '-c', 'examples/edgelimit.yaml'])
+    expect(flagged.code).toBe(0)
+    expect(flagged.stdout).toBe('✔ examples/edgelimit.yaml: 5 rules (1 tiered), memory store\n')
+    const both = await runCli([
+      'check',
+      '--config',
+      'examples/edgelimit.yaml',
+      'packages/gateway/test/fixtures/bad/err-duration.yaml',
+    ])
+    expect(both.code).toBe(1)
+    expect(both.stderr).toContain('✔ examples/edgelimit.yaml: 5 rules')
+    expect(both.stderr).toContain('✖ packages/gateway/test/fixtures/bad/err-duration.yaml: 1 problem')
+    // No file named: edgelimit.yaml in the working directory, as the other commands read it.
+    const dir = tempDir()
+    writePolicy(dir, 'rules: [{ name: all, algorithm: fixed-window, limit: 10, window: 1m }]\n')
+    const byDefault = await runCli(['check'], { cwd: dir })
+    expect(byDefault).toMatchObject({ code: 0, stdout: '✔ edgelimit.yaml: 1 rule, memory store\n' })
+    const none = await runCli(['check'], { cwd: tempDir() })
+    expect(none.code).toBe(2)
+    expect(none.stderr).toBe(
+      'edgelimit check: no policy named and no edgelimit.yaml here: name one (edgelimit check <file>... or -c <file>)\n',
+    )
+  })
+
   test('an unknown flag or a bad flag value is a usage error: exit 2 with a message', async () => {
     for (const [args, message] of [
       [['check', '--bogus', 'examples/edgelimit.yaml'], "edgelimit check: Unknown option '--bogus'"],

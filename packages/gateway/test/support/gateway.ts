@@ -247,12 +247,14 @@ export async function runCli(
     stdin?: string
     stdout?: number | 'closed'
     stderr?: number | 'closed'
+    /** The working directory (default: the repository's root). */
+    cwd?: string
   } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const cli = await cliPath()
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [cli, ...args], {
-      cwd: REPO_ROOT,
+      cwd: options.cwd ?? REPO_ROOT,
       stdio: [
         options.stdin === undefined ? 'ignore' : 'pipe',
         typeof options.stdout === 'number' ? options.stdout : 'pipe',
