@@ -1,9 +1,10 @@
 // The admin API's edges: the store down, the token, body size in bytes, bad fields, methods.
+import { connect } from 'node:net'
 import { manualClock } from 'edgelimit/testing'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type RedisServer, startRedis } from '../../edgelimit/test/support/redis.js'
 import { farWindow } from '../../edgelimit/test/support/window.js'
-import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
+import { type InProcess, rawRequest, socketReader, startInProcess } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
 
 let origin: Origin
@@ -276,6 +277,34 @@ describe('admin bodies', () => {
     expect(over.status).toBe(413)
     expect(JSON.parse(over.body.toString())).toMatchObject({ code: 'ERR_TOO_LARGE' })
     expect((await send(body(195_028))).status).toBe(413)
+  })
+
+  test('Expect: 100-continue invites the body only when it is read: a 401 or a too-large Content-Length refuses it unsent', async () => {
+    const port = Number(new URL(gw.admin).port)
+    /** The first answer on a raw connection to a request head that expects 100-continue. */
+    const first = async (authorization: string, length: number) => {
+      const socket = connect(port, '127.0.0.1')
+      const answer = socketReader(socket)
+      socket.write(
+        `POST /admin/peek HTTP/1.1\r\nhost: a\r\nauthorization: ${authorization}\r\ncontent-type: application/json\r\nexpect: 100-continue\r\ncontent-length: ${length}\r\n\r\n`,
+      )
+      const text = await answer.until((t) => t.includes('\r\n\r\n'))
+      return { socket, answer, status: text.slice(0, text.indexOf('\r\n')) }
+    }
+    const big = await first(`Bearer ${TOKEN}`, 65_537)
+    expect(big.status).toBe('HTTP/1.1 413 Payload Too Large')
+    big.socket.destroy()
+    const stranger = await first('Bearer wrong', 10)
+    expect(stranger.status).toBe('HTTP/1.1 401 Unauthorized')
+    stranger.socket.destroy()
+    // Admitted and in size: invited, then answered once the body is in.
+    const body = JSON.stringify({ rule: 'login', key: 'x' })
+    const fine = await first(`Bearer ${TOKEN}`, Buffer.byteLength(body))
+    expect(fine.status).toBe('HTTP/1.1 100 Continue')
+    fine.socket.end(body)
+    expect(await fine.answer.until((t) => t.includes('"rule":"login"'))).toMatch(
+      /\r\n\r\nHTTP\/1\.1 200 OK\r\n/,
+    )
   })
 
   test('a tier that is not a string: 400 saying so', async () => {

@@ -95,10 +95,18 @@ const NOT_FOUND = 'ERR_NOT_FOUND'
 /** The store failed: the admin call could not be done (its error is logged, not shown). */
 const STORE_UNAVAILABLE = 'ERR_STORE_UNAVAILABLE'
 
+/**
+ * The response of a request that expects `100 Continue`, until its body is read: Node would invite
+ * the body at once, before a 401, 404 or 413 refused it.
+ */
+const INVITE = Symbol('edgelimit.invite')
+type Invited = IncomingMessage & { [INVITE]?: ServerResponse }
+
 /** A JSON object body (an empty body is `{}`); anything else rejects with a clear message. */
-function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
+function readBody(req: Invited): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     if (Number(req.headers['content-length'] ?? 0) > MAX_BODY) return reject(tooLarge())
+    req[INVITE]?.writeContinue()
     // Counted in bytes as they arrive (a character may take 4), decoded once whole.
     const chunks: Buffer[] = []
     let bytes = 0
@@ -304,7 +312,13 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       }
     },
   })
-  const server = createServer((req, res) => {
+  const server = createServer(serve)
+  server.on('checkContinue', (req: Invited, res: ServerResponse) => {
+    req[INVITE] = res
+    serve(req, res)
+  })
+
+  function serve(req: IncomingMessage, res: ServerResponse): void {
     handle(req, res).catch((error: unknown) => {
       if (res.headersSent) return
       const instance = req.url ?? '/'
@@ -317,7 +331,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
       log.error({ err: error, path: instance }, 'admin: internal error')
       sendProblem(res, 500, instance, 'The admin call failed (logged).', [], 'ERR_INTERNAL')
     })
-  })
+  }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0] ?? '/'
