@@ -322,7 +322,13 @@ export const remoteDecider: Decider = (context) => {
       if (blocks(answer.verdicts, mask)) return denied(source)
     }
     if (strict !== undefined) {
-      const answer = await attempt(strict, key, cost, now, sub(shadow, strictIndex), GROUP)
+      const mask = sub(shadow, strictIndex)
+      // The approximate group's call just failed (an error, its deadline, the open breaker): the
+      // strict rules answer by their onStoreError too, with no call of their own, so that a
+      // decision waits for one deadline, not one per group.
+      const answer = await (source === 'fallback'
+        ? GROUP.fail(strict, key, cost, now, mask)
+        : attempt(strict, key, cost, now, mask, GROUP))
       place(strictIndex, answer.verdicts)
       if (answer.source === 'fallback') source = 'fallback'
       // Noted as the strict rules' verdicts alone (what `denied` places).

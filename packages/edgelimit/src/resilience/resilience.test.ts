@@ -986,6 +986,40 @@ describe('consistency modes', () => {
     await Promise.all([first, second])
   })
 
+  it('a decision whose approximate call failed asks no strict rule: one deadline per decision, not one per group', async () => {
+    // The strict group was asked after the approximate one had timed out: a frozen store held a
+    // key's first decision 2 × 20 ms, and counted two failures in the breaker for it.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] })
+    const { limiter, faults, release, events } = remote(
+      [
+        {
+          name: 'approx',
+          algorithm: fixedWindow({ limit: 5, window: '1h' }),
+          consistency: approximate,
+          onStoreError: 'open',
+        },
+        { name: 'strict', algorithm: fixedWindow({ limit: 5, window: '1h' }), onStoreError: 'closed' },
+      ],
+      { timeout: '20ms', breaker: false },
+    )
+    faults.hang = true
+    let decided: Decision | undefined
+    const first = limiter.limit('k').then((d) => (decided = d))
+    await vi.advanceTimersByTimeAsync(20)
+    for (let i = 0; i < 2; i++) await new Promise<void>((resolve) => setImmediate(resolve))
+    // Answered at the deadline, each rule by its onStoreError, with the one store call.
+    expect([decided?.allowed, decided?.reason]).toEqual([false, 'store-unavailable'])
+    expect(faults.calls).toBe(1)
+    expect(events.filter((e) => e.type === 'store-error').map((e) => e.kind)).toEqual(['timeout'])
+    expect(events.filter((e) => e.type === 'fallback').map((e) => e.rule)).toEqual(['approx', 'strict'])
+    release()
+    await first
+    // The store back: the strict rule is asked again.
+    faults.hang = false
+    expect((await limiter.limit('k2')).allowed).toBe(true)
+    expect(faults.calls).toBe(3)
+  })
+
   it("with no deadline, a lost reply to a key's first call holds the requests waiting for it one sync interval at most", async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
     const { limiter, faults, release } = remote(
