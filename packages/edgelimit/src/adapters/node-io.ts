@@ -15,6 +15,8 @@ export interface NodeRequestLike {
  */
 export interface NodeResponseLike {
   statusCode: number
+  /** `true` once the head was sent (an earlier middleware's `res.flushHeaders()`): too late for fields. */
+  readonly headersSent?: boolean | undefined
   /** `true` once the connection is gone (the client left): a held request is then dropped. */
   readonly destroyed?: boolean | undefined
   /** HTTP/2 compatibility: the stream, `destroyed` once the client reset it or left. */
@@ -72,8 +74,13 @@ export function fromNodeRequest(
   return new NodeHttpRequest(req, target, original)
 }
 
-/** Sets the verdict's rate-limit headers, one `setHeader` each (Node has no cheaper public call). */
+/**
+ * Sets the verdict's rate-limit headers, one `setHeader` each (Node has no cheaper public call).
+ * None once the head was sent (an earlier middleware streams): the request goes on without them,
+ * as in Fastify and Hono, rather than failing on `ERR_HTTP_HEADERS_SENT`.
+ */
 export function setNodeHeaders(res: NodeResponseLike, headers: HttpVerdict['headers']): void {
+  if (res.headersSent) return
   for (let i = 0; i < headers.length; i++) {
     const h = headers[i] as readonly [string, string]
     res.setHeader(h[0], h[1])
@@ -132,7 +139,7 @@ export function limitNode(
     if (pending(verdict)) return verdict.then((v) => applyNodeVerdict(res, v))
     return applyNodeVerdict(res, verdict)
   } catch (error) {
-    // `setHeader` after the headers were sent, say: a rejection, as from an async function.
+    // A denial after the head was sent, say: a rejection, as from an async function.
     return Promise.reject(error)
   }
 }

@@ -394,6 +394,46 @@ describe('node and express adapters', () => {
       await new Promise((resolve) => server.close(resolve))
     }
   })
+
+  it('a head an earlier middleware sent (res.flushHeaders()): an admitted request goes on, without the fields', async () => {
+    const errors: unknown[] = []
+    const app = express()
+    app.use((_req, res, next) => {
+      res.flushHeaders()
+      next()
+    })
+    app.use(expressRateLimit({ limiter: onePerHour() }))
+    app.get('/', (_req, res) => {
+      res.end('ok')
+    })
+    app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      errors.push(error)
+      res.end('failed')
+    })
+    const limit = nodeRateLimit({ limiter: onePerHour() })
+    const node = createServer((req, res) => {
+      res.flushHeaders()
+      limit(req, res).then(
+        (go) => res.end(go ? 'ok' : ''),
+        (error: unknown) => {
+          errors.push(error)
+          res.end('failed')
+        },
+      )
+    })
+    const servers = [createServer(app), node]
+    try {
+      for (const server of servers) {
+        await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+        const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`)
+        // The head went out before the limiter ran: too late for its fields, not an error.
+        expect([res.status, await res.text(), res.headers.get('ratelimit')]).toEqual([200, 'ok', null])
+      }
+      expect(errors).toEqual([])
+    } finally {
+      await Promise.all(servers.map(closeAll))
+    }
+  })
 })
 
 describe('route spellings over real HTTP', () => {
