@@ -45,7 +45,8 @@ function routedUrl(req: ExpressRequestLike): string | undefined {
  * function, a store failure the limiter does not absorb) go to `next(error)`. The peer is
  * `req.socket.remoteAddress`; Express's `trust proxy` is not used — configure
  * `identity.trustedProxies` instead. With the memory store, `next()` is called before the
- * middleware returns.
+ * middleware returns. Used twice on a request's way (`app.use(limit)` and `router.use(limit)`),
+ * one middleware counts it once.
  *
  * @example
  * const app = express()
@@ -79,7 +80,15 @@ export function expressRateLimit(options: ExpressRateLimitOptions): ExpressMiddl
       })
     else next()
   }
+  // Requests this middleware has seen: one it runs on twice (mounted on the app and on a router
+  // the request reaches) is counted, and its fields set, by the first run only.
+  const seen = new WeakSet<ExpressRequestLike>()
   return (req, res, next) => {
+    if (seen.has(req)) {
+      next()
+      return
+    }
+    seen.add(req)
     let verdict: HttpVerdict | Promise<HttpVerdict>
     try {
       verdict = core.run(fromNodeRequest(req, routedUrl(req), req.originalUrl))

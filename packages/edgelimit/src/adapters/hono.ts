@@ -55,7 +55,8 @@ async function hold(c: Context, ms: number, go: Next): Promise<Response | undefi
  * On `@hono/node-server` the headers of an admitted request go straight onto the Node response
  * (`c.env.outgoing.setHeader`), which the server merges into whatever response the app returns:
  * on the wire as elsewhere, but not in `c.res.headers`, and Hono keeps its fast path (no
- * `Headers` object per request). Other runtimes get them through `c.header`.
+ * `Headers` object per request). Other runtimes get them through `c.header`. Used twice on a
+ * request's way (`app.use(limit)` and `app.use('/api/*', limit)`), one middleware counts it once.
  *
  * @example
  * const app = new Hono()
@@ -117,7 +118,13 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
     return next().then(() => after(c, headers))
   }
 
+  // Requests this middleware has seen: one it runs on twice (on the app and on a route or sub-app
+  // the request reaches) is counted, and its fields set, by the first run only.
+  const seen = new WeakSet<Request>()
   return (c, next) => {
+    const raw = c.req.raw
+    if (seen.has(raw)) return next()
+    seen.add(raw)
     try {
       const verdict = core.run(new HonoRequest(c, peer(c) ?? undefined))
       if (pending(verdict))

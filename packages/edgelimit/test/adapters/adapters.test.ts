@@ -436,6 +436,69 @@ describe('node and express adapters', () => {
   })
 })
 
+describe('one middleware mounted twice on a path counts a request once', () => {
+  /** Two requests to `/api/x`: the first admitted and counted once, the second denied. */
+  async function twice(get: () => Promise<Response>): Promise<void> {
+    const first = await get()
+    expect([first.status, await first.text()]).toEqual([200, 'ok'])
+    // One member, not one per pass: `"hourly";r=1;t=3600, "hourly";r=0;t=7200` was two charges.
+    expect([first.headers.get('ratelimit'), first.headers.get('ratelimit-policy')]).toEqual([
+      '"hourly";r=1;t=3600',
+      '"hourly";q=2;w=7200',
+    ])
+    const second = await get()
+    expect([second.status, second.headers.get('ratelimit')]).toEqual([200, '"hourly";r=0;t=7200'])
+    expect((await get()).status).toBe(429)
+  }
+  const twoPerHour = () =>
+    createLimiter({
+      rules: [{ name: 'hourly', algorithm: gcra({ limit: 1, period: '1h', burst: 2 }) }],
+      clock: manualClock(0),
+    })
+
+  it('express: on the app and on a router mounted at /api', async () => {
+    const limit = expressRateLimit({ limiter: twoPerHour() })
+    const app = express()
+    app.use(limit)
+    const api = express.Router()
+    api.use(limit)
+    api.get('/x', (_req, res) => {
+      res.send('ok')
+    })
+    app.use('/api', api)
+    const server = createServer(app)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      await twice(() => fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/x`))
+    } finally {
+      await closeAll(server)
+    }
+  })
+
+  /** `limit` on the app, on `/api/*`, and in a sub-app routed at `/api`. */
+  const honoApp = (limit: ReturnType<typeof honoRateLimit>) => {
+    const api = new Hono().use(limit).get('/x', (c) => c.text('ok'))
+    return new Hono().use(limit).use('/api/*', limit).route('/api', api)
+  }
+
+  it('hono on @hono/node-server: on the app, on /api/*, in a sub-app', async () => {
+    const app = honoApp(honoRateLimit({ limiter: twoPerHour() }))
+    const server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s as Server))
+    })
+    try {
+      await twice(() => fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/x`))
+    } finally {
+      await closeAll(server)
+    }
+  })
+
+  it('hono on other runtimes: on the app, on /api/*, in a sub-app', async () => {
+    const app = honoApp(honoRateLimit({ limiter: twoPerHour(), peer: () => '192.0.2.1' }))
+    await twice(async () => app.request('/api/x'))
+  })
+})
+
 describe('route spellings over real HTTP', () => {
   /** One raw request line to a local port; resolves with the status code. */
   function rawStatus(port: number, method: string, target: string): Promise<number> {
