@@ -1,6 +1,6 @@
 import { problemJson } from '../http/problem.js'
 import { createRateLimitCore, type HttpVerdict, pending, type RateLimitOptions } from '../http/rate-limit.js'
-import { fromNodeRequest, holdNode, type NodeRequestLike } from './node-io.js'
+import { draft10List, fromNodeRequest, holdNode, joinedValue, type NodeRequestLike } from './node-io.js'
 import { bodiless, checkFailure, lowerName, sendFields } from './shared.js'
 
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
@@ -48,8 +48,12 @@ export interface FastifyRateLimitPlugin {
 // responses are untouched: `reply.raw` headers would put every header through Node's slower path.
 // The copy never breaks the route's hijack: none once the route sent the head itself (an SSE
 // stream that writes, then hijacks), and a value Node refuses is left out.
+// A draft-10 list goes after one an earlier limiter's hook set on the reply (`joinedValue`).
 const setOnReply = (reply: FastifyReplyLike, name: string, value: string | string[]) =>
-  reply.header(name, value)
+  reply.header(
+    name,
+    typeof value === 'string' && draft10List(name, value) ? joinedValue(reply.getHeader(name), value) : value,
+  )
 
 function keepOnHijack(reply: FastifyReplyLike, headers: HttpVerdict['headers']): void {
   const hijack = reply.hijack
@@ -103,7 +107,7 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
         const headers = verdict.headers
         for (let i = 0; i < headers.length; i++) {
           const h = headers[i] as readonly [string, string]
-          reply.header(lowerName(h[0]), h[1])
+          setOnReply(reply, lowerName(h[0]), h[1])
         }
         if (headers.length > 0) keepOnHijack(reply, headers)
       } catch (error) {

@@ -7,6 +7,7 @@ import {
   pending,
   type RateLimitOptions,
 } from '../http/rate-limit.js'
+import { draft10List, joinedValue, type NodeResponseLike, setNodeHeaders } from './node-io.js'
 import { addFields, bodiless, checkFailure, decodedByFetch, sendFields, sleep, urlPath } from './shared.js'
 
 /** Options of `honoRateLimit`. */
@@ -21,7 +22,11 @@ export interface HonoRateLimitOptions extends RateLimitOptions {
 
 interface NodeServerBindings {
   incoming?: { socket?: { remoteAddress?: string } }
-  outgoing?: { setHeader?: (name: string, value: string) => unknown; headersSent?: boolean }
+  outgoing?: {
+    setHeader?: (name: string, value: string) => unknown
+    getHeader?: (name: string) => unknown
+    headersSent?: boolean
+  }
 }
 
 const setOnRecord = (fields: Record<string, string | string[]>, name: string, value: string | string[]) => {
@@ -91,21 +96,28 @@ export function honoRateLimit(options: HonoRateLimitOptions): MiddlewareHandler 
   }
 
   function apply(c: Context, next: Next, verdict: HttpVerdict): Response | ReturnType<MiddlewareHandler> {
+    const outgoing = (c.env as NodeServerBindings | undefined)?.outgoing
     if (verdict.action === 'respond' && verdict.response !== undefined) {
       const { status, headers, body } = verdict.response
       // One string per name, or an array for a name the answer repeats: Hono sends every value.
       // No prototype: a `__proto__` field is a field.
       const fields: Record<string, string | string[]> = Object.create(null)
       sendFields(fields, headers, setOnRecord)
+      // The server sends the answer's fields over what is set on the Node response: there, another
+      // limiter's draft-10 lists (an app-wide one that admitted it) go in front of ours.
+      const getHeader = outgoing?.getHeader
+      if (typeof getHeader === 'function')
+        for (const name of ['ratelimit-policy', 'ratelimit']) {
+          const value = fields[name]
+          if (typeof value === 'string' && draft10List(name, value))
+            fields[name] = joinedValue(getHeader.call(outgoing, name), value)
+        }
       return bodiless(status) ? c.body(null, status as 204, fields) : c.body(body, status as 429, fields)
     }
     const headers = verdict.headers
-    const outgoing = (c.env as NodeServerBindings | undefined)?.outgoing
     if (typeof outgoing?.setHeader === 'function' && outgoing.headersSent !== true) {
-      for (let i = 0; i < headers.length; i++) {
-        const h = headers[i] as readonly [string, string]
-        outgoing.setHeader(h[0], h[1])
-      }
+      // After another limiter's draft-10 lists, as elsewhere.
+      setNodeHeaders(outgoing as NodeResponseLike, headers)
       return verdict.delayMs > 0 ? hold(c, verdict.delayMs, next) : next()
     }
     // Set before the handler runs, the headers join whatever response it builds, which keeps

@@ -22,6 +22,8 @@ export interface NodeResponseLike {
   /** HTTP/2 compatibility: the stream, `destroyed` once the client reset it or left. */
   readonly stream?: { readonly destroyed?: boolean | undefined } | undefined
   setHeader(name: string, value: string | string[]): unknown
+  /** A field set already (another limiter's draft-10 list, to add ours to). */
+  getHeader?(name: string): unknown
   end(body: string): unknown
 }
 
@@ -75,6 +77,27 @@ export function fromNodeRequest(
 }
 
 /**
+ * The value to set for a field that may be set already: a draft-10 list (`"name";…`) goes after
+ * the draft-10 list of another limiter that ran before on the request (an app-wide one before a
+ * route's), so that the client is told of both policies, as the fetch and Hono adapters tell it
+ * (draft-10 §7.2: not only of the more permissive); any other value replaces what was there.
+ */
+export function joinedValue(had: unknown, value: string): string {
+  return typeof had === 'string' && had[0] === '"' && had !== value ? `${had}, ${value}` : value
+}
+
+/** Whether a field (its name in lower case) is a draft-10 list: `RateLimit` or `RateLimit-Policy` as `"name";…`. */
+export function draft10List(name: string, value: string): boolean {
+  return value[0] === '"' && (name === 'ratelimit' || name === 'ratelimit-policy')
+}
+
+/** Sets a field, after another limiter's draft-10 list when there is one (`joinedValue`). */
+function setField(res: NodeResponseLike, name: string, value: string): void {
+  // Only a draft-10 list is looked up: other fields replace, with no `getHeader`.
+  res.setHeader(name, draft10List(name, value) ? joinedValue(res.getHeader?.(name), value) : value)
+}
+
+/**
  * Sets the verdict's rate-limit headers, one `setHeader` each (Node has no cheaper public call).
  * None once the head was sent (an earlier middleware streams): the request goes on without them,
  * as in Fastify and Hono, rather than failing on `ERR_HTTP_HEADERS_SENT`.
@@ -83,7 +106,7 @@ export function setNodeHeaders(res: NodeResponseLike, headers: HttpVerdict['head
   if (res.headersSent) return
   for (let i = 0; i < headers.length; i++) {
     const h = headers[i] as readonly [string, string]
-    res.setHeader(h[0], h[1])
+    setField(res, h[0], h[1])
   }
 }
 
@@ -96,7 +119,7 @@ export function sendNodeAnswer(res: NodeResponseLike, verdict: HttpVerdict): voi
 }
 
 const setOnResponse = (res: NodeResponseLike, name: string, value: string | string[]) =>
-  res.setHeader(name, value)
+  typeof value === 'string' ? setField(res, name, value) : res.setHeader(name, value)
 
 const PROCEED: Promise<boolean> = Promise.resolve(true)
 const ANSWERED: Promise<boolean> = Promise.resolve(false)

@@ -11,7 +11,7 @@ import {
 import { type AddressInfo, connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { serve } from '@hono/node-server'
+import { createAdaptorServer, serve } from '@hono/node-server'
 import express from 'express'
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import { Hono } from 'hono'
@@ -496,6 +496,110 @@ describe('one middleware mounted twice on a path counts a request once', () => {
   it('hono on other runtimes: on the app, on /api/*, in a sub-app', async () => {
     const app = honoApp(honoRateLimit({ limiter: twoPerHour(), peer: () => '192.0.2.1' }))
     await twice(async () => app.request('/api/x'))
+  })
+})
+
+describe('two limiters on one request: the client is told of both draft-10 policies, in every adapter', () => {
+  const limiter = (name: string, limit: number) =>
+    createLimiter({ rules: [{ name, algorithm: gcra({ limit, period: '1h' }) }], clock: manualClock(0) })
+  /** An app-wide limit of 5 per hour, then a stricter 3 per hour on the route. */
+  const both = () => [{ limiter: limiter('global', 5) }, { limiter: limiter('local', 3) }] as const
+  /** A list field's members, in order of name: the adapters list them in different orders. */
+  const members = (field: string | null) => field?.split(', ').sort()
+
+  /** Four requests to `/`: the first admitted by both, the fourth denied by the stricter. */
+  async function toldOfBoth(get: () => Promise<{ status: number; headers: Headers }>): Promise<void> {
+    const first = await get()
+    expect(first.status).toBe(200)
+    expect([members(first.headers.get('ratelimit-policy')), members(first.headers.get('ratelimit'))]).toEqual(
+      [
+        ['"global";q=5;w=3600', '"local";q=3;w=3600'],
+        ['"global";r=4;t=720', '"local";r=2;t=1200'],
+      ],
+    )
+    await get()
+    await get()
+    // The 429 is the stricter limiter's, and still tells of the other's policy and state.
+    const denied = await get()
+    expect([denied.status, denied.headers.get('retry-after')]).toEqual([429, '1200'])
+    expect([
+      members(denied.headers.get('ratelimit-policy')),
+      members(denied.headers.get('ratelimit')),
+    ]).toEqual([
+      ['"global";q=5;w=3600', '"local";q=3;w=3600'],
+      ['"global";r=1;t=2880', '"local";r=0;t=1200'],
+    ])
+  }
+
+  /** Serves `server` on loopback for `toldOfBoth`, then closes it. */
+  async function over(server: Server): Promise<void> {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      await toldOfBoth(() => fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`))
+    } finally {
+      await closeAll(server)
+    }
+  }
+
+  it('node', async () => {
+    const [outer, inner] = both().map(nodeRateLimit)
+    const server = createServer(async (req, res) => {
+      if ((await outer?.(req, res)) && (await inner?.(req, res))) res.end('ok')
+    })
+    await over(server)
+  })
+
+  it('express', async () => {
+    const [outer, inner] = both()
+    const app = express()
+    app.use(expressRateLimit(outer))
+    app.get('/', expressRateLimit(inner), (_req, res) => {
+      res.send('ok')
+    })
+    await over(createServer(app))
+  })
+
+  it('fastify', async () => {
+    const [outer, inner] = both()
+    const app = Fastify()
+    await app.register(fastifyRateLimit, outer)
+    await app.register(async (scope) => {
+      await scope.register(fastifyRateLimit, inner)
+      scope.get('/', async () => 'ok')
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    try {
+      await toldOfBoth(() => fetch(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/`))
+    } finally {
+      await app.close()
+    }
+  })
+
+  const honoApp = (peer?: () => string) => {
+    const [outer, inner] = both()
+    return new Hono()
+      .use(honoRateLimit({ ...outer, ...(peer ? { peer } : {}) }))
+      .use(honoRateLimit({ ...inner, ...(peer ? { peer } : {}) }))
+      .get('/', (c) => c.text('ok'))
+  }
+
+  it('hono on @hono/node-server', async () => {
+    const app = honoApp()
+    await over(createAdaptorServer({ fetch: app.fetch }) as Server)
+  })
+
+  it('hono on other runtimes', async () => {
+    const app = honoApp(() => '192.0.2.1')
+    await toldOfBoth(async () => app.request('/'))
+  })
+
+  it('fetch', async () => {
+    const [outer, inner] = both()
+    const handler = withRateLimit(
+      withRateLimit(() => new Response('ok'), inner),
+      outer,
+    )
+    await toldOfBoth(() => handler(req()))
   })
 })
 
