@@ -6,7 +6,8 @@ import { bodiless, checkFailure, lowerName, sendFields } from './shared.js'
 /** The part of Fastify's `FastifyRequest` the plugin reads. */
 export interface FastifyRequestLike {
   readonly url: string
-  readonly raw: NodeRequestLike
+  /** `originalUrl`: the URL as sent, which Fastify keeps there when its `rewriteUrl` changed `url`. */
+  readonly raw: NodeRequestLike & { readonly originalUrl?: string | undefined }
 }
 
 /** The part of Fastify's `FastifyReply` the plugin writes. */
@@ -80,7 +81,9 @@ function keepOnHijack(reply: FastifyReplyLike, headers: HttpVerdict['headers']):
  * match the full path up to the first `;` (`useSemicolonDelimiter` routes `/login;x` to `/login`,
  * so a `/login` rule counts it with or without the option). A route that hijacks the reply
  * (`reply.hijack()`, then `reply.raw`) still sends the fields (not one that sent the head before
- * its hijack: too late, and its hijack goes on as without the plugin). The peer is the socket address;
+ * its hijack: too late, and its hijack goes on as without the plugin). Under Fastify's `rewriteUrl`,
+ * routes match the rewritten URL (the one Fastify routes), and the problem's `instance` is the one
+ * sent. The peer is the socket address;
  * Fastify's `trustProxy` is not used — configure `identity.trustedProxies` instead.
  *
  * @example
@@ -124,13 +127,15 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
     }
     app.addHook('onRequest', (request, reply, done) => {
       const url = request.url
+      // Routes match the URL Fastify routes, after its `rewriteUrl`; the problem names the one sent.
+      const sent = request.raw.originalUrl
       // With `useSemicolonDelimiter` (Fastify 4's default) `/login;x` is routed to `/login`; routes
       // match the path before any `;` whatever the option, as matching more is the safe side.
       const semicolon = url.indexOf(';')
       const verdict = core.run(
-        semicolon < 0
+        semicolon < 0 && sent === undefined
           ? fromNodeRequest(request.raw, url)
-          : fromNodeRequest(request.raw, url.slice(0, semicolon), url),
+          : fromNodeRequest(request.raw, semicolon < 0 ? url : url.slice(0, semicolon), sent ?? url),
       )
       if (pending(verdict))
         verdict.then(

@@ -836,6 +836,27 @@ describe('fastify adapter', () => {
     }
   })
 
+  it('with rewriteUrl: routes match the path Fastify routes, the problem names the path as sent', async () => {
+    // An API version prefix stripped before routing, as Express's rewrite middleware does.
+    const app = Fastify({ rewriteUrl: (raw) => (raw.url ?? '/').replace(/^\/v1(?=\/)/, '') })
+    await app.register(fastifyRateLimit, { routes: [{ path: '/login', limiter: onePerHour() }] })
+    app.get('/login', async () => 'ok')
+    try {
+      expect((await app.inject('/v1/login')).statusCode).toBe(200)
+      const statuses = []
+      const instances = []
+      for (const url of ['/login', '/v1/login?x=1', '/v1/login;a']) {
+        const denied = await app.inject(url)
+        statuses.push(denied.statusCode)
+        instances.push(denied.json().instance)
+      }
+      expect(statuses).toEqual([429, 429, 429])
+      expect(instances).toEqual(['/login', '/v1/login', '/v1/login;a'])
+    } finally {
+      await app.close()
+    }
+  })
+
   it('a failing check becomes a Fastify error (500)', async () => {
     const app = Fastify()
     await app.register(fastifyRateLimit, {
