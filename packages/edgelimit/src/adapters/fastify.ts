@@ -99,9 +99,10 @@ export const fastifyRateLimit: FastifyRateLimitPlugin = Object.assign(
       try {
         if (verdict.action === 'respond' && verdict.response !== undefined) {
           const answer = verdict.response
-          reply.code(answer.status)
-          // A name the answer repeats (two `set-cookie`) is sent with every value.
+          // A name the answer repeats (two `set-cookie`) is sent with every value. The fields
+          // first: one HTTP cannot carry fails the denial before its status is set.
           sendFields(reply, answer.headers, setOnReply)
+          reply.code(answer.status)
           // Bytes, not a string: Fastify would append `; charset=utf-8` to a JSON content type.
           // Answered from the hook: `done` is not called.
           reply.send(bodiless(answer.status) ? undefined : encoder.encode(answer.body))

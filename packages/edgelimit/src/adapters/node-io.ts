@@ -113,8 +113,9 @@ export function setNodeHeaders(res: NodeResponseLike, headers: HttpVerdict['head
 /** Writes a 429/503 answer; a name it repeats (two `set-cookie`) is sent with every value. */
 export function sendNodeAnswer(res: NodeResponseLike, verdict: HttpVerdict): void {
   const answer = verdict.response as NonNullable<HttpVerdict['response']>
-  res.statusCode = answer.status
+  // The fields first: one Node refuses fails the denial before its status is set.
   sendFields(res, answer.headers, setOnResponse)
+  res.statusCode = answer.status
   res.end(bodiless(answer.status) ? '' : answer.body)
 }
 

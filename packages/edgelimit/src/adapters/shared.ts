@@ -110,6 +110,34 @@ export function repeatsName(fields: readonly (readonly [string, string])[]): boo
   return false
 }
 
+// RFC 9110 §5.1 and §5.5 as Node checks them: a name is a token; a value has no control character
+// but tab and no character above U+00FF (HTTP/1.1 sends Latin-1 bytes; `–` is no byte).
+const TOKEN = /^[!#$%&'*+.^_`|~\w-]+$/
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
+
+/**
+ * Checks an answer's fields before any of them is set: one HTTP cannot carry (a line break, a
+ * character above U+00FF, a name that is no token, a value that is neither a string nor a number)
+ * would fail in Node's `setHeader` halfway through a denial, after its status and some of its
+ * fields were set (Express's error page then went out as a 429, Fastify's and Node's 500s with the
+ * denial's `retry-after`), so the denial fails first, with `ERR_EDGELIMIT_ON_LIMITED`, and the
+ * framework's error path answers a clean 500. Numbers pass, as Node and `Headers` take them.
+ */
+function checkFields(fields: readonly (readonly [string, string])[]): void {
+  for (const field of fields) {
+    const [name, value] = Array.isArray(field) ? (field as readonly unknown[]) : []
+    if (
+      typeof name !== 'string' ||
+      !TOKEN.test(name) ||
+      (typeof value !== 'number' && (typeof value !== 'string' || !FIELD_VALUE.test(value)))
+    )
+      throw new EdgelimitError(
+        'ERR_EDGELIMIT_ON_LIMITED',
+        `The onLimited answer has a field HTTP cannot carry: ${describe(name)}: ${describe(value)}; a name is a token, a value a string without line breaks, control characters or characters above U+00FF`,
+      )
+  }
+}
+
 /**
  * Sends a denial's fields through `set(target, name, value)`: pair by pair, names lower case, or,
  * when the answer repeats a name (two `set-cookie`), each name once with every value. `set` is a
@@ -120,6 +148,7 @@ export function sendFields<T>(
   fields: readonly (readonly [string, string])[],
   set: (target: T, name: string, value: string | string[]) => unknown,
 ): void {
+  checkFields(fields)
   if (repeatsName(fields)) {
     for (const [name, values] of fieldValues(fields))
       set(target, name, values.length === 1 ? (values[0] as string) : values)

@@ -37,9 +37,11 @@ function codeOf(error: unknown): string {
   return error instanceof EdgelimitError ? `${error.code}: ${error.message}` : String(error)
 }
 
-async function serve(
-  server: Server,
-): Promise<{ get(path: string): Promise<[number, string]>; close(): Promise<void> }> {
+async function serve(server: Server): Promise<{
+  get(path: string): Promise<[number, string]>
+  raw(path: string): Promise<Response>
+  close(): Promise<void>
+}> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   return {
@@ -48,6 +50,7 @@ async function serve(
       const res = await fetch(base + path, { signal: AbortSignal.timeout(2000) })
       return [res.status, await res.text()]
     },
+    raw: (path) => fetch(base + path, { signal: AbortSignal.timeout(2000) }),
     close: () => {
       server.closeAllConnections()
       return new Promise((resolve) => server.close(() => resolve()))
@@ -212,6 +215,103 @@ describe('an onLimited answer that is not an HttpAnswer', () => {
     expect((await handler(new Request('http://127.0.0.1/'))).status).toBe(200)
     const denied = handler(new Request('http://127.0.0.1/')).catch(codeOf)
     await expect(denied).resolves.toMatch(ON_LIMITED)
+  })
+})
+
+// An onLimited answer with a field HTTP/1.1 cannot carry (a character above U+00FF, a line break,
+// a name that is no token) fails before anything of the denial is set: before, Node's setHeader
+// threw halfway, so Express's own error page went out as a 429 with some of the denial's fields,
+// and a Fastify or Node 500 carried its `retry-after` and problem content type.
+describe('an onLimited answer with a field HTTP cannot carry', () => {
+  function badField(field: readonly [unknown, unknown]): RateLimitOptions {
+    return {
+      limiter: createLimiter({
+        rules: [{ name: 'hourly', algorithm: gcra({ limit: 1, period: '1h' }) }],
+        clock: manualClock(0),
+      }),
+      onLimited: ({ response }) => ({ ...response, headers: [...response.headers, field] }) as HttpAnswer,
+    }
+  }
+  const FIELDS: [string, readonly [unknown, unknown], RegExp][] = [
+    ['an en dash', ['x-note', 'slow \u2013 down'], /"x-note" \(string\): "slow \u2013 down" \(string\)/],
+    [
+      'a line break',
+      ['x-note', 'a\r\nset-cookie: x=1'],
+      /"x-note" \(string\): "a\\r\\nset-cookie: x=1" \(string\)/,
+    ],
+    ['a name with a space', ['x note', 'ok'], /"x note" \(string\): "ok" \(string\)/],
+    ['a value that is no string', ['x-note', undefined], /"x-note" \(string\): undefined/],
+  ]
+  const message = (detail: RegExp) =>
+    new RegExp(
+      `^ERR_EDGELIMIT_ON_LIMITED: The onLimited answer has a field HTTP cannot carry: ${detail.source}`,
+    )
+
+  /** Express with its own final handler: the status it answers is the response's, if an error one. */
+  async function expressDefault(options: RateLimitOptions) {
+    const app = express()
+    app.use(expressRateLimit(options))
+    app.get('/', (_req, res) => {
+      res.send('ok')
+    })
+    return serve(createServer(app))
+  }
+
+  it.each(FIELDS)('node, %s: the promise rejects before any field is set', async (_what, field, detail) => {
+    const limit = nodeRateLimit(badField(field))
+    const s = await serve(
+      createServer((req, res) => {
+        limit(req, res).then(
+          () => res.end('ok'),
+          (error) => {
+            // What the denial had set when it failed: nothing.
+            const set = Object.keys(res.getHeaders()).sort().join(' ')
+            res.statusCode = 500
+            res.end(`${codeOf(error)} | ${res.statusCode} ${set}`)
+          },
+        )
+      }),
+    )
+    try {
+      expect(await s.get('/')).toEqual([200, 'ok'])
+      const [status, body] = await s.get('/')
+      expect(status).toBe(500)
+      expect(body).toMatch(message(detail))
+      expect(body.split(' | ')[1]).toBe('500 ')
+    } finally {
+      await s.close()
+    }
+  })
+
+  it.each(FIELDS)("express, %s: next(err), a 500 with none of the denial's fields", async (_what, field) => {
+    const s = await expressDefault(badField(field))
+    try {
+      expect(await s.get('/')).toEqual([200, 'ok'])
+      const res = await s.raw('/')
+      expect(res.status).toBe(500)
+      expect([res.headers.get('retry-after'), res.headers.get('ratelimit')]).toEqual([null, null])
+    } finally {
+      await s.close()
+    }
+  })
+
+  it.each(FIELDS)(
+    "fastify, %s: its error handler, with none of the denial's fields",
+    async (_what, field, detail) => {
+      const app = await fastifyApp(badField(field))
+      expect((await app.inject('/')).statusCode).toBe(200)
+      const denied = await app.inject('/')
+      expect([denied.statusCode, denied.body]).toEqual([500, expect.stringMatching(message(detail))])
+      expect([denied.headers['retry-after'], denied.headers.ratelimit]).toEqual([undefined, undefined])
+      await app.close()
+    },
+  )
+
+  it.each(FIELDS)('hono, %s: app.onError', async (_what, field, detail) => {
+    const app = honoApp(badField(field))
+    expect((await app.request('/')).status).toBe(200)
+    const denied = await app.request('/')
+    expect([denied.status, await denied.text()]).toEqual([500, expect.stringMatching(message(detail))])
   })
 })
 
