@@ -423,6 +423,39 @@ describe('admin bodies', () => {
   })
 })
 
+describe('a request described by its query', () => {
+  test('names the key the proxy counts: query parameter names keep their case, as the rule reads them', async () => {
+    const gw = await startInProcess(
+      `
+identity: { secret: test }
+admin: { token: ${TOKEN} }
+rules:
+  - { name: search, match: { path: /search }, key: query:userId, algorithm: fixed-window, limit: 2, window: ${WINDOW} }
+`,
+      { upstream: origin.url },
+    )
+    try {
+      const search = async () => (await rawRequest(`${gw.url}/search?userId=42`)).status
+      expect([await search(), await search(), await search()]).toEqual([200, 200, 429])
+      const who = { rule: 'search', path: '/search', query: { userId: '42' } }
+      const peek = (await (await post(gw, '/admin/peek', who)).json()) as {
+        key: string
+        plans: { decision: { remaining: number } }[]
+      }
+      expect(peek.plans[0]?.decision.remaining).toBe(0)
+      // The key is the one the request's own parameter gives (not the key of a request without it).
+      const line = (await (await post(gw, '/admin/peek', { rule: 'search', key: peek.key })).json()) as {
+        plans: { decision: { remaining: number } }[]
+      }
+      expect(line.plans[0]?.decision.remaining).toBe(0)
+      expect((await post(gw, '/admin/reset', who)).status).toBe(200)
+      expect(await search()).toBe(200)
+    } finally {
+      await gw.close()
+    }
+  })
+})
+
 describe('every admin error is a problem with a code', () => {
   test('401, the API off, unknown paths, rules and tiers: each with its code; 413 titled as RFC 9110 names it', async () => {
     const on = await startInProcess(MEMORY, { upstream: origin.url, adminToken: TOKEN })

@@ -159,11 +159,15 @@ function refuse(req: IncomingMessage, res: ServerResponse, error: Answered): voi
   req.socket.once('close', () => clearTimeout(timer))
 }
 
-/** The string fields of a JSON object (a Map: a name like `constructor` is no inherited member). */
-function strings(value: unknown): Map<string, string> {
+/**
+ * The string fields of a JSON object (a Map: a name like `constructor` is no inherited member);
+ * `lower`: names in lower case, as header names are read (query parameter names keep theirs).
+ */
+function strings(value: unknown, lower: boolean): Map<string, string> {
   const out = new Map<string, string>()
   if (typeof value === 'object' && value !== null) {
-    for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out.set(k.toLowerCase(), v)
+    for (const [k, v] of Object.entries(value))
+      if (typeof v === 'string') out.set(lower ? k.toLowerCase() : k, v)
   }
   return out
 }
@@ -214,8 +218,8 @@ function keyQuery(body: Record<string, unknown>): KeyQuery {
 
 /** A request as described in an admin call, for keying it as the proxy would. */
 function describedRequest(q: KeyQuery): RequestInfo {
-  const headers = strings(q.headers)
-  const query = new URLSearchParams([...strings(q.query)]).toString()
+  const headers = strings(q.headers, true)
+  const query = new URLSearchParams([...strings(q.query, false)]).toString()
   const path = typeof q.path === 'string' ? (canonicalPath(q.path) ?? q.path) : '/'
   return {
     method: typeof q.method === 'string' ? q.method.toUpperCase() : 'GET',
