@@ -423,6 +423,62 @@ describe('admin bodies', () => {
   })
 })
 
+describe('a request described without the header or parameter its rule is keyed by', () => {
+  // Keyed by API key (the tier too): a request without one is counted by its client address.
+  const BY_KEY = `
+identity: { secret: test }
+admin: { token: ${TOKEN} }
+rules:
+  - { name: api, match: { path: /api/** }, key: header:x-api-key, algorithm: fixed-window, limit: 2, window: ${WINDOW} }
+  - { name: search, match: { path: /search }, key: query:q, algorithm: fixed-window, limit: 2, window: ${WINDOW} }
+`
+  let gw: InProcess
+  beforeAll(async () => {
+    gw = await startInProcess(BY_KEY, { upstream: origin.url })
+  })
+  afterAll(() => gw?.close())
+
+  test('needs the ip its key falls back to: 400 naming what to give, not a peek or reset of a key no client has', async () => {
+    const send = async (headers: Record<string, string> = {}) =>
+      (await rawRequest(`${gw.url}/api/orders`, { headers })).status
+    // The client without an API key is counted by its address, as the one with a key by the key.
+    expect([await send(), await send(), await send()]).toEqual([200, 200, 429])
+    expect([await send({ 'x-api-key': 'k1' }), await send({ 'x-api-key': 'k1' })]).toEqual([200, 200])
+    for (const [body, detail] of [
+      // A misspelt header name describes a request without the key's header.
+      [
+        { rule: 'api', path: '/api/orders', headers: { 'x-apikey': 'k1' } },
+        "rule api is keyed by header:x-api-key, which the request described lacks (such a request counts by its client address): give it, the request's ip, or the key a log line shows",
+      ],
+      [
+        { rule: 'api', path: '/api/orders' },
+        "rule api is keyed by header:x-api-key, which the request described lacks (such a request counts by its client address): give it, the request's ip, or the key a log line shows",
+      ],
+      [
+        { rule: 'search', path: '/search', query: { Q: 'shoes' } },
+        "rule search is keyed by query:q, which the request described lacks (such a request counts by its client address): give it, the request's ip, or the key a log line shows",
+      ],
+    ] as const) {
+      for (const path of ['/admin/peek', '/admin/reset']) {
+        const response = await post(gw, path, body)
+        expect(response.status, `${path} ${JSON.stringify(body)}`).toBe(400)
+        expect(await response.json()).toMatchObject({ code: 'ERR_BODY', detail })
+      }
+    }
+    expect(gw.logs.filter((l) => l.msg === 'admin: key reset')).toEqual([])
+    const remaining = async (body: object) =>
+      (
+        (await (await post(gw, '/admin/peek', body)).json()) as {
+          plans: { decision: { remaining: number } }[]
+        }
+      ).plans[0]?.decision.remaining
+    // With the header, or with the ip of a client that sends none: the keys the proxy counted.
+    expect(await remaining({ rule: 'api', headers: { 'x-api-key': 'k1' } })).toBe(0)
+    expect(await remaining({ rule: 'api', ip: '127.0.0.1' })).toBe(0)
+    expect(await remaining({ rule: 'search', query: { q: 'shoes' } })).toBe(2)
+  })
+})
+
 describe('a request described by its query', () => {
   test('names the key the proxy counts: query parameter names keep their case, as the rule reads them', async () => {
     const gw = await startInProcess(

@@ -289,8 +289,26 @@ function target(policy: CompiledPolicy, q: KeyQuery): { rule: CompiledRule; plan
   const request = describedRequest(q)
   const route = rule.match(request) ?? rule.config.match.paths[0] ?? '*'
   const { key, raw } = rule.key(request, route, {})
+  // Without a header or parameter of its key the proxy counts a request by its client's address
+  // (`raw` is then empty): described without the ip, it names that same key no client has.
+  if (raw === '' && q.ip === undefined) {
+    const parts = rule.config.key.map(keyPart)
+    const lacks =
+      parts.length === 1
+        ? `${parts[0]}, which the request described lacks`
+        : `${parts.join(' + ')}, and the request described lacks one of them`
+    throw answered(
+      400,
+      'ERR_BODY',
+      `rule ${rule.name} is keyed by ${lacks} (such a request counts by its client address): give it, the request's ip, or the key a log line shows`,
+    )
+  }
   return { rule, plans: [byTier ?? rule.planFor(request, raw)], key }
 }
+
+/** A part of a rule's key as the policy names it: `ip`, `header:x-api-key`. */
+const keyPart = (p: CompiledRule['config']['key'][number]): string =>
+  'name' in p ? `${p.kind}:${p.name}` : p.kind
 
 /**
  * Starts the operations server: `GET /metrics` (Prometheus), `GET /healthz` (the process is up),
@@ -388,7 +406,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminServer> {
           name: r.name,
           mode: r.config.mode,
           enforce: r.config.enforce,
-          key: r.config.key.map((p) => ('name' in p ? `${p.kind}:${p.name}` : p.kind)),
+          key: r.config.key.map(keyPart),
           match: r.config.match,
           plans: [...r.plans.values()].map((p) => ({
             tier: p.tier,
