@@ -75,7 +75,9 @@ async function exactlyTheLimit(gateways: Spawned[]): Promise<void> {
     const metrics = await (await fetch(`${gateway.admin}/metrics`)).text()
     expect(metrics).toMatch(/edgelimit_decisions_total\{rule="fw",tier="",outcome="allowed"\} \d+/)
     expect(metrics).toMatch(/edgelimit_store_latency_seconds_count [1-9]\d*/)
-    expect(metrics).not.toMatch(/edgelimit_store_errors_total\{/)
+    // No store error: each kind is there, at 0.
+    for (const kind of ['error', 'timeout', 'breaker-open'])
+      expect(metrics).toContain(`edgelimit_store_errors_total{kind="${kind}"} 0\n`)
   }
 }
 

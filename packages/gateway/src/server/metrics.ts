@@ -54,6 +54,13 @@ export interface Metrics {
 
 const BREAKER = { closed: 0, 'half-open': 1, open: 2 } as const
 
+/** The `kind` of every store error a limiter reports (`edgelimit_store_errors_total`). */
+const STORE_ERROR_KINDS: readonly Extract<LimiterEvent, { type: 'store-error' }>['kind'][] = [
+  'error',
+  'timeout',
+  'breaker-open',
+]
+
 /** A count per label set, kept as a plain number and handed to prom-client when scraped. */
 interface Tally {
   readonly labels: readonly string[]
@@ -199,6 +206,9 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     labelNames: ['kind'],
     registers,
   })
+  // Series known in advance are there at 0 from the start: Prometheus' increase() and rate() see
+  // no rise in a series' first sample, so the first failed reload would raise no alert.
+  for (const kind of STORE_ERROR_KINDS) storeErrors.labels(kind).inc(0)
   const fallbacks = new Counter({
     name: 'edgelimit_store_fallbacks_total',
     help: 'Rules decided by their onStoreError mode because the store failed',
@@ -231,6 +241,7 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     labelNames: ['result'],
     registers,
   })
+  for (const result of ['success', 'failure']) reloads.labels(result).inc(0)
   new Gauge({
     name: 'edgelimit_in_flight_requests',
     help: 'Requests being handled',
