@@ -1,7 +1,7 @@
 // `/metrics` as Prometheus reads it: strict text exposition (0.0.4), across reloads that rename,
 // remove and re-add rules, with the series an alert needs there before their first event.
 import { writeFileSync } from 'node:fs'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { farWindow } from '../../edgelimit/test/support/window.js'
 import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
 import { type Origin, startOrigin } from './support/origin.js'
@@ -161,7 +161,8 @@ const WINDOW = farWindow()
 
 describe('/metrics as Prometheus parses it', () => {
   let gw: InProcess
-  beforeAll(async () => {
+  // A gateway of its own for each test: each counts from its start.
+  beforeEach(async () => {
     gw = await startInProcess(
       `
 identity: { secret: test }
@@ -172,7 +173,7 @@ rules:
       { upstream: origin.url },
     )
   })
-  afterAll(() => gw?.close())
+  afterEach(() => gw?.close())
 
   const scrape = async () => {
     const response = await fetch(`${gw.admin}/metrics`)
@@ -186,6 +187,44 @@ rules:
       expect(sampleValue(families, 'edgelimit_config_reloads_total', { result }), result).toBe(0)
     for (const kind of ['error', 'timeout', 'breaker-open'])
       expect(sampleValue(families, 'edgelimit_store_errors_total', { kind }), kind).toBe(0)
+    // Each rule's outcomes by its mode (as the dashboard lists them): the first denial is a rise.
+    const decided = (rule: string, tier: string) =>
+      families
+        .get('edgelimit_decisions_total')
+        ?.samples.filter((s) => s.labels.rule === rule && s.labels.tier === tier)
+        .map((s) => `${s.labels.outcome} ${s.value}`)
+    expect(decided('login', '')).toEqual(['allowed 0', 'denied 0'])
+    expect(decided('trial', '')).toEqual(['allowed 0', 'shadow_denied 0'])
+    expect(sampleValue(families, 'edgelimit_shadow_would_block_total', { rule: 'trial', tier: '' })).toBe(0)
+    expect(sampleValue(families, 'edgelimit_shadow_would_block_total', { rule: 'login', tier: '' })).toBe(
+      undefined,
+    )
+  })
+
+  test('a reload puts the series of the rules and tiers it adds there at 0', async () => {
+    writeFileSync(
+      gw.file,
+      `identity: { secret: test }
+rules:
+  - name: api
+    match: { path: /api/** }
+    algorithm: fixed-window
+    window: ${WINDOW}
+    enforce: 50
+    tiers: { header: x-plan, default: free, plans: { free: { limit: 2 }, pro: { limit: 4 } } }
+`,
+    )
+    expect((await gw.gateway.reload('test')).ok).toBe(true)
+    const families = await scrape()
+    for (const tier of ['free', 'pro']) {
+      for (const outcome of ['allowed', 'denied', 'shadow_denied'])
+        expect(sampleValue(families, 'edgelimit_decisions_total', { rule: 'api', tier, outcome })).toBe(0)
+      expect(sampleValue(families, 'edgelimit_shadow_would_block_total', { rule: 'api', tier })).toBe(0)
+    }
+    // The rules it removed keep their series (a counter does not go away with its rule).
+    expect(
+      sampleValue(families, 'edgelimit_decisions_total', { rule: 'login', tier: '', outcome: 'denied' }),
+    ).toBe(0)
   })
 
   test('valid after traffic and reloads that rename, remove and re-add rules; no counter goes back', async () => {

@@ -527,9 +527,13 @@ describe('a rule failing open is counted unknown, not allowed', () => {
       for (let i = 0; i < 3; i++) expect((await rawRequest(`${down.url}/open`)).status).toBe(200)
       expect((await rawRequest(`${down.url}/closed`)).status).toBe(503)
       const metrics = await (await fetch(`${down.admin}/metrics`)).text()
+      // The outcomes of each rule's mode are there from the start; unknown once counted.
       expect(metrics.split('\n').filter((l) => l.startsWith('edgelimit_decisions_total{'))).toEqual([
-        'edgelimit_decisions_total{rule="lenient",tier="",outcome="unknown"} 3',
+        'edgelimit_decisions_total{rule="strict",tier="",outcome="allowed"} 0',
         'edgelimit_decisions_total{rule="strict",tier="",outcome="denied"} 1',
+        'edgelimit_decisions_total{rule="lenient",tier="",outcome="allowed"} 0',
+        'edgelimit_decisions_total{rule="lenient",tier="",outcome="denied"} 0',
+        'edgelimit_decisions_total{rule="lenient",tier="",outcome="unknown"} 3',
       ])
       expect(metrics).toContain(
         '# HELP edgelimit_decisions_total Rate-limit decisions by rule, tier and outcome (allowed, denied, shadow_denied, unknown: failing open without its store)',

@@ -9,6 +9,24 @@ export type Outcome = 'allowed' | 'denied' | 'shadow_denied' | 'unknown'
 
 export const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'shadow_denied', 'unknown']
 
+const SHADOW: readonly Outcome[] = ['allowed', 'shadow_denied']
+const ENFORCE: readonly Outcome[] = ['allowed', 'denied']
+const PARTIAL: readonly Outcome[] = ['allowed', 'denied', 'shadow_denied']
+
+/**
+ * The outcomes a rule produces, by its mode: its series are shown (and exported) even before
+ * traffic. `unknown` (its state not known: failing open, or not asked) only once it is counted.
+ *
+ * @example expectedOutcomes({ mode: 'shadow', enforce: 100 }) // ['allowed', 'shadow_denied']
+ */
+export function expectedOutcomes(rule: {
+  readonly mode: 'enforce' | 'shadow'
+  readonly enforce: number
+}): readonly Outcome[] {
+  if (rule.mode === 'shadow') return SHADOW
+  return rule.enforce >= 100 ? ENFORCE : PARTIAL
+}
+
 /** Options of `createDashboardData`. */
 export interface DashboardDataOptions {
   /** The clock, in epoch milliseconds. @default Date.now */

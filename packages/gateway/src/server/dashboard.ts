@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { DashboardData, DashboardPoint, Outcome } from './dashboard-data.js'
-import { OUTCOMES } from './dashboard-data.js'
+import { expectedOutcomes, OUTCOMES } from './dashboard-data.js'
 import { renderDashboardPage } from './dashboard-page.js'
 
 /** What the gateway is running now, shown beside the counts. */
@@ -76,19 +76,6 @@ interface Client {
   skipped: number
 }
 
-const SHADOW: readonly Outcome[] = ['allowed', 'shadow_denied']
-const ENFORCE: readonly Outcome[] = ['allowed', 'denied']
-const PARTIAL: readonly Outcome[] = ['allowed', 'denied', 'shadow_denied']
-
-/**
- * The outcomes a rule produces, by its mode: its series are shown even before traffic. `unknown`
- * (its state not known: failing open, or not asked) is shown once it has been counted.
- */
-function expected(rule: DashboardContext['rules'][number]): readonly Outcome[] {
-  if (rule.mode === 'shadow') return SHADOW
-  return rule.enforce >= 100 ? ENFORCE : PARTIAL
-}
-
 /**
  * The series to draw: those of the rules in force (by mode), in policy order, then any other
  * with data (a rule since removed by a reload).
@@ -104,7 +91,7 @@ export function seriesFor(data: DashboardData, context: DashboardContext): WireS
       // A series not listed (never counted, or forgotten while idle) is shown with its total since
       // the start when its rule's mode expects it or that total is not 0.
       const total = s === undefined ? data.total(rule.name, outcome) : s.total
-      if (s === undefined && total === 0 && !expected(rule).includes(outcome)) continue
+      if (s === undefined && total === 0 && !expectedOutcomes(rule).includes(outcome)) continue
       out.push(s ?? { key, rule: rule.name, outcome, total })
       seen.add(key)
     }

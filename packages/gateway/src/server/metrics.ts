@@ -1,10 +1,12 @@
 import type { LimiterEvent } from 'edgelimit'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, type Metric, Registry } from 'prom-client'
+import type { CompiledRule } from '../policy/compile.js'
 import { VERSION } from '../version.js'
 import {
   createDashboardData,
   type DashboardData,
   type DashboardDataOptions,
+  expectedOutcomes,
   type Outcome,
 } from './dashboard-data.js'
 
@@ -17,6 +19,11 @@ export interface Metrics {
    * feeds the dashboard's top keys (never a label: it would make unbounded series).
    */
   decision(rule: string, tier: string, outcome: Outcome, key?: string): void
+  /**
+   * The rules put in force (at start, and by each reload): the decisions (and would-block) series
+   * their modes produce are there at 0 from then on, as the dashboard lists them before traffic.
+   */
+  inForce(rules: readonly CompiledRule[]): void
   /**
    * Events of a limiter on a remote store: latency, errors, fallbacks, breaker. The breaker gauge
    * of (rule, tier) follows the newest limiter made for it (a reload that changes a rule makes a
@@ -72,9 +79,11 @@ interface Tally {
 function tallies(counter: Counter) {
   const all: Tally[] = []
   return {
-    create(labels: readonly string[]): Tally {
+    /** `exported`: the series is there at 0 at once, not only once counted. */
+    create(labels: readonly string[], exported = false): Tally {
       const tally = { labels, n: 0, published: 0 }
       all.push(tally)
+      if (exported) counter.labels(...labels).inc(0)
       return tally
     },
     publish() {
@@ -290,6 +299,26 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     return inner
   }
 
+  /** The tally of (rule, tier, outcome), made on first use (`exported`: at 0 at once). */
+  const decided = (rule: string, tier: string, outcome: Outcome, exported = false): Tally => {
+    const outcomes = nested(nested(byRule, rule), tier)
+    let t = outcomes.get(outcome)
+    if (t === undefined) {
+      t = decisions.create([rule, tier, outcome], exported)
+      outcomes.set(outcome, t)
+    }
+    return t
+  }
+  const blocked = (rule: string, tier: string, exported = false): Tally => {
+    const tiers = nested(blockedBy, rule)
+    let w = tiers.get(tier)
+    if (w === undefined) {
+      w = wouldBlock.create([rule, tier], exported)
+      tiers.set(tier, w)
+    }
+    return w
+  }
+
   return {
     registry,
     generation,
@@ -314,21 +343,16 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     },
     decision(rule, tier, outcome, key) {
       dashboard.decision(rule, tier, outcome, key)
-      const outcomes = nested(nested(byRule, rule), tier)
-      let t = outcomes.get(outcome)
-      if (t === undefined) {
-        t = decisions.create([rule, tier, outcome])
-        outcomes.set(outcome, t)
-      }
-      t.n++
-      if (outcome === 'shadow_denied') {
-        const tiers = nested(blockedBy, rule)
-        let w = tiers.get(tier)
-        if (w === undefined) {
-          w = wouldBlock.create([rule, tier])
-          tiers.set(tier, w)
+      decided(rule, tier, outcome).n++
+      if (outcome === 'shadow_denied') blocked(rule, tier).n++
+    },
+    inForce(rules) {
+      for (const rule of rules) {
+        const outcomes = expectedOutcomes(rule.config)
+        for (const tier of rule.plans.keys()) {
+          for (const outcome of outcomes) decided(rule.name, tier, outcome, true)
+          if (outcomes.includes('shadow_denied')) blocked(rule.name, tier, true)
         }
-        w.n++
       }
     },
     limiterEvents(rule, tier, openMs) {

@@ -164,6 +164,7 @@ export function createReloader(options: ReloaderOptions): Reloader {
     ).length
     metrics.reload('success')
     metrics.generation.set(next.id)
+    metrics.inForce(policy.rules)
     log.info(
       {
         reason,
