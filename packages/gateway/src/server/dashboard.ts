@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { sendProblem } from '../proxy/problem.js'
 import type { DashboardData, DashboardPoint, Outcome } from './dashboard-data.js'
 import { expectedOutcomes, OUTCOMES } from './dashboard-data.js'
 import { renderDashboardPage } from './dashboard-page.js'
@@ -180,8 +181,10 @@ export function createDashboard(options: DashboardOptions): Dashboard {
 
   function stream(req: IncomingMessage, res: ServerResponse): void {
     if (closed || clients.size >= maxClients) {
-      res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': '5' })
-      res.end(closed ? 'The gateway is stopping.\n' : 'Too many dashboard clients.\n')
+      const [code, detail] = closed
+        ? ['ERR_STOPPING', 'The gateway is stopping.']
+        : ['ERR_TOO_MANY_CLIENTS', `Too many dashboard clients (${maxClients} at once): try again later.`]
+      sendProblem(res, 503, req.url ?? '/dashboard/events', detail, [['retry-after', '5']], code)
       return
     }
     res.writeHead(200, {
@@ -208,8 +211,10 @@ export function createDashboard(options: DashboardOptions): Dashboard {
     handle(req, res, path) {
       if (path !== '/dashboard' && path !== '/dashboard/' && path !== '/dashboard/events') return false
       if (req.method !== 'GET' && req.method !== 'HEAD') {
-        res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' })
-        res.end('Method not allowed.\n')
+        // As the operations port's other paths answer one (admin.ts).
+        const allow = 'GET, HEAD'
+        const detail = `${req.method} is not allowed here: ${allow}.`
+        sendProblem(res, 405, path, detail, [['allow', allow]], 'ERR_METHOD')
         return true
       }
       if (path === '/dashboard/events') {

@@ -132,6 +132,23 @@ describe('GET /dashboard/events on a running gateway', () => {
     expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=|<img[^>]+src=|url\(|@import/)
     expect((await rawRequest(`${gw.admin}/dashboard`, { method: 'POST' })).status).toBe(405)
   })
+
+  test('another method is a 405 problem with a code and Allow, as elsewhere on the operations port', async () => {
+    for (const path of ['/dashboard', '/dashboard/', '/dashboard/events']) {
+      const res = await rawRequest(`${gw.admin}${path}`, { method: 'DELETE' })
+      expect([res.status, res.headers['content-type'], res.headers.allow], path).toEqual([
+        405,
+        'application/problem+json',
+        'GET, HEAD',
+      ])
+      expect(JSON.parse(res.body.toString()), path).toMatchObject({
+        status: 405,
+        code: 'ERR_METHOD',
+        detail: 'DELETE is not allowed here: GET, HEAD.',
+        instance: path,
+      })
+    }
+  })
 })
 
 describe('the stream keeps nothing behind', () => {
@@ -160,8 +177,18 @@ describe('the stream keeps nothing behind', () => {
       const one = streams[0] as SseStream
       expect(dashboard.clients).toBe(3)
       expect(dashboard.ticking).toBe(true)
-      // A fourth is refused rather than queued.
+      // A fourth is refused rather than queued, with a problem saying why.
       expect((await openStream(url)).status).toBe(503)
+      const full = await rawRequest(url)
+      expect([full.headers['content-type'], full.headers['retry-after']]).toEqual([
+        'application/problem+json',
+        '5',
+      ])
+      expect(JSON.parse(full.body.toString())).toMatchObject({
+        status: 503,
+        code: 'ERR_TOO_MANY_CLIENTS',
+        detail: 'Too many dashboard clients (3 at once): try again later.',
+      })
       // Each client gets the points from its last one on: the partial second again, then newer ones.
       data.decision('a', '', 'allowed')
       await one.next((e) => e.event === 'update' && (body(e).points[0]?.counts['a/allowed'] ?? 0) === 1)
@@ -184,6 +211,11 @@ describe('the stream keeps nothing behind', () => {
       expect(dashboard.clients).toBe(0)
       expect(dashboard.ticking).toBe(false)
       expect((await openStream(url)).status).toBe(503)
+      expect(JSON.parse((await rawRequest(url)).body.toString())).toMatchObject({
+        status: 503,
+        code: 'ERR_STOPPING',
+        detail: 'The gateway is stopping.',
+      })
     } finally {
       dashboard.close()
       server.closeAllConnections()
