@@ -187,6 +187,7 @@ rules:
       expect(sampleValue(families, 'edgelimit_config_reloads_total', { result }), result).toBe(0)
     for (const kind of ['error', 'timeout', 'breaker-open'])
       expect(sampleValue(families, 'edgelimit_store_errors_total', { kind }), kind).toBe(0)
+    expect(sampleValue(families, 'edgelimit_config_last_reload_successful')).toBe(1)
     // Each rule's outcomes by its mode (as the dashboard lists them): the first denial is a rise.
     const decided = (rule: string, tier: string) =>
       families
@@ -259,10 +260,13 @@ rules:
       await traffic()
       await check()
     }
+    expect(sampleValue(await scrape(), 'edgelimit_config_last_reload_successful')).toBe(1)
     writeFileSync(gw.file, policy('  - { name: broken, algorithm: gcra, limit: 0, period: 1s }\n'))
     expect((await gw.gateway.reload('test')).ok).toBe(false)
     await traffic()
     const families = await check()
+    // The file on disk is not what runs: an alert can say so for as long as it stays so.
+    expect(sampleValue(families, 'edgelimit_config_last_reload_successful')).toBe(0)
     expect(sampleValue(families, 'edgelimit_config_reloads_total', { result: 'success' })).toBe(4)
     expect(sampleValue(families, 'edgelimit_config_reloads_total', { result: 'failure' })).toBe(1)
     expect(sampleValue(families, 'edgelimit_config_generation')).toBe(5)

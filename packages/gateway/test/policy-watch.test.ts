@@ -220,6 +220,10 @@ describe('a file that cannot be read', () => {
     return Number(/edgelimit_config_reloads_total\{result="failure"\} (\d+)/.exec(text)?.[1] ?? 0)
   }
   const rejections = (w: Watched) => w.logs.filter((l) => l.msg.startsWith('policy rejected'))
+  const lastReloadSuccessful = async (w: Watched) => {
+    const text = await (await fetch(`http://127.0.0.1:${w.gateway.adminPort}/metrics`)).text()
+    return Number(/^edgelimit_config_last_reload_successful (\S+)$/m.exec(text)?.[1])
+  }
 
   test('deleted, then a folder in its place: each reported once and counted as a failed reload; the policy stays until the file is back', async () => {
     const dir = tempDir()
@@ -256,8 +260,11 @@ describe('a file that cannot be read', () => {
       expect(await w.until(() => rejections(w).length === 1)).toBe(true)
       const back = (l: LogLine) => l.msg.startsWith('policy file is the text in force again')
       expect(w.logs.some(back)).toBe(false)
+      expect(await lastReloadSuccessful(w)).toBe(0)
       writeFileSync(file, policy('v1'))
       expect(await w.until(() => w.logs.some(back))).toBe(true)
+      // The file is the policy in force again: nothing is wrong any more.
+      expect(await lastReloadSuccessful(w)).toBe(1)
       expect(w.logs.find(back)).toMatchObject({
         level: 30,
         reason: 'file changed',

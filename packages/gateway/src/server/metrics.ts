@@ -44,7 +44,13 @@ export interface Metrics {
    */
   response(status: number | 'aborted', upstream: number | 'error' | 'aborted' | 'none', seconds: number): void
   delayed(rule: string, ms: number): void
+  /**
+   * One reload, counted by its result; `edgelimit_config_last_reload_successful` says it until
+   * the next (a failure: the file on disk is not the policy that runs).
+   */
   reload(result: 'success' | 'failure'): void
+  /** The policy file is the text in force again (a rejected edit undone): nothing is wrong any more. */
+  fileInForce(): void
   /** Requests being handled (read when /metrics is scraped). */
   inFlight: number
   /** WebSocket tunnels open (read when /metrics is scraped). */
@@ -144,7 +150,8 @@ function requestDuration(registers: Registry[]) {
  * `edgelimit_upstream_responses_total{code}`, `edgelimit_responses_total{code}`,
  * `edgelimit_request_duration_seconds`, `edgelimit_shaping_delay_seconds{rule}`,
  * `edgelimit_in_flight_requests`, `edgelimit_websocket_tunnels`, `edgelimit_memory_store_keys`,
- * `edgelimit_config_reloads_total{result}`, `edgelimit_config_generation`, plus the process
+ * `edgelimit_config_reloads_total{result}`, `edgelimit_config_last_reload_successful`,
+ * `edgelimit_config_generation`, plus the process
  * metrics of prom-client.
  *
  * @example const metrics = createMetrics(); res.end(await metrics.registry.metrics())
@@ -251,6 +258,12 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     registers,
   })
   for (const result of ['success', 'failure']) reloads.labels(result).inc(0)
+  const lastReload = new Gauge({
+    name: 'edgelimit_config_last_reload_successful',
+    help: 'Whether the last reload put its policy in force (1; also at start), or it was rejected (0) and the previous policy runs',
+    registers,
+  })
+  lastReload.set(1)
   new Gauge({
     name: 'edgelimit_in_flight_requests',
     help: 'Requests being handled',
@@ -404,6 +417,10 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
     },
     reload(result) {
       reloads.labels(result).inc()
+      lastReload.set(result === 'success' ? 1 : 0)
+    },
+    fileInForce() {
+      lastReload.set(1)
     },
   }
 }

@@ -102,6 +102,7 @@ export function createReloader(options: ReloaderOptions): Reloader {
         // Back to the text in force after a rejected one (an edit undone, the file restored):
         // nothing to reload, but the operator who saw the rejection is told it is over.
         if (before !== inForce) {
+          metrics.fileInForce()
           log.info(
             { reason, generation: proxy.current.id },
             `policy file is the text in force again; generation ${proxy.current.id} stays in force`,
