@@ -60,6 +60,9 @@ export async function forEachLine(
   let skipping = false
   const emit = (buf: Buffer, s: number, e: number) => {
     line++
+    // A UTF-8 byte order mark (Windows editors, PowerShell) opens the file, not its first line:
+    // kept, it made the first client another key and the first JSON line no JSON.
+    if (line === 1 && e - s >= 3 && buf[s] === 0xef && buf[s + 1] === 0xbb && buf[s + 2] === 0xbf) s += 3
     if (e > s && buf[e - 1] === CR) e--
     if (e > s) onLine(buf, s, e, line)
   }

@@ -276,6 +276,37 @@ describe('malformed input is skipped, counted and reported with line numbers, fa
     ])
   })
 
+  test('a byte order mark opening a log (Windows editors, PowerShell) is not part of its first line', async () => {
+    const t = Date.UTC(2026, 0, 1)
+    const bom = '\uFEFF'
+    // The first line's client was "\uFEFF10.0.0.1", another key: three requests of one client under
+    // a limit of 2 blocked none.
+    const clf = [line('10.0.0.1', t), line('10.0.0.1', t + 1), line('10.0.0.1', t + 2)].join('')
+    const r = await replayLog({ inputs: [file('bom.log', bom + clf)], rules: perIp(2) })
+    expect([r.requests, r.malformed.count, r.rules[0]?.denied, r.rules[0]?.topKeys]).toEqual([
+      3,
+      0,
+      1,
+      [['10.0.0.1', 3, 0]],
+    ])
+    // A JSON line after the mark was "not a Common/Combined Log Format line", in auto and json formats.
+    const json = `${bom}{"time": "2026-01-01T00:00:00Z", "ip": "10.0.0.1"}\n`
+    for (const format of ['auto', 'json'] as const) {
+      const j = await replayLog({ inputs: [file('bom.jsonl', json)], rules: perIp(2), format })
+      expect([format, j.requests, j.malformed.count]).toEqual([format, 1, 0])
+    }
+    // Gzipped, as from standard input, and only at the start of a file: a mark inside is kept.
+    const g = await replayLog({
+      inputs: [file('bom.log.gz', gzipSync(bom + clf + bom + clf))],
+      rules: perIp(2),
+    })
+    expect([g.requests, g.malformed.count]).toEqual([6, 0])
+    expect(g.rules[0]?.topKeys).toEqual([
+      ['10.0.0.1', 5, 0],
+      [`${bom}10.0.0.1`, 1, 0],
+    ])
+  })
+
   test('isoTime never throws: a time outside the Date range is shown as a dash', () => {
     expect(isoTime(Date.UTC(2015, 4, 17, 10, 5, 3))).toBe('2015-05-17T10:05:03Z')
     expect(isoTime(9e15)).toBe('—')

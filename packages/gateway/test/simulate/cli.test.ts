@@ -170,6 +170,17 @@ describe('edgelimit simulate', () => {
     )
   })
 
+  test('--trace: a byte order mark opening the file is not part of its first line (which was dropped as a header)', async () => {
+    for (const [name, content] of [
+      ['bom.csv', '0,alice\n500,alice\n900,alice\n'],
+      ['bom.jsonl', '{"t": 0, "key": "alice"}\n{"t": 500, "key": "alice"}\n{"t": 900, "key": "alice"}\n'],
+    ] as const) {
+      const { code, results } = await twoPerSecond(file(name, `\uFEFF${content}`))
+      expect([name, code, results[0]?.requests]).toEqual([name, 0, 3])
+      expect(results[0]?.algorithms[0]?.denied).toBe(1)
+    }
+  })
+
   test('--trace: an access log, JSON lines, and time,key[,cost] lines', async () => {
     const log = await simulateJson([
       '--trace',
