@@ -2,8 +2,8 @@ import { type AlgorithmSpec, createLimiter, type Policy, type StoreRule } from '
 import { PolicyError } from '../config/issues.js'
 import type { GatewayConfig, KeyPart, RuleConfig, StoreConfig } from '../config/types.js'
 import { loadPolicy as loadGatewayPolicy, validatePolicy } from '../config/validate.js'
-import { type ClientKeyOptions, enforcedFor, subnetKey } from '../library.js'
-import { createHasher, type Hasher } from '../policy/key.js'
+import { type ClientKeyOptions, enforcedFor, resolveClientIp, subnetKey } from '../library.js'
+import { createHasher, type Hasher, trustsSomePeer } from '../policy/key.js'
 import { compileMatch } from '../policy/match.js'
 import { memo } from '../policy/memo.js'
 import { canonicalPath, hostForm, routeForm } from '../policy/path.js'
@@ -112,7 +112,8 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions, hasher: Hashe
   const matcher = compileMatch(rule.match)
   const request = requestView()
   const client = clientKey(identity)
-  const parts = rule.key.map((p) => keyPart(p, client))
+  const clientOf = recordClient(identity, client)
+  const parts = rule.key.map((p) => keyPart(p, clientOf))
   const names = rule.key.map((p) => ('name' in p ? `${p.kind}:${p.name}` : p.kind))
   const tiers = rule.tiers
   const planIndex = new Map(plans.map((p, i) => [p.tier, i]))
@@ -175,7 +176,7 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions, hasher: Hashe
   }
 
   function fallback(r: LogRecord): string {
-    return `${FALLBACK}${client(r.ip)}`
+    return `${FALLBACK}${clientOf(r)}`
   }
 
   /** The key the gateway passes its limiter: `name=value` parts (or the fallback), hashed. */
@@ -195,10 +196,10 @@ const FALLBACK = 'fallback|ip='
 
 type KeyFn = (r: LogRecord, route: string) => string | undefined
 
-function keyPart(part: KeyPart, client: (ip: string) => string): KeyFn {
+function keyPart(part: KeyPart, clientOf: (r: LogRecord) => string): KeyFn {
   switch (part.kind) {
     case 'ip':
-      return (r) => client(r.ip)
+      return clientOf
     case 'route':
       return (_, route) => route
     case 'path':
@@ -237,6 +238,28 @@ function clientKey(identity: ClientKeyOptions): (ip: string) => string {
       cache.set(ip, key)
     }
     return key
+  }
+}
+
+/**
+ * The client of a log record as the gateway resolves a request's: behind trusted proxies (or a
+ * hop count, or `trustPlatform`), the forwarding header a JSON line logged (nginx's
+ * `http_x_forwarded_for`, `headers.x-forwarded-for`), read with the gateway's own trust; else the
+ * logged address. Access-log lines carry no such header: their address is the client's.
+ */
+function recordClient(identity: ClientKeyOptions, client: (ip: string) => string): (r: LogRecord) => string {
+  if (!trustsSomePeer(identity)) return (r) => client(r.ip)
+  const header = (r: LogRecord) => (name: string) => {
+    const v = headerOf(r, name)
+    // nginx writes an absent header as `-`: the request had none.
+    return v === '-' ? undefined : v
+  }
+  return (r) => {
+    if (r.json === undefined) return client(r.ip)
+    const { ip, source } = resolveClientIp({ peer: r.ip, header: header(r) }, identity)
+    // From the peer (untrusted, or no header): the logged address, as before.
+    if (source === 'peer') return client(r.ip)
+    return ip === undefined ? (identity.fallback ?? 'unknown-client') : client(ip)
   }
 }
 

@@ -446,6 +446,79 @@ describe('JSON lines', () => {
     }
   })
 
+  test("behind trusted proxies a JSON line's X-Forwarded-For names the client, as serve reads the request", async () => {
+    // nginx behind a load balancer logs the balancer as remote_addr and the client in
+    // $http_x_forwarded_for: every request was keyed by the balancer, and its clients blocked
+    // together, where serve with the same identity counts each client alone.
+    const t = Date.UTC(2026, 0, 1)
+    const policy = [
+      'identity:',
+      '  trustedProxies: ["127.0.0.0/8"]',
+      'rules:',
+      '  - name: per-ip',
+      '    algorithm: fixed-window',
+      '    limit: 2',
+      '    window: 1m',
+      '    key: ip',
+    ].join('\n')
+    // What each request carries: its forwarding header (none: the balancer's own health check).
+    const sent: (string | undefined)[] = [
+      '203.0.113.1',
+      '203.0.113.1',
+      '203.0.113.1',
+      '198.51.100.7, 203.0.113.2',
+      '203.0.113.3',
+      undefined,
+      '203.0.113.4',
+      undefined,
+      undefined,
+    ]
+    const lines = sent.map((xff, i) => ({
+      time: new Date(t + i).toISOString(),
+      remote_addr: '127.0.0.1',
+      request: 'GET / HTTP/1.1',
+      status: 200,
+      // nginx writes an absent header as "-".
+      http_x_forwarded_for: xff ?? '-',
+    }))
+    // A peer that is no trusted proxy names itself, whatever it sends.
+    lines.push({
+      ...(lines[0] as (typeof lines)[0]),
+      remote_addr: '192.0.2.9',
+      time: new Date(t + 9).toISOString(),
+    })
+    const log = file('forwarded.jsonl', lines.map((l) => `${JSON.stringify(l)}\n`).join(''))
+    const io = captureIo(dir)
+    const json = path.join(dir, 'forwarded.json')
+    const args = [log, '-c', file('forwarded.yaml', policy), '--no-html', '--no-progress', '--json', json]
+    expect(await runReplay(args, io)).toBe(0)
+    const rule = (JSON.parse(readFileSync(json, 'utf8')) as ReplayResult).rules[0]
+    expect(rule?.topDenied.map(([k, n, , requests]) => [k, n, requests])).toEqual([
+      ['127.0.0.1', 1, 3],
+      ['203.0.113.1', 1, 3],
+    ])
+    expect(rule?.topKeys.map(([k, n]) => [k, n])).toEqual([
+      ['127.0.0.1', 3],
+      ['203.0.113.1', 3],
+      ['192.0.2.9', 1],
+      ['203.0.113.2', 1],
+      ['203.0.113.3', 1],
+      ['203.0.113.4', 1],
+    ])
+    // What serve answers the same requests from a trusted proxy (a 429 where replay denies).
+    const gw = await startInProcess(policy, { upstream: 'http://127.0.0.1:9', clock: manualClock(t) })
+    try {
+      const statuses = []
+      for (const xff of sent)
+        statuses.push(
+          (await fetch(gw.url, { headers: xff === undefined ? {} : { 'x-forwarded-for': xff } })).status,
+        )
+      expect(statuses).toEqual([502, 502, 429, 502, 502, 502, 502, 502, 429])
+    } finally {
+      await gw.close()
+    }
+  })
+
   test('header and query keys read JSON fields; a missing one falls back to the client', async () => {
     const t = Date.UTC(2026, 0, 1)
     const lines = [
