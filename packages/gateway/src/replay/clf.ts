@@ -29,6 +29,7 @@ const BACKSLASH = 0x5c
 const LBRACKET = 0x5b
 const RBRACKET = 0x5d
 const QMARK = 0x3f
+const SLASH = 0x2f
 
 const MONTHS = new Map<number, number>()
 ;['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'].forEach((m, i) => {
@@ -173,6 +174,18 @@ export function clfParser(needs: Needs = {}): ClfParser {
       if (c === SPACE || c === QMARK) break
     }
     if (t > reqE) t = tEnd = reqE
+    // An absolute-form target (`http://host/path`, as a client sends it to a proxy): the gateway
+    // reads its path, and its authority as the Host (which it must equal).
+    let hostS = 0
+    let hostE = 0
+    if (b[t] !== SLASH && tEnd - t > 7) {
+      const at = authorityAt(b, t, tEnd)
+      if (at > 0) {
+        hostS = at
+        for (hostE = at; hostE < tEnd && b[hostE] !== SLASH; hostE++);
+        t = hostE
+      }
+    }
     let qEnd = tEnd
     if (withQuery && b[tEnd] === QMARK) {
       while (qEnd < reqE && b[qEnd] !== SPACE) qEnd++
@@ -197,7 +210,8 @@ export function clfParser(needs: Needs = {}): ClfParser {
     record.user =
       userEnd - identEnd === 2 && b[identEnd + 1] === 0x2d ? '-' : b.toString('utf8', identEnd + 1, userEnd)
     record.method = method(b, reqS, m)
-    record.path = tEnd > t ? paths.get(b, t, tEnd) : '-'
+    record.path = tEnd > t ? paths.get(b, t, tEnd) : hostE > 0 ? '/' : '-'
+    record.host = hostE > hostS ? b.toString('latin1', hostS, hostE).toLowerCase() : ''
     record.status = status
     if (withQuery) record.query = qEnd > tEnd ? b.toString('utf8', tEnd + 1, qEnd) : ''
     if (withUa) record.ua = uaE > uaS ? b.toString('utf8', uaS, uaE) : '-'
@@ -205,6 +219,15 @@ export function clfParser(needs: Needs = {}): ClfParser {
   }
 
   return { record, parse, clientCounts: () => (counting ? (ips as ClientTable).counts() : new Map()) }
+}
+
+/** Where the authority of a target `http://` or `https://` (any case) at `s` starts, else -1. */
+function authorityAt(b: Buffer, s: number, e: number): number {
+  const lower = (i: number) => (b[i] as number) | 0x20
+  if (lower(s) !== 0x68 || lower(s + 1) !== 0x74 || lower(s + 2) !== 0x74 || lower(s + 3) !== 0x70) return -1
+  let p = s + 4
+  if (lower(p) === 0x73) p++
+  return p + 3 <= e && b[p] === 0x3a && b[p + 1] === SLASH && b[p + 2] === SLASH ? p + 3 : -1
 }
 
 const COMMON = ['GET', 'POST', 'HEAD', 'PUT', 'DELETE', 'OPTIONS', 'PATCH']

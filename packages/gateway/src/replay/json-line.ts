@@ -88,7 +88,12 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
       const end = rest.indexOf(' ')
       path = end < 0 ? rest : rest.slice(0, end)
     }
-    if (/^https?:\/\//.test(path)) path = path.replace(/^https?:\/\/[^/]*/, '') || '/'
+    // An absolute-form target: its path, and its authority as the Host (which the gateway requires).
+    const authority = ABSOLUTE.exec(path)
+    if (authority !== null) {
+      path = path.slice(authority[0].length)
+      if (!path.startsWith('/')) path = `/${path}`
+    }
     const q = path.indexOf('?')
     record.method = method.toUpperCase()
     record.path = q < 0 ? path : path.slice(0, q)
@@ -96,7 +101,12 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
     const status = Number(pick(obj, fields.status) ?? 0)
     record.status = Number.isInteger(status) && status >= 100 && status <= 999 ? status : 0
     const host = pick(obj, fields.host)
-    record.host = host === undefined ? '' : String(host).toLowerCase()
+    record.host =
+      host !== undefined
+        ? String(host).toLowerCase()
+        : authority !== null
+          ? (authority[1] as string).toLowerCase()
+          : ''
     const query = pick(obj, fields.query)
     record.query = query !== undefined ? String(query).replace(/^\?/, '') : q < 0 ? '' : path.slice(q + 1)
     record.ua = needs.ua === true ? text(pick(obj, fields.userAgent)) : '-'
@@ -105,6 +115,9 @@ export function jsonParser(overrides: Partial<JsonFields> = {}, needs: Needs = {
 
   return { record, parse }
 }
+
+/** `http://host` or `https://host` (any case) opening a target; the authority captured. */
+const ABSOLUTE = /^https?:\/\/([^/?#]*)/i
 
 const present = (v: unknown) => v !== undefined && v !== null && v !== ''
 

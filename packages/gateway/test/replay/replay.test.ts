@@ -307,6 +307,45 @@ describe('malformed input is skipped, counted and reported with line numbers, fa
     ])
   })
 
+  test('a request line in absolute form (http://host/path, as sent to a proxy) is matched on its path and host, as the gateway reads it', async () => {
+    const t = Date.UTC(2026, 0, 1)
+    // The login rule matched none of these (its path was "/example.com/login"), and a host rule none.
+    const targets = [
+      'http://example.com/login',
+      'https://Example.COM:8443/login?next=/',
+      'HTTP://example.com/login',
+      'http://example.com',
+      'http://example.com?next=/login',
+      '/login',
+    ]
+    const content = targets.map((target, i) => line('10.0.0.1', t + i, `POST ${target} HTTP/1.1`)).join('')
+    const rules = policyFromRules([
+      { name: 'login', algorithm: 'fixed-window', limit: 100, window: '1m', match: { path: '/login' } },
+      { name: 'site', algorithm: 'fixed-window', limit: 100, window: '1m', match: { host: 'example.com' } },
+      { name: 'by-path', algorithm: 'fixed-window', limit: 100, window: '1m', key: 'path' },
+    ])
+    const r = await replayLog({ inputs: [file('absolute.log', content)], rules })
+    expect(r.rules.map((rule) => [rule.name, rule.matched])).toEqual([
+      ['login', 4],
+      ['site', 5],
+      ['by-path', 6],
+    ])
+    expect(r.rules[2]?.topKeys.map(([k, n]) => [k, n])).toEqual([
+      ['/login', 4],
+      ['/', 2],
+    ])
+    // JSON lines too: the scheme in any case, the host from the authority when no field names it.
+    const json = targets.map(
+      (target, i) => `${JSON.stringify({ time: t + i, ip: '10.0.0.1', path: target })}\n`,
+    )
+    const j = await replayLog({ inputs: [file('absolute.jsonl', json.join(''))], rules })
+    expect(j.rules.map((rule) => [rule.name, rule.matched])).toEqual([
+      ['login', 4],
+      ['site', 5],
+      ['by-path', 6],
+    ])
+  })
+
   test('isoTime never throws: a time outside the Date range is shown as a dash', () => {
     expect(isoTime(Date.UTC(2015, 4, 17, 10, 5, 3))).toBe('2015-05-17T10:05:03Z')
     expect(isoTime(9e15)).toBe('—')
