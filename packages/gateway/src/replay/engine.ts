@@ -3,7 +3,7 @@ import { clfParser } from './clf.js'
 import { type JsonFields, jsonParser } from './json-line.js'
 import { forEachLine, type Input } from './lines.js'
 import { type PolicyRule, REPLAY_MAX_KEYS } from './policy.js'
-import type { LogRecord } from './record.js'
+import { type LogRecord, refusedBeforeRules } from './record.js'
 import { reorder } from './reorder.js'
 import { timeline } from './timeline.js'
 import { type TopKeys, topKeys } from './top-keys.js'
@@ -210,15 +210,13 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
     lines++
     if ((lines & 0xffff) === 0) options.onProgress?.({ lines, bytes, input: inputIndex })
     const isJson = format === 'json' || (format === 'auto' && buf[s] === 0x7b)
-    if (isJson) {
-      const why = json.parse(buf.toString('utf8', s, e))
-      if (why !== undefined) bad(buf, s, e, lineNo, why)
-      else accept(json.record)
-    } else {
-      const why = clf.parse(buf, s, e)
-      if (why !== undefined) bad(buf, s, e, lineNo, why)
-      else accept(clf.record)
-    }
+    const why = isJson ? json.parse(buf.toString('utf8', s, e)) : clf.parse(buf, s, e)
+    const record = isJson ? json.record : clf.record
+    // A request the gateway answers before its rules (a scanner's CONNECT or `/%zz`) charges no one.
+    const refused = why === undefined ? refusedBeforeRules(record) : undefined
+    if (why !== undefined) bad(buf, s, e, lineNo, why)
+    else if (refused !== undefined) bad(buf, s, e, lineNo, refused)
+    else accept(record)
   }
 
   for (const input of options.inputs) {

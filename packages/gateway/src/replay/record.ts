@@ -1,3 +1,5 @@
+import { canonicalPath } from '../policy/path.js'
+
 /** One parsed log line: plain data, cheap to copy into the reorder buffer. */
 export interface LogRecord {
   /** The line's own time, epoch ms. */
@@ -73,4 +75,26 @@ export function headerOf(r: LogRecord, name: string): string | undefined {
     own(r.json, name) ??
     get(r.json, `request.headers.${name}`)
   return v === undefined || v === null || v === '' ? undefined : String(v)
+}
+
+/** Why a request the gateway answers before its rules is not decided (see `refusedBeforeRules`). */
+export const CONNECT_REFUSED = 'CONNECT (the gateway answers 405 before its rules)'
+export const BAD_TARGET =
+  'bad target (the gateway answers 400 before its rules: no path, or a "%" without two hex digits)'
+
+/**
+ * Why the gateway would answer a logged request before any rule sees it, else undefined: a
+ * CONNECT (405: it opens no tunnels), or a target it refuses (400: `*`, anything that is no path
+ * once an absolute form's authority is gone, a `%` not followed by two hex digits in the path).
+ * A record without a logged path (`-`) is kept.
+ *
+ * @example refusedBeforeRules({ ...emptyRecord(), method: 'GET', path: '/%zz' }) // BAD_TARGET
+ */
+export function refusedBeforeRules(r: LogRecord): string | undefined {
+  if (r.method === 'CONNECT') return CONNECT_REFUSED
+  const path = r.path
+  if (path === '-') return undefined
+  const c = path.charCodeAt(0)
+  if (c !== 47 /* / */ && c !== 92 /* \ */) return BAD_TARGET
+  return path.includes('%') && canonicalPath(path) === undefined ? BAD_TARGET : undefined
 }

@@ -346,6 +346,44 @@ describe('malformed input is skipped, counted and reported with line numbers, fa
     ])
   })
 
+  test('a request the gateway answers before its rules (CONNECT, "*", no path, a bad "%" escape) is not decided: no rule sees it', async () => {
+    const t = Date.UTC(2026, 0, 1)
+    // A scanner's probes: serve answers them 405 or 400 and charges no one. Replay charged them,
+    // and the client's next real request was blocked.
+    const content = [
+      line('10.0.0.1', t, 'CONNECT www.example.com:443 HTTP/1.1', 405),
+      line('10.0.0.1', t + 1, 'OPTIONS * HTTP/1.1', 400),
+      line('10.0.0.1', t + 2, 'GET /%zz HTTP/1.1', 400),
+      line('10.0.0.1', t + 3, 'GET index.html HTTP/1.1', 400),
+      line('10.0.0.1', t + 4, 'GET /login?width=100% HTTP/1.1'),
+      line('10.0.0.1', t + 5, 'GET /a%2Fb HTTP/1.1'),
+      line('10.0.0.1', t + 6),
+    ].join('')
+    const r = await replayLog({ inputs: [file('refused.log', content)], rules: perIp(2) })
+    expect([r.lines, r.requests, r.rules[0]?.matched, r.rules[0]?.denied]).toEqual([7, 3, 3, 1])
+    expect(r.malformed.examples.map((m) => [m.line, m.reason])).toEqual([
+      [1, 'CONNECT (the gateway answers 405 before its rules)'],
+      [2, 'bad target (the gateway answers 400 before its rules: no path, or a "%" without two hex digits)'],
+      [3, 'bad target (the gateway answers 400 before its rules: no path, or a "%" without two hex digits)'],
+      [4, 'bad target (the gateway answers 400 before its rules: no path, or a "%" without two hex digits)'],
+    ])
+    // JSON lines alike; a line without a path field is kept.
+    const json = (fields: object) =>
+      `${JSON.stringify({ time: t / 1000, remote_addr: '10.0.0.1', ...fields })}\n`
+    const j = await replayLog({
+      inputs: [
+        file(
+          'refused.jsonl',
+          [json({ request: 'CONNECT a:443 HTTP/1.1' }), json({ path: '/x%4' }), json({ status: 200 })].join(
+            '',
+          ),
+        ),
+      ],
+      rules: perIp(2),
+    })
+    expect([j.requests, j.malformed.count]).toEqual([1, 2])
+  })
+
   test('isoTime never throws: a time outside the Date range is shown as a dash', () => {
     expect(isoTime(Date.UTC(2015, 4, 17, 10, 5, 3))).toBe('2015-05-17T10:05:03Z')
     expect(isoTime(9e15)).toBe('—')
