@@ -1,4 +1,4 @@
-import { closeSync, createReadStream, fstatSync, openSync, readSync } from 'node:fs'
+import { closeSync, createReadStream, openSync, readSync, statSync } from 'node:fs'
 import { Readable } from 'node:stream'
 import { createGunzip } from 'node:zlib'
 import { UsageError } from '../report/io.js'
@@ -26,7 +26,7 @@ export async function forEachLine(
   onBytes: (n: number) => void = () => {},
 ): Promise<number> {
   let source: AsyncIterable<Buffer> | Iterable<Buffer>
-  if (typeof input === 'string' && input !== '-' && !isGzip(input)) {
+  if (typeof input === 'string' && input !== '-' && fileKind(input) === 'plain') {
     // A plain file is read with blocking reads: the replay has nothing else to do meanwhile,
     // and it never waits on the event loop between chunks.
     source = fileChunks(input, onBytes)
@@ -126,14 +126,21 @@ export async function forEachLine(
   return line
 }
 
-/** Whether a file starts with the gzip magic bytes. */
-function isGzip(file: string): boolean {
+/**
+ * How a file is read: a regular file by blocking reads (`plain`) or gunzipped (`gzip`, by its magic
+ * bytes); anything else — a named pipe (`<(zcat access.log.gz)`, mkfifo), `/dev/stdin` — as a
+ * stream, its gzip told by its first bytes (it cannot be read at an offset, nor opened twice).
+ */
+function fileKind(file: string): 'plain' | 'gzip' | 'stream' {
+  // Not opened to tell: opening a pipe blocks until its writer opens it.
+  const stats = statSync(file)
+  // A directory opens, and its first read fails with an EISDIR that names no file.
+  if (stats.isDirectory()) throw new UsageError(`${file}: a directory, not a log file`)
+  if (!stats.isFile()) return 'stream'
   const fd = openSync(file, 'r')
   try {
-    // A directory opens, and its first read fails with an EISDIR that names no file.
-    if (fstatSync(fd).isDirectory()) throw new UsageError(`${file}: a directory, not a log file`)
     const magic = Buffer.alloc(2)
-    return readSync(fd, magic, 0, 2, 0) === 2 && magic[0] === 0x1f && magic[1] === 0x8b
+    return readSync(fd, magic, 0, 2, 0) === 2 && magic[0] === 0x1f && magic[1] === 0x8b ? 'gzip' : 'plain'
   } finally {
     closeSync(fd)
   }

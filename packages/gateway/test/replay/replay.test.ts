@@ -1,3 +1,4 @@
+import { execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -9,6 +10,7 @@ import { describe, expect, test } from 'vitest'
 import { policyFromRules, type ReplayResult, replayLog, runReplay } from '../../src/replay/index.js'
 import { htmlReport } from '../../src/replay/report.js'
 import { duration, isoTime } from '../../src/report/format.js'
+import { runSimulate } from '../../src/simulate/index.js'
 import { startInProcess } from '../support/gateway.js'
 import { clfTime } from './generate-log.js'
 import { captureIo } from './io.js'
@@ -66,6 +68,34 @@ describe('the real sample log (10,000 Combined Log Format lines, not in time ord
       replayLog({ inputs: [gz], rules: perIp(60) }),
     ])
     expect(strip(b)).toEqual(strip(a))
+  })
+
+  test('a named pipe (`<(zcat access.log.gz)`, mkfifo) is read as a stream, plain or gzipped', async () => {
+    // Its gzip magic was read at offset 0: ESPIPE, a crash (exit 1) instead of a replay.
+    // A pipe written by another process, as a shell's process substitution is.
+    const pipe = (name: string, from: string) => {
+      const fifo = path.join(dir, name)
+      execFileSync('mkfifo', [fifo])
+      spawn('sh', ['-c', 'cat "$0" > "$1"', from, fifo], { stdio: 'ignore' })
+      return fifo
+    }
+    const expected = strip(await replayLog({ inputs: [SAMPLE], rules: perIp(60) }))
+    const gz = file('piped.log.gz', gzipSync(sample))
+    for (const [name, from] of [
+      ['fifo-plain', SAMPLE],
+      ['fifo-gzip', gz],
+    ] as const) {
+      const r = await replayLog({ inputs: [pipe(name, from)], rules: perIp(60) })
+      expect(strip(r)).toEqual(expected)
+    }
+    // The command, and simulate --trace.
+    const io = captureIo(dir)
+    expect(await runReplay([pipe('fifo-cli', SAMPLE), '--no-html', '--no-progress'], io)).toBe(0)
+    expect(io.out()).toMatch(/^edgelimit replay: 10,000 lines from fifo-cli/)
+    const sim = captureIo(dir)
+    const trace = pipe('fifo-trace', file('piped.csv', '0,alice\n10,alice\n'))
+    expect(await runSimulate(['--trace', trace, '--algorithms', 'fixed-window', '--no-html'], sim)).toBe(0)
+    expect(sim.out()).toMatch(/^fifo-trace: 2 requests from 1 client/)
   })
 
   test('a policy file in the gateway format: match, keys, tiers by key value', async () => {
