@@ -64,17 +64,31 @@ export function text(v: unknown): string {
 
 /**
  * A request header as a log line can tell it: the user agent, and for JSON lines a field
- * `headers.<name>`, `http_<name_with_underscores>` (nginx) or `<name>`.
+ * `headers.<name>`, `http_<name_with_underscores>` (nginx), `<name>` or `request.headers.<name>`
+ * (Caddy). In a `headers` object the name is matched in any case (Caddy writes `X-Api-Key`), and a
+ * list of values (Caddy's `["k1"]`) reads as its lines joined with `, `, as the gateway joins them.
  */
 export function headerOf(r: LogRecord, name: string): string | undefined {
   if (name === 'user-agent' && r.ua !== '-') return r.ua
   if (r.json === undefined) return undefined
   const v =
+    headerIn(get(r.json, 'headers'), name) ??
     get(r.json, `headers.${name}`) ??
     own(r.json, `http_${name.replace(/-/g, '_')}`) ??
     own(r.json, name) ??
+    headerIn(get(r.json, 'request.headers'), name) ??
     get(r.json, `request.headers.${name}`)
-  return v === undefined || v === null || v === '' ? undefined : String(v)
+  const value = Array.isArray(v) ? (v.length === 0 ? undefined : v.join(', ')) : v
+  return value === undefined || value === null || value === '' ? undefined : String(value)
+}
+
+/** A header of a logged `headers` object, its name in any case (own fields only). */
+function headerIn(headers: unknown, name: string): unknown {
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) return undefined
+  if (Object.hasOwn(headers, name)) return (headers as Record<string, unknown>)[name]
+  for (const k of Object.keys(headers))
+    if (k.length === name.length && k.toLowerCase() === name) return (headers as Record<string, unknown>)[k]
+  return undefined
 }
 
 /** Why a request the gateway answers before its rules is not decided (see `refusedBeforeRules`). */

@@ -648,6 +648,34 @@ describe('JSON lines', () => {
     expect(r.rules[1]?.topKeys.map(([k]) => k)).toContain('k2')
   })
 
+  test('headers logged as Caddy logs them (request.headers, canonical names, lists of values) are read', async () => {
+    // Caddy: "request": {"headers": {"X-Api-Key": ["k1"]}}. Looked up in lower case only, every
+    // such line fell back to the client.
+    const t = Date.UTC(2026, 0, 1)
+    const caddy = (headers: Record<string, string[]>) => ({
+      ts: t / 1000,
+      request: { remote_ip: '10.0.0.1', method: 'GET', uri: '/api', headers },
+    })
+    const lines = [
+      caddy({ 'X-Api-Key': ['k1'] }),
+      caddy({ 'X-API-KEY': ['k1'] }),
+      { time: t, ip: '10.0.0.1', path: '/api', headers: { 'X-Api-Key': 'k1' } },
+      caddy({ 'X-Api-Key': ['k2', 'k3'] }),
+      caddy({ 'X-Api-Key': [] }),
+      caddy({}),
+    ]
+    const f = file('caddy.jsonl', lines.map((l) => JSON.stringify(l)).join('\n'))
+    const rules = policyFromRules([
+      { name: 'by-header', key: 'header:x-api-key', algorithm: 'fixed-window', limit: 100, window: '1m' },
+    ])
+    const r = await replayLog({ inputs: [f], rules })
+    expect(r.rules[0]?.topKeys.map(([k, n]) => [k, n])).toEqual([
+      ['k1', 3],
+      ['fallback|ip=10.0.0.1', 2],
+      ['k2, k3', 1],
+    ])
+  })
+
   test('a header named like an Object.prototype member is missing unless the line has it', async () => {
     const t = Date.UTC(2026, 0, 1)
     const lines: Record<string, unknown>[] = [
