@@ -56,6 +56,12 @@ export interface RuleReport {
   readonly shadow: boolean
   /** Requests the rule applied to (in `enforce` mode, that reached it). */
   readonly matched: number
+  /**
+   * Requests that lacked a key part the rule reads (a header or query parameter, the host: an
+   * access log carries no header but the user agent) and were keyed by client, as the gateway
+   * keys them.
+   */
+  readonly fellBack: number
   /** Requests the rule denied (would have blocked, in shadow). */
   readonly denied: number
   readonly firstDeniedAt: number | undefined
@@ -273,6 +279,7 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
       key: r.key,
       shadow: mode === 'shadow' || r.shadow,
       matched: runner.matched[i] as number,
+      fellBack: runner.fellBack[i] as number,
       denied: denied[i] as number,
       firstDeniedAt: firstDenied[i],
       deniedKeys: (topDenied[i] as TopKeys).distinct,

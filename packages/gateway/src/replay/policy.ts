@@ -55,6 +55,11 @@ export interface PolicyRule {
   enforces(r: LogRecord, route: string, plan: number): boolean
   /** For a rule keyed by `ip` alone: the key of a client address (IPv6 grouped as configured). */
   readonly clientKey: ((ip: string) => string) | undefined
+  /**
+   * The key parts a request may lack (`header:`, `query:`, `host`): then the rule keys it by
+   * client, `FALLBACK` + address, as the gateway does. Empty for keys every request has.
+   */
+  readonly mayLack: readonly string[]
   /** Fields of a log line the rule reads beyond the defaults. */
   readonly needs: { readonly ua: boolean; readonly query: boolean }
   /**
@@ -158,6 +163,7 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions, hasher: Hashe
       rule.enforce >= 100 || rule.enforce <= 0
         ? () => rule.enforce >= 100
         : (r, route, plan) => enforcedFor((plans[plan] as PolicyPlan).name, storeKey(r, route), rule.enforce),
+    mayLack: names.filter((n) => n === 'host' || n.startsWith('header:') || n.startsWith('query:')),
     needs: {
       ua:
         rule.key.some((p) => p.kind === 'header' && p.name === 'user-agent') ||
@@ -192,7 +198,7 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions, hasher: Hashe
 }
 
 /** A missing header or query parameter keys the request by client, in a namespace of its own (as the gateway does). */
-const FALLBACK = 'fallback|ip='
+export const FALLBACK = 'fallback|ip='
 
 type KeyFn = (r: LogRecord, route: string) => string | undefined
 

@@ -76,6 +76,14 @@ function headline(r: ReplayResult, label: string): string[] {
 /** The terminal report: summary, a table per rule, top keys, a timeline, malformed lines. */
 export function textReport(r: ReplayResult, label: string, top = 10): string {
   const out = [...headline(r, label), '', table(RULE_HEADERS, r.rules.map(ruleRow), RULE_ALIGN)]
+  // Keyed by client for want of a header, a query parameter or the host: the counts are by
+  // address, which is worth saying (an access log carries no header but the user agent).
+  const lacking = r.rules.filter((rule) => rule.fellBack > 0)
+  if (lacking.length > 0) out.push('')
+  for (const rule of lacking)
+    out.push(
+      `"${rule.name}": ${int(rule.fellBack)} of ${counted(rule.matched, 'request')} had no ${lackable(rule.key).join(' or ')}: keyed by client address (fallback|ip=…), as the gateway keys them`,
+    )
   for (const rule of r.rules) {
     if (rule.topDenied.length === 0) continue
     out.push('', `Top keys blocked by "${rule.name}":`)
@@ -107,6 +115,11 @@ export function textReport(r: ReplayResult, label: string, top = 10): string {
       out.push(`  … ${int(r.malformed.count - r.malformed.examples.length)} more`)
   }
   return `${out.join('\n')}\n`
+}
+
+/** The key parts a request may lack (as `PolicyRule.mayLack`). */
+function lackable(key: readonly string[]): string[] {
+  return key.filter((n) => n === 'host' || n.startsWith('header:') || n.startsWith('query:'))
 }
 
 function requestsOf(requests: number | null): string {

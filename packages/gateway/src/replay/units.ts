@@ -1,5 +1,5 @@
 import { memoryStore } from 'edgelimit'
-import type { PolicyPlan, PolicyRule } from './policy.js'
+import { FALLBACK, type PolicyPlan, type PolicyRule } from './policy.js'
 import type { LogRecord } from './record.js'
 import { type TopKeys, topKeys } from './top-keys.js'
 
@@ -34,6 +34,8 @@ export interface RuleRunner {
   decide(r: LogRecord, now: number): 0 | 1 | 2
   /** Requests each rule decided. */
   readonly matched: Float64Array
+  /** Requests each rule keyed by client because they lacked a key part (`PolicyRule.mayLack`). */
+  readonly fellBack: Float64Array
   /** Each rule's busiest keys (rules of one unit share theirs). */
   readonly requests: readonly TopKeys[]
   /** Requests blocked (`enforce` mode). */
@@ -88,6 +90,7 @@ export function ruleRunner(
   const requests: TopKeys[] = []
   for (const u of units) for (const i of u.members) requests[i] = u.requests
   const matched = new Float64Array(rules.length)
+  const fellBack = new Float64Array(rules.length)
   let blocked = 0
 
   return {
@@ -101,9 +104,11 @@ export function ruleRunner(
         const plan = u.bound.length === 1 ? 0 : u.rule.planOf(r, key)
         const verdicts = (u.bound[plan] as Bound).evaluateSync(key, u.cost, now, u.options)
         const members = u.members
+        const lacked = u.rule.mayLack.length > 0 && key.startsWith(FALLBACK)
         for (let j = 0; j < members.length; j++) {
           const i = members[j] as number
           matched[i] = (matched[i] as number) + 1
+          if (lacked) fellBack[i] = (fellBack[i] as number) + 1
           if ((verdicts[j] as { allowed: boolean }).allowed) continue
           any = 1
           onDenied(i, key)
@@ -117,6 +122,7 @@ export function ruleRunner(
       return any
     },
     matched,
+    fellBack,
     requests,
     get blocked() {
       return blocked

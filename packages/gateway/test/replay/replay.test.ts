@@ -907,6 +907,36 @@ describe('the command', () => {
     expect(await denied(['-c', file('redis.yaml', `store: redis://127.0.0.1:1\nrules:\n${rules}`)])).toBe(1)
   })
 
+  test('requests keyed by client for want of the header, query parameter or host a rule reads are counted and said', async () => {
+    // An access log carries no header but the user agent: every request of a header-keyed rule
+    // was keyed by its address, and nothing said so.
+    const t = Date.UTC(2026, 0, 1)
+    const clf = file(
+      'no-header.log',
+      [line('10.0.0.1', t), line('10.0.0.2', t + 1), line('10.0.0.1', t + 2)].join(''),
+    )
+    const io = captureIo(dir)
+    const json = path.join(dir, 'no-header.json')
+    const args = ['--key', 'header:x-api-key', '--no-html', '--no-progress', '--json', json]
+    expect(await runReplay([clf, ...args], io)).toBe(0)
+    expect(io.out()).toContain(
+      '\n"sliding-window": 3 of 3 requests had no header:x-api-key: keyed by client address (fallback|ip=…), as the gateway keys them\n',
+    )
+    expect((JSON.parse(readFileSync(json, 'utf8')) as ReplayResult).rules[0]?.fellBack).toBe(3)
+    // Lines that carry it: nothing to say.
+    const jsonl = file(
+      'with-header.jsonl',
+      `${JSON.stringify({ time: t, ip: '10.0.0.1', path: '/', http_x_api_key: 'k1' })}\n`,
+    )
+    const carried = captureIo(dir)
+    expect(await runReplay([jsonl, ...args], carried)).toBe(0)
+    expect(carried.out()).not.toContain('keyed by client address')
+    expect((JSON.parse(readFileSync(json, 'utf8')) as ReplayResult).rules[0]?.fellBack).toBe(0)
+    // A rule keyed by address alone never falls back.
+    const ip = await replayLog({ inputs: [clf], rules: perIp(100) })
+    expect(ip.rules[0]?.fellBack).toBe(0)
+  })
+
   test('"Top keys blocked" gives each key its request count, busiest key or not', async () => {
     const io = captureIo(dir)
     const args = ['--limit', '20', '--window', '1m', '--algorithm', 'fixed-window', '--top', '3']
