@@ -212,9 +212,12 @@ export async function replayLog(options: ReplayOptions): Promise<ReplayResult> {
     else buffer.push(r)
   }
 
-  const onLine = (buf: Buffer, s: number, e: number, lineNo: number) => {
+  const onLine = (buf: Buffer, start: number, e: number, lineNo: number) => {
     lines++
     if ((lines & 0xffff) === 0) options.onProgress?.({ lines, bytes, input: inputIndex })
+    // Indentation (a JSON line written with leading spaces or a tab) is no part of the line.
+    let s = start
+    while (s < e && (buf[s] === 0x20 || buf[s] === 0x09)) s++
     const isJson = format === 'json' || (format === 'auto' && buf[s] === 0x7b)
     const why = isJson ? json.parse(buf.toString('utf8', s, e)) : clf.parse(buf, s, e)
     const record = isJson ? json.record : clf.record

@@ -626,6 +626,19 @@ describe('JSON lines', () => {
     }
   })
 
+  test('a JSON line indented with spaces or tabs is JSON in auto format, as JSON.parse reads it', async () => {
+    // It was "not a Common/Combined Log Format line": auto looked for "{" at the first byte only.
+    const t = Date.UTC(2026, 0, 1)
+    const json = JSON.stringify({ time: t, ip: '10.0.0.1', path: '/' })
+    const content = [`  ${json}`, `\t${json}`, ` \t ${json}`, `  ${line('10.0.0.2', t).trimEnd()}`].join('\n')
+    const r = await replayLog({ inputs: [file('indented.jsonl', content)], rules: perIp(100) })
+    expect([r.requests, r.malformed.count]).toEqual([4, 0])
+    expect(r.rules[0]?.topKeys.map(([k, n]) => [k, n])).toEqual([
+      ['10.0.0.1', 3],
+      ['10.0.0.2', 1],
+    ])
+  })
+
   test('header and query keys read JSON fields; a missing one falls back to the client', async () => {
     const t = Date.UTC(2026, 0, 1)
     const lines = [
