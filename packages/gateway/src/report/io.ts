@@ -62,21 +62,16 @@ export async function runCommand(
     return await work()
   } catch (error) {
     const code = error instanceof Error ? (error as NodeJS.ErrnoException).code : undefined
-    if (
-      error instanceof UsageError ||
-      isInputError(error) ||
-      code === 'ENOENT' ||
-      code === 'EACCES' ||
-      code === 'EISDIR' ||
-      code === 'ENOTDIR' ||
-      code === 'EEXIST'
-    ) {
+    if (error instanceof UsageError || isInputError(error) || (code !== undefined && FILE_ERRORS.has(code))) {
       io.stderr.write(`edgelimit ${command}: ${(error as Error).message}\n`)
       return 2
     }
     throw error
   }
 }
+
+/** What a file named on the command line can fail with: the file's problem, not a bug (exit 2). */
+const FILE_ERRORS = new Set(['ENOENT', 'EACCES', 'EISDIR', 'ENOTDIR', 'EEXIST', 'ELOOP', 'ENAMETOOLONG'])
 
 /**
  * Fails now, with the error `writeOutput` would give at the end, if `file` cannot be written:
@@ -87,7 +82,11 @@ export async function runCommand(
  */
 export async function checkOutput(file: string): Promise<Stats | undefined> {
   await makeFolder(file)
-  const existing = await stat(file).catch(() => undefined)
+  // Absent is fine (it is made); a path that cannot be reached (a link loop) fails the write too.
+  const existing = await stat(file).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined
+    throw error
+  })
   if (existing?.isDirectory())
     throw Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${file}'`), {
       code: 'EISDIR',

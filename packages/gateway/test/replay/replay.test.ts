@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { Readable } from 'node:stream'
@@ -1026,6 +1026,37 @@ describe('the command', () => {
     // Every field --field takes (its usage error lists them) is in the help.
     const fields = /--field <name=source>[^:]*: ([\s\S]*?) \(e\.g\./.exec(help.out())?.[1]?.split(/,\s+/)
     expect(fields).toEqual(['time', 'ip', 'user', 'method', 'path', 'status', 'userAgent', 'host', 'query'])
+  })
+
+  test('a file that cannot be reached (a symbolic link loop, a name too long) is an input error (exit 2), before the run', async () => {
+    // They were thrown as bugs (exit 1, "edgelimit: ELOOP: …"); an output only after the replay.
+    const loop = path.join(dir, 'loop-a')
+    symlinkSync(path.join(dir, 'loop-b'), loop)
+    symlinkSync(loop, path.join(dir, 'loop-b'))
+    const long = path.join(dir, 'x'.repeat(300))
+    const cases: [string[], RegExp][] = [
+      [[loop], /^edgelimit replay: ELOOP: .*loop-a/],
+      [[long], /^edgelimit replay: ENAMETOOLONG: /],
+      [[SAMPLE, '--json', loop], /^edgelimit replay: ELOOP: .*loop-a/],
+      [[SAMPLE, '--json', path.join(loop, 'r.json')], /^edgelimit replay: ELOOP: .*loop-a/],
+      [[SAMPLE, '--html', long], /^edgelimit replay: ENAMETOOLONG: /],
+    ]
+    for (const [args, message] of cases) {
+      const io = captureIo(dir)
+      expect(await runReplay([...args, '--no-progress'], io), args.join(' ')).toBe(2)
+      expect(io.err()).toMatch(message)
+      // Stopped before the run: no report.
+      expect(io.out()).toBe('')
+    }
+    for (const args of [
+      ['--trace', loop],
+      ['--trace', long],
+      ['steady', '--json', loop],
+    ]) {
+      const io = captureIo(dir)
+      expect(await runSimulate([...args, '--no-html'], io), args.join(' ')).toBe(2)
+      expect(io.err()).toMatch(/^edgelimit simulate: E(LOOP|NAMETOOLONG): /)
+    }
   })
 
   test('--limit is a whole number in digits up to 2147483647; the error quotes what was typed', async () => {
