@@ -96,6 +96,23 @@ export async function checkOutput(file: string): Promise<Stats | undefined> {
 }
 
 /**
+ * `checkOutput` for the file an output flag names: a directory given as the file is named by its
+ * flag (`--html reports/ is a directory`), with a file name to give instead; other errors (which
+ * name the file) go on as they are.
+ */
+async function checkFlagOutput(flag: string, file: string): Promise<Stats | undefined> {
+  try {
+    return await checkOutput(file)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EISDIR') throw error
+    const example = path.join(file, `report${flag.replace(/^--/, '.')}`)
+    throw new UsageError(`${flag} ${file} is a directory: give a file name (${flag} ${example})`, {
+      cause: error,
+    })
+  }
+}
+
+/**
  * Fails now, before a long run, where an output cannot be written (`checkOutput`) or is one of the
  * files the command reads (the same file by device and inode: through a link or another spelling
  * of its path too), or where two outputs are one file: the report would overwrite its input, or
@@ -121,7 +138,7 @@ export async function checkOutputs(
   for (const [flag, file] of outputs) {
     if (file === undefined) continue
     // A file not there yet is no input; two outputs not there yet are one where their paths are.
-    const id = identity(await checkOutput(file)) ?? `path:${path.resolve(file)}`
+    const id = identity(await checkFlagOutput(flag, file)) ?? `path:${path.resolve(file)}`
     const input = read.find(([, other]) => other === id)
     if (input !== undefined)
       throw new UsageError(

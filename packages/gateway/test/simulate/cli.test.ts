@@ -491,7 +491,10 @@ describe('edgelimit simulate', () => {
     ] as const) {
       const io = captureIo(dir)
       expect(await run([...args], io)).toBe(2)
-      expect(io.err()).toMatch(/^edgelimit (replay|simulate): (EISDIR|cannot write)/)
+      // A directory given as the file is named by its flag, with a file name to give instead.
+      expect(io.err()).toMatch(
+        /^edgelimit (replay|simulate): (--html \S+ is a directory: give a file name \(--html \S+\/report\.html\)|cannot write)/,
+      )
       expect(io.out()).toBe('')
     }
   })
