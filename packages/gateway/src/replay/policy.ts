@@ -163,7 +163,7 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions, hasher: Hashe
       rule.enforce >= 100 || rule.enforce <= 0
         ? () => rule.enforce >= 100
         : (r, route, plan) => enforcedFor((plans[plan] as PolicyPlan).name, storeKey(r, route), rule.enforce),
-    mayLack: names.filter((n) => n === 'host' || n.startsWith('header:') || n.startsWith('query:')),
+    mayLack: lackableParts(names),
     needs: {
       ua:
         rule.key.some((p) => p.kind === 'header' && p.name === 'user-agent') ||
@@ -195,6 +195,14 @@ function compileRule(rule: RuleConfig, identity: ClientKeyOptions, hasher: Hashe
     }
     return hasher.hash(descriptor)
   }
+}
+
+/**
+ * The parts of a key, as the policy names them, that a request may lack (`host`, `header:<name>`,
+ * `query:<name>`): `PolicyRule.mayLack`, and what the report names when requests lacked them.
+ */
+export function lackableParts(names: readonly string[]): string[] {
+  return names.filter((n) => n === 'host' || n.startsWith('header:') || n.startsWith('query:'))
 }
 
 /** A missing header or query parameter keys the request by client, in a namespace of its own (as the gateway does). */

@@ -1,6 +1,7 @@
 import { counted, duration, int, isoTime, pct, table } from '../report/format.js'
 import { escapeHtml, htmlTable, PALETTE, type Report, renderReport } from '../report/html.js'
 import type { ReplayResult, RuleReport } from './engine.js'
+import { lackableParts } from './policy.js'
 
 const BARS = '▁▂▃▄▅▆▇█'
 
@@ -82,7 +83,7 @@ export function textReport(r: ReplayResult, label: string, top = 10): string {
   if (lacking.length > 0) out.push('')
   for (const rule of lacking)
     out.push(
-      `"${rule.name}": ${int(rule.fellBack)} of ${counted(rule.matched, 'request')} had no ${lackable(rule.key).join(' or ')}: keyed by client address (fallback|ip=…), as the gateway keys them`,
+      `"${rule.name}": ${int(rule.fellBack)} of ${counted(rule.matched, 'request')} had no ${lackableParts(rule.key).join(' or ')}: keyed by client address (fallback|ip=…), as the gateway keys them`,
     )
   for (const rule of r.rules) {
     if (rule.topDenied.length === 0) continue
@@ -115,11 +116,6 @@ export function textReport(r: ReplayResult, label: string, top = 10): string {
       out.push(`  … ${int(r.malformed.count - r.malformed.examples.length)} more`)
   }
   return `${out.join('\n')}\n`
-}
-
-/** The key parts a request may lack (as `PolicyRule.mayLack`). */
-function lackable(key: readonly string[]): string[] {
-  return key.filter((n) => n === 'host' || n.startsWith('header:') || n.startsWith('query:'))
 }
 
 function requestsOf(requests: number | null): string {
