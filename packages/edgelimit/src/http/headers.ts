@@ -17,16 +17,17 @@ export type HeaderStandard = 'draft-10' | 'draft-7' | 'draft-6' | 'legacy'
 /** Every `HeaderStandard`. */
 export const STANDARDS: readonly HeaderStandard[] = ['draft-10', 'draft-7', 'draft-6', 'legacy']
 
-/** Reports each of `standards` that is not a `HeaderStandard`, at `path`. */
-export function checkStandards(issues: Issues, path: string, standards: readonly unknown[]): void {
-  for (const standard of standards)
+/** Reports each of `standards` that is not a `HeaderStandard`, at `path`; returns the ones that are. */
+export function checkStandards(issues: Issues, path: string, standards: readonly unknown[]): unknown[] {
+  return standards.filter((standard) =>
     issues.expect(
       path,
       standard,
       STANDARDS.includes(standard as HeaderStandard),
       'ERR_HEADER_STANDARD',
       `one of ${STANDARDS.join(', ')}`,
-    )
+    ),
+  )
 }
 
 /** A rule as advertised to clients: quota `q` per window `w` seconds. */

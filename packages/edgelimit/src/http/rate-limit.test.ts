@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { issuesOf } from '../../test/support/config-issues.js'
 import { gcra } from '../algorithms.js'
 import { systemClock } from '../clock.js'
-import { type ConfigError, EdgelimitError } from '../errors.js'
+import { ConfigError, EdgelimitError } from '../errors.js'
 import { createLimiter, type Decision, type Limiter } from '../limiter.js'
 import { manualClock } from '../testing/index.js'
 import { quotaPolicy, rateLimitHeaders } from './headers.js'
@@ -461,6 +461,34 @@ describe('validation at creation', () => {
       'routes[2].key': ['ERR_FUNCTION'],
       'routes[3]': ['ERR_OBJECT'],
       'routes[4].path': ['ERR_ROUTE_PATH'],
+    })
+  })
+
+  it('names a `headers` list of values that are not standards as such, never as a clash of standards', () => {
+    const limiter = perHour()
+    // A value with no string form (a null-prototype object) used to throw a bare TypeError from
+    // the clash message; others made "[object Object], draft-7 emit clashing RateLimit fields".
+    for (const headers of [
+      [[], Object.create(null)],
+      [{}, 'draft-7'],
+      ['draft-11', 'draft-7'],
+      [1n, Symbol('s')],
+    ]) {
+      let error: unknown
+      try {
+        createRateLimit({ limiter, headers } as unknown as RateLimitOptions)
+      } catch (e) {
+        error = e
+      }
+      expect(error, String(headers.length)).toBeInstanceOf(ConfigError)
+      expect((error as ConfigError).issues.map((i) => i.code)).not.toContain('ERR_HEADER_CONFLICT')
+      expect((error as ConfigError).message).not.toContain('[object')
+    }
+    // Two real drafts still clash.
+    expect(
+      issuesOf(() => createRateLimit({ limiter, headers: ['draft-7', 'draft-6', {}] } as never)),
+    ).toEqual({
+      headers: ['ERR_HEADER_STANDARD', 'ERR_HEADER_CONFLICT'],
     })
   })
 

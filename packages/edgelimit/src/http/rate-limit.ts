@@ -302,8 +302,7 @@ function validateOptions(
   const h: unknown = options.headers
   // Each standard once: one listed twice would send each of its fields twice (`x-ratelimit-limit: 1, 1`).
   const standards: unknown[] = h === false ? [] : h === undefined ? ['draft-10'] : [...new Set([h].flat())]
-  checkStandards(issues, 'headers', standards)
-  const drafts = standards.filter((s) => s !== 'legacy')
+  const drafts = checkStandards(issues, 'headers', standards).filter((s) => s !== 'legacy')
   if (drafts.length > 1) {
     issues.add(
       'headers',
