@@ -1,6 +1,7 @@
 // `/metrics` as Prometheus reads it: strict text exposition (0.0.4), across reloads that rename,
 // remove and re-add rules, with the series an alert needs there before their first event.
 import { writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { farWindow } from '../../edgelimit/test/support/window.js'
 import { type InProcess, rawRequest, startInProcess } from './support/gateway.js'
@@ -275,5 +276,56 @@ rules:
       sampleValue(families, 'edgelimit_decisions_total', { rule: 'trial', tier: '', outcome: 'allowed' }),
     ).toBe(1)
     expect(sampleValue(families, 'edgelimit_request_duration_seconds_count')).toBe(36)
+  })
+})
+
+describe('store fallbacks', () => {
+  test('on a remote store, each rule asking it has its fallback series at 0 by its onStoreError, from start and reload; local rules and the memory store have none', async () => {
+    // A Redis store nothing listens on: the gateway starts, and its rules would fall back.
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer()
+      s.listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port
+        s.close(() => resolve(p))
+      })
+    })
+    const rules = (extra: string) => `store: redis://127.0.0.1:${port}
+identity: { secret: test }
+rules:
+  - { name: strict, match: { path: /a }, algorithm: fixed-window, limit: 1, window: ${WINDOW}, onStoreError: closed }
+  - { name: lenient, match: { path: /b }, algorithm: fixed-window, limit: 1, window: ${WINDOW}, onStoreError: open }
+  - { name: burst, match: { path: /c }, algorithm: fixed-window, limit: 1, window: ${WINDOW}, consistency: local }
+${extra}`
+    const gw = await startInProcess(rules(''), { upstream: origin.url, storeTimeoutMs: 100 })
+    try {
+      const fallbacks = async () =>
+        parseExposition(await (await fetch(`${gw.admin}/metrics`)).text())
+          .get('edgelimit_store_fallbacks_total')
+          ?.samples.map((s) => `${s.labels.rule} ${s.labels.mode} ${s.value}`)
+      expect(await fallbacks()).toEqual(['strict closed 0', 'lenient open 0'])
+      writeFileSync(
+        gw.file,
+        rules(
+          `  - { name: api, match: { path: /d }, algorithm: fixed-window, limit: 1, window: ${WINDOW}, onStoreError: local }`,
+        ),
+      )
+      expect((await gw.gateway.reload('test')).ok).toBe(true)
+      expect(await fallbacks()).toEqual(['strict closed 0', 'lenient open 0', 'api local 0'])
+    } finally {
+      await gw.close()
+    }
+    const memory = await startInProcess(
+      `identity: { secret: test }
+rules:
+  - { name: strict, match: { path: /a }, algorithm: fixed-window, limit: 1, window: ${WINDOW} }
+`,
+      { upstream: origin.url },
+    )
+    try {
+      const families = parseExposition(await (await fetch(`${memory.admin}/metrics`)).text())
+      expect(families.get('edgelimit_store_fallbacks_total')?.samples ?? []).toEqual([])
+    } finally {
+      await memory.close()
+    }
   })
 })

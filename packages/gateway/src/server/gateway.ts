@@ -171,7 +171,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const { server, plain } = proxy
   opened.push(() => proxy.current.upstream.close())
   metrics.generation.set(1)
-  metrics.inForce(firstGeneration.policy.rules)
+  metrics.inForce(firstGeneration.policy.rules, !firstGeneration.policy.store.inProcess)
   metrics.memoryStoreKeys = () => {
     const { store } = proxy.current.policy.store
     return store.name === 'memory' ? (store as MemoryStore).size : undefined

@@ -21,9 +21,10 @@ export interface Metrics {
   decision(rule: string, tier: string, outcome: Outcome, key?: string): void
   /**
    * The rules put in force (at start, and by each reload): the decisions (and would-block) series
-   * their modes produce are there at 0 from then on, as the dashboard lists them before traffic.
+   * their modes produce are there at 0 from then on, as the dashboard lists them before traffic;
+   * on a `remote` store, so is the fallback series of each rule that asks it (not `local` ones).
    */
-  inForce(rules: readonly CompiledRule[]): void
+  inForce(rules: readonly CompiledRule[], remote: boolean): void
   /**
    * Events of a limiter on a remote store: latency, errors, fallbacks, breaker. The breaker gauge
    * of (rule, tier) follows the newest limiter made for it (a reload that changes a rule makes a
@@ -359,8 +360,11 @@ export function createMetrics(options: { dashboard?: DashboardDataOptions } = {}
       decided(rule, tier, outcome).n++
       if (outcome === 'shadow_denied') blocked(rule, tier).n++
     },
-    inForce(rules) {
+    inForce(rules, remote) {
       for (const rule of rules) {
+        // A fallback's first rise is seen by increase() only from a series already at 0.
+        if (remote && rule.config.consistency !== 'local')
+          fallbacks.labels(rule.name, rule.config.onStoreError).inc(0)
         const outcomes = expectedOutcomes(rule.config)
         for (const tier of rule.plans.keys()) {
           for (const outcome of outcomes) decided(rule.name, tier, outcome, true)

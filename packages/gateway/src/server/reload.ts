@@ -165,7 +165,7 @@ export function createReloader(options: ReloaderOptions): Reloader {
     ).length
     metrics.reload('success')
     metrics.generation.set(next.id)
-    metrics.inForce(policy.rules)
+    metrics.inForce(policy.rules, !policy.store.inProcess)
     log.info(
       {
         reason,
