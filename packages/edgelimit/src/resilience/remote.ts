@@ -136,7 +136,8 @@ export const remoteDecider: Decider = (context) => {
     const closed = g.index.some(
       (i, j) => (rules[i] as RuleConfig).onStoreError === 'closed' && (mask & (1 << j)) === 0,
     )
-    const retry = breaker?.state === 'open' ? Math.max(1, breaker.reopensAt - now) : 1000
+    // Open, or half-open with its probe out: until the next probe may go (reopensAt is 0 closed).
+    const retry = breaker && breaker.reopensAt > now ? breaker.reopensAt - now : 1000
     const local = g.fallback?.evaluateSync(key, closed ? 0 : cost, now, {
       shadow: sub(mask, g.fallbackIndex),
     })

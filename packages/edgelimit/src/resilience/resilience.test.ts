@@ -607,6 +607,33 @@ describe('store errors', () => {
     answer('other', true)
     expect((await next).allowed).toBe(true)
   })
+  it('while the probe is out, a closed rule retries when the next probe may go, not after a fixed 1000 ms', async () => {
+    // A held probe: retryAfterMs was 1000 whatever openMs, beyond a 300 ms cool-down.
+    const held: (() => void)[] = []
+    let down = true
+    const store = remoteOver(memoryStore(), 'held', (bound) => ({
+      evaluate: (key, cost, now, options) =>
+        down
+          ? Promise.reject(new Error('down'))
+          : new Promise((resolve) => held.push(() => resolve(bound.evaluate(key, cost, now, options)))),
+      reset: (key) => bound.reset(key),
+    }))
+    const { limiter, clock } = remote([rule('closed')], {
+      store,
+      timeout: false,
+      breaker: { minimumCalls: 1, sampleSize: 1, failureRatio: 1, openMs: 300 },
+    })
+    expect((await limiter.limit('k')).reason).toBe('store-unavailable')
+    expect((await limiter.limit('k')).retryAfterMs).toBe(300) // open: until its probe
+    clock.advance(300)
+    down = false
+    const probe = limiter.limit('probe') // half-open: the probe is out until it answers or 300 ms pass
+    clock.advance(100)
+    const other = await limiter.limit('k')
+    expect([other.reason, other.retryAfterMs]).toEqual(['store-unavailable', 200])
+    held[0]?.()
+    expect((await probe).allowed).toBe(true)
+  })
   it('a probe that never answers (no deadline, a lost reply) gives way to another after openMs', async () => {
     // The breaker stayed half-open for good: every later call answered per onStoreError without
     // the store, which had recovered.
