@@ -13,8 +13,11 @@ export interface CheckReport {
   readonly lines: readonly string[]
 }
 
+/** How a policy read from standard input (`-`) is named in the report. */
+const STDIN_NAME = '<stdin>'
+
 /**
- * Validates policy files offline (no store or upstream is contacted): for CI and deploys.
+ * Validates policy files offline (`-` is standard input) (no store or upstream is contacted): for CI and deploys.
  *
  * @example const { ok, lines } = checkFiles(['edgelimit.yaml']); process.exitCode = ok ? 0 : 1
  */
@@ -25,9 +28,10 @@ export function checkFiles(
   const lines: string[] = []
   let ok = true
   for (const file of files) {
+    const stdin = file === '-'
     const near = relative(process.cwd(), file)
-    const shown = near === '' || near.startsWith('..') ? file : near
-    const source = readPolicySource(file, env)
+    const shown = stdin ? STDIN_NAME : near === '' || near.startsWith('..') ? file : near
+    const source = stdin ? readPolicySource(STDIN_NAME, env, 0) : readPolicySource(file, env)
     const { config, issues } = checkSource({ ...source, place: (i) => ({ ...source.place(i), file: shown }) })
     if (config === undefined) {
       ok = false

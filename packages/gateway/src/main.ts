@@ -9,7 +9,7 @@ Usage:
   edgelimit serve --config <file> [--upstream <url>] [--port 8080] [--admin-port 9090]
                   [--host 127.0.0.1] [--admin-host 127.0.0.1] [--log-level info]
                   [--drain-timeout 30s] [--no-watch] [-q] [-h]
-  edgelimit check [<file>...]        validate policies offline (exit 1 on problems; edgelimit.yaml)
+  edgelimit check [<file>|-...]      validate policies offline (exit 1 on problems; edgelimit.yaml)
   edgelimit simulate [scenario…|all] [--config <file>] [--html <file>]
                                      every algorithm (or the policy's rules) on the same traffic
   edgelimit replay <access.log…> --config <file> [--html <file>]
@@ -29,7 +29,7 @@ const CHECK_USAGE = `Usage: edgelimit check [<file>...] [-c <file>]
 
 Validates policy files offline (no store or upstream is contacted) and reports every problem with
 its file, line, column and path (the first 1,000 of a file). For CI and deploy pipelines.
-Without a file: edgelimit.yaml, as serve reads it.
+Without a file: edgelimit.yaml, as serve reads it. - is standard input (named <stdin>).
 
 Options:
   -c, --config <file>  a policy file, as serve takes it (repeatable; with the files named too)
@@ -70,6 +70,8 @@ async function run(command: string | undefined, rest: string[]): Promise<number>
         return 0
       }
       const files = [...(values.config ?? []), ...positionals]
+      if (files.filter((f) => f === '-').length > 1)
+        throw new UsageError('- (standard input) named twice: it can be read once')
       if (files.length === 0) {
         if (!existsSync(DEFAULT_POLICY)) {
           process.stderr.write(

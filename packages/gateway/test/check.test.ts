@@ -1204,6 +1204,21 @@ describe('the CLI', () => {
     expect(failed.stderr).toContain('✖ packages/gateway/test/fixtures/bad/err-duration.yaml: 1 problem')
   })
 
+  test('check - reads the policy from standard input, as the other commands read -', async () => {
+    const good = await runCli(['check', '-'], {
+      stdin: 'rules: [{ name: all, algorithm: fixed-window, limit: 10, window: 1m }]\n',
+    })
+    expect(good).toMatchObject({ code: 0, stdout: '✔ <stdin>: 1 rule, memory store\n' })
+    const bad = await runCli(['check', '-c', '-'], {
+      stdin: 'rules: [{ name: all, algorithm: fixed-window, limit: 10, window: soon }]\n',
+    })
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toMatch(/^<stdin>:1:\d+ {2}rules\[0\]\.window: expected a duration/)
+    const twice = await runCli(['check', '-', '-'], { stdin: '' })
+    expect(twice.code).toBe(2)
+    expect(twice.stderr).toBe('edgelimit check: - (standard input) named twice: it can be read once\n')
+  })
+
   test('check takes -c/--config as serve, simulate, replay and bench do, and edgelimit.yaml without a file', async () => {
     const flagged = await runCli(['check', '-c', 'examples/edgelimit.yaml'])
     expect(flagged.code).toBe(0)

@@ -44,17 +44,22 @@ type Env = Readonly<Record<string, string | undefined>>
 export const MAX_POLICY_BYTES = 1024 * 1024
 
 /**
- * Reads and parses a policy file. Never throws for a bad file: an unreadable file, one above
+ * Reads and parses a policy file (`input`, a path or an open descriptor such as 0 for standard
+ * input, is read; `file` names it). Never throws for a bad file: an unreadable file, one above
  * `MAX_POLICY_BYTES`, a YAML error or an undefined `${VAR}` is an issue.
  *
  * @example
  * const source = readPolicySource('edgelimit.yaml')
  * if (source.issues.length > 0) console.error(source.issues.map(formatIssue).join('\n'))
  */
-export function readPolicySource(file: string, env: Env = process.env): PolicySource {
+export function readPolicySource(
+  file: string,
+  env: Env = process.env,
+  input: string | number = file,
+): PolicySource {
   let text: string
   try {
-    text = readBounded(file)
+    text = readBounded(input)
   } catch (error) {
     const message =
       error instanceof TooLarge
@@ -69,9 +74,9 @@ export function readPolicySource(file: string, env: Env = process.env): PolicySo
 class TooLarge extends Error {}
 
 /** The file's text; a file above the bound is refused by its size, a stream once past it. */
-function readBounded(file: string): string {
+function readBounded(input: string | number): string {
   const bound = `at most ${MAX_POLICY_BYTES} (1 MiB)`
-  const fd = openSync(file, 'r')
+  const fd = typeof input === 'number' ? input : openSync(input, 'r')
   try {
     const stats = fstatSync(fd)
     if (stats.isFile() && stats.size > MAX_POLICY_BYTES)
@@ -87,7 +92,7 @@ function readBounded(file: string): string {
       throw new TooLarge(`file too large: more than ${MAX_POLICY_BYTES} bytes, ${bound}`)
     return buffer.toString('utf8', 0, length)
   } finally {
-    closeSync(fd)
+    if (typeof input !== 'number') closeSync(fd)
   }
 }
 
