@@ -1,6 +1,7 @@
 import { clfParser, NO_REQUEST } from '../replay/clf.js'
 import { numberText, quotedValue } from '../replay/json-number.js'
 import { forEachLine } from '../replay/lines.js'
+import { refusedBeforeRules } from '../replay/record.js'
 import { toMs } from '../replay/time.js'
 import { counted } from '../report/format.js'
 import { UsageError } from '../report/io.js'
@@ -88,7 +89,10 @@ export async function readTrace(
       const why = clf.parse(buf, s, e)
       if (why === undefined) {
         const r = clf.record
-        const fields = { ua: r.ua === '-' ? undefined : r.ua, query: r.query }
+        // A request serve answers before its rules (CONNECT, `OPTIONS *`, `/%zz`) charges no one, as in replay.
+        const refused = refusedBeforeRules(r)
+        if (refused !== undefined) return skip(line, refused)
+        const fields = { ua: r.ua === '-' ? undefined : r.ua, query: r.query, host: r.host || undefined }
         rows.push({ t: r.ts, key: r.ip, cost: 1, path: r.path, method: r.method, fields })
         return
       }

@@ -89,6 +89,32 @@ describe('edgelimit simulate', () => {
     expect(global?.maxInSpan.key).toBe('*')
   })
 
+  test('--trace: an access log is read as replay reads it: an absolute-form target by its path and host, a request serve refuses before its rules skipped', async () => {
+    const at = (i: number) => clfTime(Date.UTC(2026, 0, 1, 0, 0, i))
+    const line = (i: number, request: string) => `203.0.113.${i} - - [${at(i)}] "${request}" 200 1 "-" "ua"`
+    const trace = file(
+      'proxy.log',
+      `${[
+        line(1, 'GET http://API.example.com/login HTTP/1.1'),
+        line(2, 'GET http://api.example.com/login?x=1 HTTP/1.1'),
+        line(3, 'CONNECT api.example.com:443 HTTP/1.1'),
+        line(4, 'GET /%zz HTTP/1.1'),
+        line(5, 'OPTIONS * HTTP/1.1'),
+      ].join('\n')}\n`,
+    )
+    const policy = file(
+      'host-login.yaml',
+      'rules:\n  - { name: login, match: { host: api.example.com, path: /login }, key: global, algorithm: fixed-window, limit: 1, window: 1m }\n',
+    )
+    const { code, results, err } = await simulateJson(['--trace', trace, '--config', policy])
+    expect(code, err).toBe(0)
+    const [login] = results[0]?.algorithms ?? []
+    expect([login?.admitted, login?.denied]).toEqual([1, 1])
+    expect(err).toContain(
+      '3 malformed lines skipped: line 3: CONNECT (the gateway answers 405 before its rules)',
+    )
+  })
+
   test('GCRA is measured against its burst and the time to refill it, as the token bucket it equals', async () => {
     // 20 requests at once, then one every 50 ms: GCRA 2/s with bursts of 20 and a token bucket of
     // 20 refilled at 2/s admit and deny the same requests, so they must score the same.
